@@ -1,0 +1,42 @@
+# Every developer and CI entry point. `make test` and `make run` work on a fresh machine:
+# they create .venv/ with the project and its tools first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test unit lint bench demo run certs e2e-assets clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+unit: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+
+lint: install
+	$(BIN)/ruff check simulation lint webhook certs tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: install
+	$(BIN)/python -m benchmarks
+
+demo: install
+	-$(BIN)/overlay-lint check examples/
+	$(BIN)/overlay-lint simulate examples/ --instance-type p5.48xlarge
+
+run: install
+	$(BIN)/overlay-lint check examples/ || test $$? -eq 1
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+-include Makefile.e2e

@@ -1,0 +1,1 @@
+"""The pure simulation core of overlay-guard: data in, findings out."""

@@ -1,0 +1,179 @@
+"""Findings that need the whole picture: conflicts, dead overlays, ties and clamped prices."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+
+from simulation import cells, findings, merge, model
+from simulation import requirements as reqs
+
+_BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
+
+
+def field_path(overlay: model.Overlay, field: str) -> tuple[str | int, ...]:
+    if field == merge.PRICE:
+        return overlay.price_path
+    kind, _, name = field.partition("/")
+    if kind == "capacity":
+        return ("spec", "capacity", name)
+    index = next((t.index for t in overlay.templates if t.driver == name), 0)
+    return ("spec", "dynamicResources", "resourceSliceTemplates", index, "spec", "driver")
+
+
+def _describe_field(field: str) -> str:
+    return "price" if field == merge.PRICE else field
+
+
+def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], outcome: merge.Outcome,
+              clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
+    out = []
+    for clash in clashes:
+        later, earlier = entries[clash.later].overlay, entries[clash.earlier].overlay
+        witness = grid.witness(clash.cells, with_offering=clash.field == merge.PRICE)
+        where = witness.describe() if witness else "a common cell"
+        dropped = [n for n in (later.name, earlier.name) if outcome.status.get(n) == merge.CONFLICT]
+        if dropped:
+            verdict = outcome.verdicts[dropped[0]]
+            karpenter = (f"Karpenter marks {dropped[0]} Conflict and ignores it whole "
+                         f"(it met {verdict.other} on {_describe_field(verdict.field)})")
+            detail = {"karpenter": "Conflict", "dropped": dropped[0]}
+        else:
+            karpenter = (f"Karpenter does not detect this and silently applies {earlier.name}'s value "
+                         f"there (the earlier in its order)")
+            detail = {"karpenter": "silent", "applied": earlier.name}
+        message = (f"NodeOverlay {later.name} and {earlier.name} both set {_describe_field(clash.field)} "
+                   f"at weight {later.weight} on {where}; {karpenter}")
+        out.append(findings.make(
+            "same-weight-conflict", later.ref, field_path(later, clash.field), message,
+            related=[earlier.ref], witness=witness, source=later.source,
+            detail={**detail, "weight": str(later.weight), "field": clash.field}))
+    return out
+
+
+def shadowed(grid: cells.Grid, entries: Mapping[str, merge.Entry], outcome: merge.Outcome,
+             clashes: Sequence[merge.Clash]) -> list[findings.Finding]:
+    """An applied overlay's field whose every cell an earlier overlay already set."""
+    clashed = {(c.later, c.field) for c in clashes}
+    out = []
+    for claim in outcome.claims:
+        if claim.cells or (claim.overlay, claim.field) in clashed:
+            continue
+        e = entries[claim.overlay]
+        bits = e.fields()[claim.field]
+        winners = [c.overlay for c in outcome.claims_for(claim.field)
+                   if c.overlay != claim.overlay and c.cells & bits]
+        witness = grid.witness(bits, with_offering=claim.field == merge.PRICE)
+        message = (f"NodeOverlay {e.name}: {_describe_field(claim.field)} has no effect; every cell it "
+                   f"selects is already set by higher-precedence {', '.join(winners[:3])} "
+                   f"(e.g. {witness.describe() if witness else '-'})")
+        out.append(findings.make("shadowed", e.overlay.ref, field_path(e.overlay, claim.field), message,
+                                 related=[findings.ObjectRef(model.NODEOVERLAY, w) for w in winners],
+                                 witness=witness, source=e.overlay.source))
+    return out
+
+
+def clamped(grid: cells.Grid, entries: Mapping[str, merge.Entry],
+            outcome: merge.Outcome) -> list[findings.Finding]:
+    out = []
+    for claim in outcome.claims_for(merge.PRICE):
+        overlay = entries[claim.overlay].overlay
+        adj = overlay.price_adjustment
+        if overlay.price is not None or adj is None or not adj.startswith("-") or adj.endswith("%"):
+            continue
+        try:
+            amount = float(adj[1:])
+        except ValueError:
+            continue
+        hit = claim.cells & grid.below_price(amount)
+        if hit:
+            witness = grid.witness(hit)
+            message = (f"NodeOverlay {overlay.name}: priceAdjustment {adj} drives the price below 0 "
+                       f"and Karpenter clamps it to 0 (e.g. {witness.describe() if witness else '-'})")
+            out.append(findings.make("price-clamped", overlay.ref, ("spec", "priceAdjustment"), message,
+                                     witness=witness, source=overlay.source))
+    return out
+
+
+def known_keys(grid: cells.Grid) -> set[str]:
+    keys = set(grid.labels) | _BUILTIN_KEYS
+    for pool in grid.pools:
+        keys.update(pool.labels)
+    return keys
+
+
+def _hint(word: str, candidates: Iterable[str]) -> str:
+    near = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.8)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def unknown_labels(grid: cells.Grid, overlay: model.Overlay) -> list[findings.Finding]:
+    keys = known_keys(grid)
+    out = []
+    for i, r in enumerate(overlay.requirements):
+        key = reqs.NORMALIZED_LABELS.get(r.key, r.key)
+        if key in keys:
+            continue
+        message = (f"NodeOverlay {overlay.name}: no instance type or NodePool defines label {r.key!r}"
+                   f"{_hint(key, keys)}")
+        out.append(findings.make("unknown-label", overlay.ref, ("spec", "requirements", i, "key"), message,
+                                 source=overlay.source))
+    return out
+
+
+def no_match(grid: cells.Grid, overlay: model.Overlay) -> findings.Finding:
+    keys = known_keys(grid)
+    reason = "no NodePool and instance type satisfy all of its requirements together"
+    path: tuple[str | int, ...] = ("spec", "requirements")
+    for i, r in enumerate(overlay.requirements):
+        key = reqs.NORMALIZED_LABELS.get(r.key, r.key)
+        single = grid.match(reqs.from_specs([(r.key, r.operator, r.values)]))
+        if single:
+            continue
+        path = ("spec", "requirements", i)
+        if key not in keys:
+            reason = f"label {r.key!r} is not defined anywhere{_hint(key, keys)}"
+        else:
+            known = _values(grid, key)
+            missing = [v for v in r.values if v not in known]
+            hint = _hint(missing[0], known) if missing and r.operator == reqs.IN else ""
+            reason = f"requirement {r.key} {r.operator} {list(r.values)} selects nothing{hint}"
+        break
+    return findings.make("no-match", overlay.ref, path,
+                         f"NodeOverlay {overlay.name} matches no NodePool/instance type/offering: {reason}",
+                         source=overlay.source)
+
+
+def _values(grid: cells.Grid, key: str) -> set[str]:
+    index = grid.labels.get(key)
+    out = set(index.by_value) if index else set()
+    if key == reqs.NODEPOOL:
+        out |= {p.name for p in grid.pools}
+    for pool in grid.pools:
+        if key in pool.labels:
+            out.add(pool.labels[key])
+    return out
+
+
+def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findings.Finding]:
+    """Equal-weight NodePools that can launch the same offering: Karpenter's choice between
+    them is not something the operator controls."""
+    reach = {}
+    for pool in pools:
+        specs = [(r.key, r.operator, r.values) for r in pool.requirements]
+        specs += [(k, reqs.IN, (v,)) for k, v in pool.labels.items()]
+        reach[pool.name] = grid.launchable(reqs.from_specs(specs))
+    out = []
+    ordered = sorted(pools, key=lambda p: p.name)
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            common = reach[a.name] & reach[b.name]
+            if a.weight != b.weight or not common:
+                continue
+            w = grid.witness(common)
+            witness = findings.Witness(b.name, w.instance_type, w.offering) if w else None
+            message = (f"NodePool {b.name} and {a.name} both have weight {a.weight} and can both launch "
+                       f"{w.instance_type if w else '-'}; which one Karpenter picks is not defined by weight")
+            out.append(findings.make("nodepool-weight-tie", b.ref, ("spec", "weight"), message,
+                                     related=[a.ref], witness=witness, source=b.source))
+    return out

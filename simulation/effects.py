@@ -1,0 +1,102 @@
+"""What the simulation does to instance types: effective prices, capacities and templates."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from simulation import cells, merge, quantity
+from simulation import evaluate as ev
+from simulation import requirements as reqs
+
+
+def adjusted(base: float | None, change: str) -> float | None:
+    """Karpenter's AdjustedPrice: absolute, additive or percentage, clamped at 0. A percentage
+    or additive change of an unknown base price stays unknown."""
+    if not change.startswith(("+", "-")):
+        return float(change)
+    if base is None:
+        return None
+    if change.endswith("%"):
+        value = base * (1 + float(change[:-1]) / 100)
+    else:
+        value = base + float(change)
+    return value if value >= 0 else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CellEffect:
+    pool: str
+    instance_type: str
+    capacity: Mapping[str, str]
+    capacity_overlays: Mapping[str, str]
+    offerings: tuple[Mapping[str, Any], ...]
+    templates: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"capacity": dict(self.capacity), "capacityOverlays": dict(self.capacity_overlays),
+                "offerings": [dict(o) for o in self.offerings],
+                "resourceSliceTemplates": dict(self.templates)}
+
+
+def effects(report: ev.Report, pools: Collection[str] = (), types: Collection[str] = ()) -> list[CellEffect]:
+    """Per (NodePool, instance type): the effect of the applied overlays. Without filters only
+    the cells some overlay touches are listed."""
+    grid = report.grid
+    winners: dict[int, dict[str, str]] = {}  # bit -> field -> overlay
+    for claim in report.outcome.claims:
+        for bit in cells.bits_of(claim.cells):
+            winners.setdefault(bit, {})[claim.field] = claim.overlay
+    if pools or types:
+        wanted = grid.type_cells(_filter_cells(grid, pools, types))
+    else:
+        wanted = grid.type_cells(_union(1 << b for b in winners))
+    out = [_cell(report, bit, winners) for bit in cells.bits_of(wanted)]
+    return out
+
+
+def _filter_cells(grid: cells.Grid, pools: Collection[str], types: Collection[str]) -> int:
+    pool_req = reqs.Requirement.new(reqs.NODEPOOL, reqs.IN, pools) if pools else None
+    type_req = reqs.Requirement.new(reqs.INSTANCE_TYPE, reqs.IN, types) if types else None
+    chosen = {k: r for k, r in ((reqs.NODEPOOL, pool_req), (reqs.INSTANCE_TYPE, type_req)) if r is not None}
+    selected = grid.match(chosen) if chosen else grid.all_cells()
+    return selected
+
+
+def _union(parts: Any) -> int:
+    out = 0
+    for p in parts:
+        out |= p
+    return out
+
+
+def _cell(report: ev.Report, first_bit: int, winners: Mapping[int, Mapping[str, str]]) -> CellEffect:
+    grid = report.grid
+    pool_index, t, _ = grid.locate(first_bit)
+    it = grid.types[t]
+    type_winners = winners.get(first_bit, {})
+    capacity = dict(it.capacity)
+    cap_overlays: dict[str, str] = {}
+    templates: dict[str, str] = {}
+    for field, name in sorted(type_winners.items()):
+        kind, _, what = field.partition("/")
+        if kind == "capacity":
+            raw = dict(report.entries[name].overlay.capacity)[what]
+            capacity[what] = quantity.normalize(raw)
+            cap_overlays[what] = name
+        elif kind == "resourceSliceTemplates":
+            templates[what] = name
+    offerings = []
+    for slot, o in enumerate(it.offerings):
+        name = winners.get(first_bit + slot, {}).get(merge.PRICE)
+        price = o.price
+        if name is not None:
+            change = report.entries[name].overlay.price_update
+            price = adjusted(o.price, change) if change is not None else o.price
+        offerings.append({"zone": o.zone, "capacityType": o.capacity_type, "basePrice": o.price,
+                          "price": price, "priceOverlay": name, "estimated": o.estimated,
+                          "available": o.available})
+    return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
+                      cap_overlays, tuple(offerings), templates)
+

@@ -1,0 +1,158 @@
+"""Findings: the one vocabulary every check speaks and every front end formats."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class Severity(enum.IntEnum):
+    # Ordered so that comparisons express "at or above --fail-on".
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        return cls[text.upper()]
+
+
+# code -> severity; the stable contract of SPEC section 4.
+CODES: Mapping[str, Severity] = {
+    "parse-error": Severity.ERROR,
+    "schema": Severity.ERROR,
+    "runtime-invalid": Severity.ERROR,
+    "duplicate-object": Severity.ERROR,
+    "same-weight-conflict": Severity.ERROR,
+    "invalid-binding-key": Severity.ERROR,
+    "invalid-attribute-binding": Severity.ERROR,
+    "invalid-resource-slice-template": Severity.ERROR,
+    "legacy-field": Severity.ERROR,
+    "no-match": Severity.WARNING,
+    "shadowed": Severity.WARNING,
+    "unknown-label": Severity.WARNING,
+    "binding-key-scope": Severity.WARNING,
+    "nodepool-weight-tie": Severity.WARNING,
+    "price-clamped": Severity.WARNING,
+    "ignored-values": Severity.WARNING,
+}
+
+# Codes that make an overlay Invalid for Karpenter (it is skipped whole).
+INVALIDATING = frozenset({"schema", "runtime-invalid"})
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class ObjectRef:
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Offering:
+    zone: str
+    capacity_type: str
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Witness:
+    nodepool: str
+    instance_type: str
+    offering: Offering | None = None
+
+    def describe(self) -> str:
+        text = f"nodepool {self.nodepool}, instance type {self.instance_type}"
+        if self.offering is not None:
+            text += f", offering {self.offering.zone}/{self.offering.capacity_type}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"nodepool": self.nodepool, "instanceType": self.instance_type}
+        if self.offering is not None:
+            out["offering"] = {"zone": self.offering.zone, "capacityType": self.offering.capacity_type}
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One problem. `source` is the index of the input document it is about, for adapters
+    that map `field` back to a file position; the core never looks at it."""
+
+    code: str
+    obj: ObjectRef
+    path: tuple[str | int, ...]
+    message: str
+    related: tuple[ObjectRef, ...] = ()
+    witness: Witness | None = None
+    severity: Severity = Severity.ERROR
+    source: int | None = None
+    # Extra machine-readable detail (e.g. Karpenter's own verdict on a conflict).
+    detail: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def field(self) -> str:
+        return json_path(*self.path)
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.source if self.source is not None else -1, self.obj, self.field, self.code,
+                self.related, self.message)
+
+    def with_severity(self, severity: Severity, note: str = "") -> Finding:
+        message = self.message if not note else f"{self.message} ({note})"
+        return dataclasses.replace(self, severity=severity, message=message)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "code": self.code,
+            "severity": str(self.severity),
+            "object": {"kind": self.obj.kind, "name": self.obj.name},
+            "field": self.field,
+            "message": self.message,
+            "related": [{"kind": r.kind, "name": r.name} for r in self.related],
+        }
+        if self.witness is not None:
+            out["witness"] = self.witness.to_json()
+        if self.detail:
+            out["detail"] = dict(self.detail)
+        return out
+
+
+def make(code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str, *, related: Iterable[ObjectRef] = (),
+         witness: Witness | None = None, source: int | None = None,
+         detail: Mapping[str, str] | None = None) -> Finding:
+    """Build a finding with the severity its code defines."""
+    return Finding(code=code, obj=obj, path=path, message=message,
+                   related=tuple(sorted(set(related))), witness=witness, severity=CODES[code],
+                   source=source, detail=tuple(sorted((detail or {}).items())))
+
+
+def ordered(findings: Iterable[Finding]) -> list[Finding]:
+    """Deterministic output order; also drops exact duplicates."""
+    seen: dict[tuple[Any, ...], Finding] = {}
+    for f in findings:
+        seen.setdefault((f.sort_key(), f.code, f.severity), f)
+    return sorted(seen.values(), key=lambda f: f.sort_key())
+
+
+def json_path(*parts: str | int) -> str:
+    """`spec.requirements[2].key` style paths from path segments."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif out:
+            out += f".{p}" if _plain(p) else f"[{p!r}]"
+        else:
+            out = p
+    return out
+
+
+def _plain(segment: str) -> bool:
+    return segment.replace("_", "a").replace("-", "a").isalnum()

@@ -1,0 +1,165 @@
+"""Typed views of the raw objects the core reasons about.
+
+Parsing here is deliberately forgiving: a malformed field becomes a neutral value, because the
+schema and runtime checks report the problem and mark the overlay Invalid, so the engine never
+uses it. Nothing in this module raises on user input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from simulation import findings
+from simulation import requirements as reqs
+
+NODEOVERLAY = "NodeOverlay"
+NODEPOOL = "NodePool"
+INSTANCETYPE = "InstanceType"
+OVERLAY_API = "karpenter.sh/v1alpha1"
+NODEPOOL_API = "karpenter.sh/v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReqSpec:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Template:
+    index: int
+    name: str
+    driver: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlay:
+    name: str
+    weight: int
+    requirements: tuple[ReqSpec, ...]
+    price: str | None
+    price_adjustment: str | None
+    capacity: tuple[tuple[str, str], ...]
+    templates: tuple[Template, ...]
+    source: int | None = None
+    # `capacity: {}` is not absent for Karpenter: it still becomes the "last" capacity update.
+    capacity_set: bool = False
+
+    @property
+    def ref(self) -> findings.ObjectRef:
+        return findings.ObjectRef(NODEOVERLAY, self.name)
+
+    @property
+    def price_update(self) -> str | None:
+        """Karpenter stores price and priceAdjustment as one field: price wins when both exist."""
+        return self.price if self.price is not None else self.price_adjustment
+
+    @property
+    def price_path(self) -> tuple[str | int, ...]:
+        return ("spec", "price") if self.price is not None else ("spec", "priceAdjustment")
+
+    def requirement_map(self) -> dict[str, reqs.Requirement]:
+        return reqs.from_specs((r.key, r.operator, r.values) for r in self.requirements)
+
+    def drivers(self) -> tuple[str, ...]:
+        return tuple(sorted({t.driver for t in self.templates}))
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePool:
+    name: str
+    weight: int
+    labels: Mapping[str, str]
+    requirements: tuple[ReqSpec, ...]
+    source: int | None = None
+    implicit: bool = False
+
+    @property
+    def ref(self) -> findings.ObjectRef:
+        return findings.ObjectRef(NODEPOOL, self.name)
+
+
+IMPLICIT_NODEPOOL = NodePool("default", 0, {}, (), None, implicit=True)
+
+
+def kind_of(obj: Any) -> str | None:
+    return obj.get("kind") if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) else None
+
+
+def name_of(obj: Any) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _req_specs(raw: Any) -> tuple[ReqSpec, ...]:
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        item = _mapping(item)
+        key, op = _str(item.get("key")), _str(item.get("operator"))
+        values = item.get("values")
+        vals = tuple(v for v in values if isinstance(v, str)) if isinstance(values, list) else ()
+        if key is not None and op is not None:
+            out.append(ReqSpec(key, op, vals))
+    return tuple(out)
+
+
+def _string_labels(raw: Any) -> dict[str, str]:
+    return {k: v for k, v in _mapping(raw).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def overlay(obj: Mapping[str, Any], source: int | None = None) -> Overlay:
+    spec = _mapping(obj.get("spec"))
+    capacity = tuple(sorted(
+        (k, v if isinstance(v, str) else str(v))
+        for k, v in _mapping(spec.get("capacity")).items()
+        if isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)))
+    templates = []
+    dyn = _mapping(spec.get("dynamicResources"))
+    raw_templates = dyn.get("resourceSliceTemplates")
+    if isinstance(raw_templates, list):
+        for i, t in enumerate(raw_templates):
+            name = _str(_mapping(_mapping(t).get("metadata")).get("name")) or f"#{i}"
+            driver = _str(_mapping(_mapping(t).get("spec")).get("driver"))
+            if driver:
+                templates.append(Template(i, name, driver))
+    return Overlay(
+        name=name_of(obj) or "",
+        weight=_int(spec.get("weight")),
+        requirements=_req_specs(spec.get("requirements")),
+        price=_str(spec.get("price")),
+        price_adjustment=_str(spec.get("priceAdjustment")),
+        capacity=capacity,
+        templates=tuple(templates),
+        source=source,
+        capacity_set=isinstance(spec.get("capacity"), Mapping),
+    )
+
+
+def nodepool(obj: Mapping[str, Any], source: int | None = None) -> NodePool:
+    spec = _mapping(obj.get("spec"))
+    template = _mapping(spec.get("template"))
+    return NodePool(
+        name=name_of(obj) or "",
+        weight=_int(spec.get("weight")),
+        labels=_string_labels(_mapping(template.get("metadata")).get("labels")),
+        requirements=_req_specs(_mapping(template.get("spec")).get("requirements")),
+        source=source,
+    )

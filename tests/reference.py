@@ -1,0 +1,172 @@
+"""A plain reference implementation of Karpenter's NodeOverlay loop, for property tests.
+
+It mirrors pkg/controllers/nodeoverlay/controller.go and store.go statement by statement
+(nested loops over NodePools, instance types and offerings, a dict-based store with
+lowestWeight bookkeeping) and shares nothing with the fast engine but the requirement
+algebra and the data types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from simulation import catalog as cat
+from simulation import model
+from simulation import requirements as reqs
+
+WELL_KNOWN = reqs.WELL_KNOWN_LABELS
+
+
+@dataclasses.dataclass
+class PriceUpdate:
+    update: str
+    lowest_weight: int
+
+
+@dataclasses.dataclass
+class CapacityUpdate:
+    update: dict[str, str]
+    lowest_resources: dict[str, str] | None
+    lowest_weight: int
+
+
+@dataclasses.dataclass
+class TypeUpdate:
+    price: dict[tuple[str, str], PriceUpdate]
+    capacity: CapacityUpdate | None
+
+
+def type_requirements(pool: model.NodePool, it: cat.InstanceType) -> dict[str, reqs.Requirement]:
+    r = reqs.build([reqs.Requirement.new(reqs.NODEPOOL, reqs.IN, [pool.name])])
+    for source in (reqs.from_labels(pool.labels), it.requirements()):
+        for req in source.values():
+            r[req.key] = req if req.key not in r else req.intersection(r[req.key])
+    return r
+
+
+def offering_requirements(o: cat.Offering) -> dict[str, reqs.Requirement]:
+    return reqs.from_labels({reqs.ZONE: o.zone, reqs.CAPACITY_TYPE: o.capacity_type})
+
+
+def overlaid_offerings(pool: model.NodePool, it: cat.InstanceType,
+                       overlay_reqs: dict[str, reqs.Requirement]) -> list[cat.Offering]:
+    if not reqs.compatible(type_requirements(pool, it), overlay_reqs):
+        return []
+    return [o for o in it.offerings
+            if reqs.compatible(overlay_reqs, offering_requirements(o), WELL_KNOWN)]
+
+
+@dataclasses.dataclass
+class Result:
+    status: dict[str, str]
+    prices: dict[tuple[str, str, str, str], float | None]
+    capacity: dict[tuple[str, str], dict[str, str]]
+
+
+def run(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
+        catalog: cat.Catalog) -> Result:
+    store: dict[str, dict[str, TypeUpdate]] = {}
+    status: dict[str, str] = {}
+    ordered = sorted(overlays, key=lambda o: (o.weight, o.name), reverse=True)
+    for o in ordered:
+        r = o.requirement_map()
+        ok = True
+        for pool in pools:
+            for it in catalog.types:
+                offerings = overlaid_offerings(pool, it, r)
+                if not offerings:
+                    continue
+                if _price_conflict(store, pool.name, it.name, offerings, o) or _capacity_conflict(
+                        store, pool.name, it.name, o):
+                    ok = False
+                    break
+            if not ok:
+                break
+        if not ok:
+            status[o.name] = "Conflict"
+            continue
+        status[o.name] = "Applied"
+        for pool in pools:
+            for it in catalog.types:
+                offerings = overlaid_offerings(pool, it, r)
+                if offerings:
+                    _store_price(store, pool.name, it.name, o, offerings)
+                    _store_capacity(store, pool.name, it.name, o)
+    prices: dict[tuple[str, str, str, str], float | None] = {}
+    capacity: dict[tuple[str, str], dict[str, str]] = {}
+    for pool in pools:
+        for it in catalog.types:
+            upd = store.get(pool.name, {}).get(it.name)
+            if upd is None:
+                continue
+            for of in it.offerings:
+                pu = upd.price.get((of.zone, of.capacity_type))
+                if pu is not None:
+                    prices[(pool.name, it.name, of.zone, of.capacity_type)] = adjusted(of.price, pu.update)
+            if upd.capacity is not None and upd.capacity.update:
+                capacity[(pool.name, it.name)] = dict(upd.capacity.update)
+    return Result(status, prices, capacity)
+
+
+def adjusted(base: float | None, change: str) -> float | None:
+    if not change.startswith(("+", "-")):
+        return float(change)
+    if base is None:
+        return None
+    if change.endswith("%"):
+        value = base * (1 + float(change[:-1]) / 100)
+    else:
+        value = base + float(change)
+    return value if value >= 0 else 0.0
+
+
+def _entry(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str) -> TypeUpdate:
+    return store.setdefault(pool, {}).setdefault(it, TypeUpdate({}, CapacityUpdate({}, None, 0)))
+
+
+def _price_conflict(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str,
+                    offerings: list[cat.Offering], o: model.Overlay) -> bool:
+    if o.price_update is None:
+        return False
+    upd = store.get(pool, {}).get(it)
+    if upd is None:
+        return False
+    return any((p := upd.price.get((of.zone, of.capacity_type))) is not None and p.lowest_weight == o.weight
+               for of in offerings)
+
+
+def _capacity_conflict(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str,
+                       o: model.Overlay) -> bool:
+    if not o.capacity_set:
+        return False
+    upd = store.get(pool, {}).get(it)
+    if upd is None or upd.capacity is None or upd.capacity.lowest_weight != o.weight:
+        return False
+    lowest = upd.capacity.lowest_resources or {}
+    return any(r in lowest for r, _ in o.capacity)
+
+
+def _store_price(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str, o: model.Overlay,
+                 offerings: list[cat.Offering]) -> None:
+    price = o.price_update
+    if price is None:
+        return
+    upd = _entry(store, pool, it)
+    for of in offerings:
+        key = (of.zone, of.capacity_type)
+        if key in upd.price:
+            upd.price[key].lowest_weight = o.weight
+            continue
+        upd.price[key] = PriceUpdate(price, o.weight)
+
+
+def _store_capacity(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str, o: model.Overlay) -> None:
+    if not o.capacity_set:
+        return
+    upd = _entry(store, pool, it)
+    assert upd.capacity is not None
+    for resource, q in o.capacity:
+        upd.capacity.update.setdefault(resource, q)
+    upd.capacity.lowest_resources = dict(o.capacity)
+    upd.capacity.lowest_weight = o.weight
