@@ -1,0 +1,90 @@
+"""`explain`: for one instance type, who set each field, who lost, and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulation import evaluate as ev
+from simulation import merge, model
+from simulation import requirements as reqs
+
+
+class UnknownName(ValueError):
+    """An instance type or NodePool that is not in the simulation."""
+
+
+def _fields(overlay: model.Overlay) -> list[str]:
+    out = [merge.PRICE] if overlay.price_update is not None else []
+    out += [merge.capacity_field(r) for r, _ in overlay.capacity]
+    out += [merge.driver_field(d) for d in overlay.drivers()]
+    return out
+
+
+def explain(report: ev.Report, instance_type: str, nodepool: str | None = None) -> dict[str, Any]:
+    grid = report.grid
+    names = [t.name for t in grid.types]
+    if instance_type not in names:
+        raise UnknownName(f"instance type {instance_type!r} is not in the catalog")
+    pools = [p.name for p in grid.pools]
+    if nodepool is not None and nodepool not in pools:
+        raise UnknownName(f"NodePool {nodepool!r} is not in the input")
+    chosen = [nodepool] if nodepool is not None else pools
+    t = names.index(instance_type)
+    n = len(grid.types[t].offerings)
+    mask = 0
+    for p, name in enumerate(pools):
+        if name in chosen:
+            mask |= ((1 << n) - 1) << (p * grid.block + t * grid.slots)
+    type_mask = grid.type_cells(mask)
+    claims = {(c.overlay, c.field): c.cells for c in report.outcome.claims}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    overlays = sorted(report.overlays.values(), key=lambda c: (c.overlay.weight, c.overlay.name), reverse=True)
+    for checked in overlays:
+        o = checked.overlay
+        status, reason = report.status.get(o.name, (merge.INVALID, ""))
+        entry = report.entries.get(o.name)
+        matched = entry.cells & mask if entry is not None else 0
+        for field in _fields(o):
+            base = {"overlay": o.name, "weight": o.weight, "status": status,
+                    "cells": bin(matched).count("1")}
+            if entry is None:
+                row = {**base, "outcome": "invalid", "why": reason}
+            elif not matched:
+                why = _near_miss(report, o, mask)
+                if why is None:
+                    continue
+                row = {**base, "outcome": "near-miss", "why": why}
+            elif status == merge.CONFLICT:
+                row = {**base, "outcome": "dropped", "why": f"Karpenter marks it Conflict: {reason}"}
+            else:
+                row = _won_or_lost(base, o, field, claims, mask if field == merge.PRICE else type_mask)
+            rows.setdefault(field, []).append(row)
+    return {"instanceType": instance_type, "nodepools": chosen, "fields": rows}
+
+
+def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: str,
+                 claims: dict[tuple[str, str], int], mask: int) -> dict[str, Any]:
+    mine = claims.get((o.name, field), 0) & mask
+    if mine:
+        return {**base, "outcome": "won",
+                "why": f"first in Karpenter's order (weight {o.weight}, then name descending) to set it"}
+    winners = sorted({name for (name, f), bits in claims.items() if f == field and name != o.name and bits & mask})
+    return {**base, "outcome": "lost",
+            "why": f"already set by higher-precedence {', '.join(winners) or 'another overlay'}"}
+
+
+def _near_miss(report: ev.Report, overlay: model.Overlay, mask: int) -> str | None:
+    """The one requirement that keeps the overlay off this type, if only one does."""
+    specs = overlay.requirements
+    failing = []
+    for i, r in enumerate(specs):
+        alone = reqs.from_specs([(r.key, r.operator, r.values)])
+        if not report.grid.match(alone) & mask:
+            failing.append((i, r))
+    if len(failing) != 1:
+        return None
+    i, r = failing[0]
+    rest = reqs.from_specs((s.key, s.operator, s.values) for j, s in enumerate(specs) if j != i)
+    if not report.grid.match(rest) & mask:
+        return None
+    return f"requirement {i} ({r.key} {r.operator} {list(r.values)}) excludes it"
