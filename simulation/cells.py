@@ -72,6 +72,18 @@ class Grid:
         size = self.block // 8
         return int.from_bytes(b"".join(b.to_bytes(size, "little") for b in blocks), "little")
 
+    def signature(self, cells: int) -> tuple[int, int]:
+        """(pools with any cell, the union of the pool blocks): a cheap overlap pre-test."""
+        size = self.block // 8
+        raw = cells.to_bytes(size * len(self.pools), "little")
+        pools = fold = 0
+        for p in range(len(self.pools)):
+            chunk = int.from_bytes(raw[p * size:(p + 1) * size], "little")
+            if chunk:
+                pools |= 1 << p
+                fold |= chunk
+        return pools, fold
+
     def all_cells(self) -> int:
         return self.all_present
 

@@ -25,16 +25,16 @@ def _describe_field(field: str) -> str:
     return "price" if field == merge.PRICE else field
 
 
-def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], outcome: merge.Outcome,
-              clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
+def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, str],
+              verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
     out = []
     for clash in clashes:
         later, earlier = entries[clash.later].overlay, entries[clash.earlier].overlay
         witness = grid.witness(clash.cells, with_offering=clash.field == merge.PRICE)
         where = witness.describe() if witness else "a common cell"
-        dropped = [n for n in (later.name, earlier.name) if outcome.status.get(n) == merge.CONFLICT]
+        dropped = [n for n in (later.name, earlier.name) if status.get(n) == merge.CONFLICT]
         if dropped:
-            verdict = outcome.verdicts[dropped[0]]
+            verdict = verdicts[dropped[0]]
             karpenter = (f"Karpenter marks {dropped[0]} Conflict and ignores it whole "
                          f"(it met {verdict.other} on {_describe_field(verdict.field)})")
             detail = {"karpenter": "Conflict", "dropped": dropped[0]}
@@ -51,48 +51,63 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], outcome: mer
     return out
 
 
-def shadowed(grid: cells.Grid, entries: Mapping[str, merge.Entry], outcome: merge.Outcome,
-             clashes: Sequence[merge.Clash]) -> list[findings.Finding]:
-    """An applied overlay's field whose every cell an earlier overlay already set."""
-    clashed = {(c.later, c.field) for c in clashes}
-    out = []
-    for claim in outcome.claims:
-        if claim.cells or (claim.overlay, claim.field) in clashed:
-            continue
-        e = entries[claim.overlay]
-        bits = e.fields()[claim.field]
-        winners = [c.overlay for c in outcome.claims_for(claim.field)
-                   if c.overlay != claim.overlay and c.cells & bits]
-        witness = grid.witness(bits, with_offering=claim.field == merge.PRICE)
-        message = (f"NodeOverlay {e.name}: {_describe_field(claim.field)} has no effect; every cell it "
-                   f"selects is already set by higher-precedence {', '.join(winners[:3])} "
-                   f"(e.g. {witness.describe() if witness else '-'})")
-        out.append(findings.make("shadowed", e.overlay.ref, field_path(e.overlay, claim.field), message,
-                                 related=[findings.ObjectRef(model.NODEOVERLAY, w) for w in winners],
-                                 witness=witness, source=e.overlay.source))
-    return out
+def higher(e: merge.Entry, field: str, neighbours: Iterable[merge.Entry],
+           status: Mapping[str, str]) -> list[merge.Entry]:
+    """Applied overlays that precede `e` and set `field` on some of its cells."""
+    bits = e.fields().get(field, 0)
+    return [n for n in neighbours if n.rank > e.rank and status.get(n.name) == merge.APPLIED
+            and n.fields().get(field, 0) & bits]
 
 
-def clamped(grid: cells.Grid, entries: Mapping[str, merge.Entry],
-            outcome: merge.Outcome) -> list[findings.Finding]:
-    out = []
-    for claim in outcome.claims_for(merge.PRICE):
-        overlay = entries[claim.overlay].overlay
-        adj = overlay.price_adjustment
-        if overlay.price is not None or adj is None or not adj.startswith("-") or adj.endswith("%"):
-            continue
-        try:
-            amount = float(adj[1:])
-        except ValueError:
-            continue
-        hit = claim.cells & grid.below_price(amount)
-        if hit:
-            witness = grid.witness(hit)
-            message = (f"NodeOverlay {overlay.name}: priceAdjustment {adj} drives the price below 0 "
-                       f"and Karpenter clamps it to 0 (e.g. {witness.describe() if witness else '-'})")
-            out.append(findings.make("price-clamped", overlay.ref, ("spec", "priceAdjustment"), message,
-                                     witness=witness, source=overlay.source))
-    return out
+def claim(e: merge.Entry, field: str, winners: Iterable[merge.Entry]) -> int:
+    """The cells on which `e`'s value for `field` is the one in effect."""
+    covered = 0
+    for w in winners:
+        covered |= w.fields()[field]
+    return e.fields().get(field, 0) & ~covered
+
+
+def shadowed(grid: cells.Grid, e: merge.Entry, field: str, neighbours: Sequence[merge.Entry],
+             status: Mapping[str, str]) -> findings.Finding | None:
+    """An applied overlay's field whose every cell a higher-precedence overlay already sets.
+    A same-weight overlap is reported as a conflict instead."""
+    bits = e.fields().get(field, 0)
+    if status.get(e.name) != merge.APPLIED or not bits:
+        return None
+    winners = higher(e, field, neighbours, status)
+    if claim(e, field, winners):
+        return None
+    if any(n.rank > e.rank and n.overlay.weight == e.overlay.weight and n.fields().get(field, 0) & bits
+           for n in neighbours):
+        return None
+    names = sorted(w.name for w in winners)
+    witness = grid.witness(bits, with_offering=field == merge.PRICE)
+    message = (f"NodeOverlay {e.name}: {_describe_field(field)} has no effect; every cell it selects is "
+               f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
+               f"(e.g. {witness.describe() if witness else '-'})")
+    return findings.make("shadowed", e.overlay.ref, field_path(e.overlay, field), message,
+                         related=[findings.ObjectRef(model.NODEOVERLAY, n) for n in names],
+                         witness=witness, source=e.overlay.source)
+
+
+def clamped(grid: cells.Grid, e: merge.Entry, price_claim: int) -> findings.Finding | None:
+    """A negative additive adjustment that takes some offering in effect below 0."""
+    overlay = e.overlay
+    adj = overlay.price_adjustment
+    if overlay.price is not None or adj is None or not adj.startswith("-") or adj.endswith("%"):
+        return None
+    try:
+        amount = float(adj[1:])
+    except ValueError:
+        return None
+    hit = price_claim & grid.below_price(amount)
+    if not hit:
+        return None
+    witness = grid.witness(hit)
+    message = (f"NodeOverlay {overlay.name}: priceAdjustment {adj} drives the price below 0 and Karpenter "
+               f"clamps it to 0 (e.g. {witness.describe() if witness else '-'})")
+    return findings.make("price-clamped", overlay.ref, ("spec", "priceAdjustment"), message,
+                         witness=witness, source=overlay.source)
 
 
 def known_keys(grid: cells.Grid) -> set[str]:
@@ -107,8 +122,7 @@ def _hint(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
-def unknown_labels(grid: cells.Grid, overlay: model.Overlay) -> list[findings.Finding]:
-    keys = known_keys(grid)
+def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: set[str]) -> list[findings.Finding]:
     out = []
     for i, r in enumerate(overlay.requirements):
         key = reqs.NORMALIZED_LABELS.get(r.key, r.key)
@@ -121,8 +135,7 @@ def unknown_labels(grid: cells.Grid, overlay: model.Overlay) -> list[findings.Fi
     return out
 
 
-def no_match(grid: cells.Grid, overlay: model.Overlay) -> findings.Finding:
-    keys = known_keys(grid)
+def no_match(grid: cells.Grid, overlay: model.Overlay, keys: set[str]) -> findings.Finding:
     reason = "no NodePool and instance type satisfy all of its requirements together"
     path: tuple[str | int, ...] = ("spec", "requirements")
     for i, r in enumerate(overlay.requirements):

@@ -1,9 +1,11 @@
 """The one entry point both front ends call: documents in, a report out.
 
 `prepare` digests what is already in the cluster (catalog index, NodePools, every existing
-overlay's checks and cells) into an immutable snapshot; `evaluate` adds candidates to it and
-answers with the findings that involve them. The linter calls both once per run, the webhook
-prepares once per cache change and evaluates once per admission request.
+overlay's checks and cells, Karpenter's outcome) into an immutable snapshot; `evaluate` adds
+candidates to it and answers with the findings that involve them. The linter calls both once
+per run, the webhook prepares once per cache change and evaluates once per admission request.
+A handful of overlay candidates takes the incremental path; anything else re-runs everything.
+Both give the same findings (tests/test_incremental_property.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation import catalog as cat
-from simulation import cells, checks, dra, findings, merge, model, runtime, schema
+from simulation import cells, checks, dra, findings, incremental, merge, model, runtime, schema
+
+INCREMENTAL_LIMIT = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Checked:
     raw: Mapping[str, Any]
     findings: tuple[findings.Finding, ...]
     candidate: bool
+    keys: frozenset[str] = frozenset()
 
     @property
     def invalid(self) -> bool:
@@ -48,8 +53,13 @@ class Prepared:
     pools: tuple[model.NodePool, ...]
     overlays: Mapping[str, Checked]
     entries: Mapping[str, merge.Entry]
+    # Per overlay: findings that depend on it and the grid only (unknown-label, no-match).
+    local: Mapping[str, tuple[findings.Finding, ...]] = dataclasses.field(default_factory=dict)
+    outcome: merge.Outcome = merge.Outcome((), {}, {}, ())
     # Findings of the existing objects alone: what an UPDATE ratchets against.
-    baseline: tuple[findings.Finding, ...]
+    baseline: tuple[findings.Finding, ...] = ()
+    # bindingKeys of the valid overlays that use any.
+    keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +82,7 @@ def check_overlay(doc: Document) -> Checked:
     ref = overlay.ref
     found = [*schema.check(obj, ref, doc.source), *runtime.check(obj, ref, doc.source),
              *dra.check_overlay(obj, ref, doc.source)]
-    return Checked(overlay, obj, tuple(found), doc.candidate)
+    return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj))
 
 
 def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
@@ -84,16 +94,32 @@ def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
     return sorted(pools.values(), key=lambda p: p.name) or [model.IMPLICIT_NODEPOOL]
 
 
-def _entries(grid: cells.Grid, overlays: Mapping[str, Checked],
-             reuse: Mapping[str, merge.Entry]) -> dict[str, merge.Entry]:
-    out = {}
-    for name, c in overlays.items():
-        if c.invalid:
-            continue
-        previous = reuse.get(name)
-        out[name] = previous if previous is not None and previous.overlay == c.overlay else merge.entry(
-            grid, c.overlay)
-    return out
+def _local(grid: cells.Grid, keys: set[str], e: merge.Entry) -> tuple[findings.Finding, ...]:
+    found = checks.unknown_labels(grid, e.overlay, keys)
+    if not e.cells:
+        found.append(checks.no_match(grid, e.overlay, keys))
+    return tuple(found)
+
+
+def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Iterable[str]) -> Prepared:
+    """Entries and grid-local findings for every valid overlay; with `reuse` on the same grid
+    only the `changed` overlays are recomputed."""
+    grid = snapshot.grid
+    keys = checks.known_keys(grid)
+    if reuse is not None and reuse.grid is grid:
+        entries, local = dict(reuse.entries), dict(reuse.local)
+        names: Iterable[str] = changed
+    else:
+        entries, local = {}, {}
+        names = snapshot.overlays
+    for name in names:
+        c = snapshot.overlays[name]
+        entries.pop(name, None)
+        local.pop(name, None)
+        if not c.invalid:
+            entries[name] = merge.entry(grid, c.overlay)
+            local[name] = _local(grid, keys, entries[name])
+    return dataclasses.replace(snapshot, entries=entries, local=local)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog) -> Prepared:
@@ -105,81 +131,118 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog) -> Prepared:
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in overlays:
             overlays[name] = check_overlay(doc)
-    entries = _entries(grid, overlays, {})
-    snapshot = Prepared(catalog, grid, tuple(pools), overlays, entries, ())
-    report = _run(snapshot, [], notes=())
-    return dataclasses.replace(snapshot, baseline=report.findings)
+    snapshot = _digest(Prepared(catalog, grid, tuple(pools), overlays, {}), None, ())
+    report = _full(snapshot, ties=True, notes=())
+    keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
+    return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed)
 
 
-def evaluate(candidates: Sequence[Document], prepared: Prepared) -> Report:
-    """Findings that involve the candidates (all findings when every object is a candidate),
-    with an edit ratcheted against the version it replaces."""
+def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False) -> Report:
+    """Findings that involve the candidates, with an edit ratcheted against the version it
+    replaces (Kubernetes-style validation ratcheting)."""
     docs = [dataclasses.replace(d, candidate=True) for d in candidates]
-    problems = _document_problems(docs)
-    candidate_pools = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]
+    problems = _duplicates(docs)
+    pool_docs = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]
     snapshot = prepared
-    if candidate_pools:
+    if pool_docs:
         merged = {p.name: p for p in prepared.pools if not p.implicit}
-        for pool in _pools(candidate_pools):
-            merged[pool.name] = pool
+        merged.update({p.name: p for p in _pools(pool_docs)})
         pools = sorted(merged.values(), key=lambda p: p.name) or [model.IMPLICIT_NODEPOOL]
-        grid = cells.build(prepared.catalog, pools)
-        snapshot = dataclasses.replace(prepared, grid=grid, pools=tuple(pools),
-                                       entries=_entries(grid, prepared.overlays, {}))
+        snapshot = dataclasses.replace(prepared, grid=cells.build(prepared.catalog, pools), pools=tuple(pools))
     overlays = dict(snapshot.overlays)
-    seen: set[str] = set()
+    changed: list[str] = []
     for doc in docs:
         name = model.name_of(doc.obj)
-        if model.kind_of(doc.obj) != model.NODEOVERLAY or not name or name in seen:
-            continue
-        seen.add(name)
-        overlays[name] = check_overlay(doc)
-    snapshot = dataclasses.replace(snapshot, overlays=overlays,
-                                   entries=_entries(snapshot.grid, overlays, snapshot.entries))
-    notes = ()
+        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in changed:
+            changed.append(name)
+            overlays[name] = check_overlay(doc)
+    snapshot = _digest(dataclasses.replace(snapshot, overlays=overlays), prepared, changed)
+    notes: tuple[str, ...] = ()
     if snapshot.pools[0].implicit:
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
-    report = _run(snapshot, candidate_pools, notes)
-    involved = {c.overlay.ref for c in overlays.values() if c.candidate}
-    involved |= {model.nodepool(d.obj).ref for d in candidate_pools}
+    if full or pool_docs or len(changed) > INCREMENTAL_LIMIT or not prepared.overlays:
+        report = _full(snapshot, ties=bool(pool_docs), notes=notes)
+    else:
+        report = _incremental(snapshot, prepared, changed, notes)
+    involved = {overlays[n].overlay.ref for n in changed}
+    involved |= {model.nodepool(d.obj).ref for d in pool_docs}
     kept = [f for f in report.findings if f.obj in involved or involved.intersection(f.related)]
     kept = _ratchet(kept, prepared.baseline, involved)
     return dataclasses.replace(report, findings=tuple(findings.ordered([*problems, *kept])))
 
 
-def _run(snapshot: Prepared, candidate_pools: Sequence[Document], notes: tuple[str, ...]) -> Report:
-    grid, entries = snapshot.grid, snapshot.entries
-    found: list[findings.Finding] = []
-    for c in snapshot.overlays.values():
-        found.extend(c.findings)
-    outcome = merge.karpenter(list(entries.values()))
-    clashes = merge.same_weight(list(entries.values()))
-    found += checks.conflicts(grid, entries, outcome, clashes)
-    found += checks.shadowed(grid, entries, outcome, clashes)
-    found += checks.clamped(grid, entries, outcome)
-    for e in entries.values():
-        found += checks.unknown_labels(grid, e.overlay)
-        if not e.cells:
-            found.append(checks.no_match(grid, e.overlay))
-    found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
-                              for n, e in sorted(entries.items())])
-    if candidate_pools or not snapshot.baseline:
-        found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
-    status: dict[str, tuple[str, str]] = {}
-    for name, c in snapshot.overlays.items():
+def _statuses(snapshot: Prepared, status: Mapping[str, str], verdicts: Mapping[str, merge.Verdict],
+              names: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    for name in snapshot.overlays if names is None else names:
+        c = snapshot.overlays[name]
         if c.invalid:
             first = next(f for f in c.findings if f.severity == findings.Severity.ERROR)
-            status[name] = (merge.INVALID, first.message)
-        elif outcome.status.get(name) == merge.CONFLICT:
-            v = outcome.verdicts[name]
-            w = grid.witness_at(v.bit, with_offering=v.field == merge.PRICE)
-            status[name] = (merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
+            out[name] = (merge.INVALID, first.message)
+        elif status.get(name) == merge.CONFLICT:
+            v = verdicts[name]
+            w = snapshot.grid.witness_at(v.bit, with_offering=v.field == merge.PRICE)
+            out[name] = (merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
         else:
-            status[name] = (merge.APPLIED, "")
+            out[name] = (merge.APPLIED, "")
+    return out
+
+
+def _full(snapshot: Prepared, ties: bool, notes: tuple[str, ...]) -> Report:
+    grid, entries = snapshot.grid, snapshot.entries
+    found: list[findings.Finding] = []
+    for name, c in snapshot.overlays.items():
+        found += c.findings
+        found += snapshot.local.get(name, ())
+    everything = list(entries.values())
+    outcome = merge.karpenter(everything)
+    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, merge.same_weight(everything))
+    for claim in outcome.claims:
+        e = entries[claim.overlay]
+        if not claim.cells:
+            around = [n for n in everything if n is not e and n.may_overlap(e)]
+            shadow = checks.shadowed(grid, e, claim.field, around, outcome.status)
+            found += [shadow] if shadow is not None else []
+        elif claim.field == merge.PRICE:
+            clamp = checks.clamped(grid, e, claim.cells)
+            found += [clamp] if clamp is not None else []
+    found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
+                              for n, e in sorted(entries.items()) if snapshot.overlays[n].keys])
+    if ties:
+        found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
+    status = _statuses(snapshot, outcome.status, outcome.verdicts)
     return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes)
 
 
-def _document_problems(docs: Sequence[Document]) -> list[findings.Finding]:
+def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
+                 notes: tuple[str, ...]) -> Report:
+    entries = snapshot.entries
+    old = [prepared.entries[n] for n in changed if n in prepared.entries]
+    fresh = [entries[n] for n in changed if n in entries]
+    result = incremental.evaluate(
+        snapshot.grid, entries, prepared.outcome, old, fresh,
+        lambda n: snapshot.overlays[n].raw, _keyed(snapshot, prepared, changed))
+    found: list[findings.Finding] = list(result.findings)
+    for name in changed:
+        found += snapshot.overlays[name].findings
+        found += snapshot.local.get(name, ())
+    outcome = merge.Outcome(prepared.outcome.order, result.status, result.verdicts, result.claims)
+    status = _statuses(snapshot, result.status, result.verdicts, result.touched)
+    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays,
+                  snapshot.grid, notes)
+
+
+def _keyed(snapshot: Prepared, prepared: Prepared, changed: Sequence[str]) -> dict[str, frozenset[str]]:
+    """bindingKeys per overlay, for overlays that have any (kept in the prepared snapshot)."""
+    keyed = dict(prepared.keyed)
+    for name in changed:
+        keyed.pop(name, None)
+        if snapshot.overlays[name].keys and name in snapshot.entries:
+            keyed[name] = snapshot.overlays[name].keys
+    return keyed
+
+
+def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
     """Two candidates with the same kind and name: the later one is reported and ignored."""
     out = []
     first: dict[tuple[str, str], Document] = {}
@@ -199,8 +262,8 @@ def _document_problems(docs: Sequence[Document]) -> list[findings.Finding]:
 
 def _ratchet(found: Sequence[findings.Finding], baseline: Sequence[findings.Finding],
              involved: set[findings.ObjectRef]) -> list[findings.Finding]:
-    """Kubernetes-style validation ratcheting: an error the stored version already had is a
-    warning, so a broken object can still be edited and fixed."""
+    """An error the stored version already had comes back as a warning, so a broken object
+    can still be edited and fixed."""
     def key(f: findings.Finding) -> tuple[Any, ...]:
         return (f.code, f.obj, f.field, f.related)
 

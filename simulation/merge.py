@@ -38,10 +38,27 @@ class Entry:
     overlay: model.Overlay
     cells: int
     type_cells: int
+    # Coarse signature for neighbour scans: which pools, and which types in any pool.
+    pools: int = 0
+    fold: int = 0
 
     @property
     def name(self) -> str:
         return self.overlay.name
+
+    @property
+    def rank(self) -> tuple[int, str]:
+        """Karpenter's precedence: a larger rank is processed earlier."""
+        return (self.overlay.weight, self.overlay.name)
+
+    def may_overlap(self, other: Entry) -> bool:
+        return bool(self.pools & other.pools and self.fold & other.fold)
+
+    def karpenter_overlap(self, other: Entry) -> bool:
+        """Whether Karpenter's conflict test can relate the two (shared price or capacity cells)."""
+        o, p = self.overlay, other.overlay
+        return bool((o.price_update is not None and p.price_update is not None and self.cells & other.cells)
+                    or (o.capacity_set and p.capacity_set and self.type_cells & other.type_cells))
 
     def fields(self) -> dict[str, int]:
         """field -> the cells on which this overlay sets it."""
@@ -59,7 +76,9 @@ class Entry:
 
 def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
     selected = grid.match(overlay.requirement_map())
-    return Entry(overlay, selected, grid.type_cells(selected))
+    type_cells = grid.type_cells(selected)
+    pools, fold = grid.signature(type_cells)
+    return Entry(overlay, selected, type_cells, pools, fold)
 
 
 def ordered(entries: Iterable[Entry]) -> list[Entry]:

@@ -1,0 +1,353 @@
+"""Semantic checks of the NodeOverlay DRA extension (SPEC section 3, "bindingKey rules").
+
+The schema layer owns structure (types, patterns, limits, required fields). Everything here
+reads the overlay defensively: a value of the wrong shape is skipped without a finding, so a
+structural mistake is reported once, by the schema layer, and never cascades into a semantic one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from simulation import findings
+
+Path = tuple[str | int, ...]
+
+_DR: Path = ("spec", "dynamicResources")
+_VALUE_TYPES = ("string", "int", "bool", "version")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Device:
+    template: int
+    index: int
+    template_label: str
+    label: str
+    path: Path
+
+    def describe(self) -> str:
+        return f"template {self.template_label}, device {self.label}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Attr:
+    device: _Device
+    name: str
+    key: str | None
+    # (type, comparable value) when exactly one well-typed concrete value is given.
+    value: tuple[str, Any] | None
+    value_fields: tuple[str, ...]
+    path: Path
+
+    @property
+    def node(self) -> tuple[int, int, str]:
+        return (self.device.template, self.device.index, self.name)
+
+    def describe(self) -> str:
+        return f"{self.device.describe()}, attribute {self.name}"
+
+
+@dataclasses.dataclass
+class _Template:
+    index: int
+    name: str | None
+    # False when a malformed field hides a name: a reference to it cannot be judged.
+    name_known: bool
+    devices: dict[str, _Device]
+    devices_known: bool
+
+
+def _map(value: Any) -> Mapping[Any, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _seq(value: Any) -> Sequence[Any] | None:
+    # A string is a Sequence too, but never a list in this API.
+    return value if isinstance(value, Sequence) and not isinstance(value, str | bytes) else None
+
+
+def _dynamic_resources(obj: Any) -> Mapping[Any, Any]:
+    spec = _map(obj.get("spec")) if isinstance(obj, Mapping) else None
+    return (_map(spec.get("dynamicResources")) if spec is not None else None) or {}
+
+
+def _parse(obj: Any) -> tuple[list[_Template], list[_Attr], bool]:
+    """Templates, attributes in document order, and whether the template list itself is readable."""
+    raw = _dynamic_resources(obj).get("resourceSliceTemplates")
+    entries = _seq(raw)
+    out: list[_Template] = []
+    attrs: list[_Attr] = []
+    for ti, entry in enumerate(entries or ()):
+        tpl = _map(entry)
+        if tpl is None:
+            out.append(_Template(ti, None, False, {}, False))
+            continue
+        meta = tpl.get("metadata") if tpl.get("metadata") is not None else {}
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        name_known = isinstance(meta, Mapping) and (name is None or isinstance(name, str))
+        label = name if isinstance(name, str) else f"#{ti}"
+        template = _Template(ti, name if isinstance(name, str) else None, name_known, {}, True)
+        out.append(template)
+        spec = _map(tpl.get("spec"))
+        raw_devices = spec.get("devices") if spec is not None else None
+        devices = () if spec is not None and raw_devices is None else _seq(raw_devices)
+        template.devices_known = devices is not None
+        for di, raw_device in enumerate(devices or ()):
+            device = _map(raw_device)
+            if device is None:
+                template.devices_known = False
+                continue
+            dname = device.get("name")
+            # Its attributes still count, so a partner device's key use is not left looking lonely.
+            template.devices_known &= dname is None or isinstance(dname, str)
+            path = (*_DR, "resourceSliceTemplates", ti, "spec", "devices", di)
+            dev = _Device(ti, di, label, dname if isinstance(dname, str) else f"#{di}", path)
+            if isinstance(dname, str):
+                template.devices.setdefault(dname, dev)
+            attrs.extend(_attributes(dev, device.get("attributes")))
+    return out, attrs, raw is None or entries is not None
+
+
+def _attributes(dev: _Device, raw: Any) -> list[_Attr]:
+    out: list[_Attr] = []
+    for name, spec in (_map(raw) or {}).items():
+        if not isinstance(name, str) or not isinstance(spec, Mapping):
+            continue
+        key = spec.get("bindingKey")
+        fields = tuple(t for t in _VALUE_TYPES if spec.get(t) is not None)
+        value = _concrete(fields[0], spec[fields[0]]) if len(fields) == 1 else None
+        path = (*dev.path, "attributes", name)
+        out.append(_Attr(dev, name, key if isinstance(key, str) else None, value, fields, path))
+    return out
+
+
+def _concrete(kind: str, raw: Any) -> tuple[str, Any] | None:
+    # Ill-typed values belong to the schema layer; bool is excluded from int on purpose.
+    if kind in ("string", "version") and isinstance(raw, str):
+        # Semantic versions that differ only in build metadata have equal precedence.
+        return (kind, raw.split("+", 1)[0] if kind == "version" else raw)
+    if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
+        return (kind, raw)
+    if kind == "bool" and isinstance(raw, bool):
+        return (kind, raw)
+    return None
+
+
+def _show(value: tuple[str, Any]) -> str:
+    return f"{value[0]} {value[1]!r}"
+
+
+def is_dns_label(text: str) -> bool:
+    return len(text) <= 63 and _DNS_LABEL.fullmatch(text) is not None
+
+
+def is_qualified_name(text: str) -> bool:
+    """resource.k8s.io QualifiedName: a C identifier (≤32), optionally after `domain/` (DNS subdomain ≤63)."""
+    domain, slash, ident = text.rpartition("/")
+    if slash and not (0 < len(domain) <= 63 and _DNS_SUBDOMAIN.fullmatch(domain)):
+        return False
+    return 0 < len(ident) <= 32 and _C_IDENTIFIER.fullmatch(ident) is not None
+
+
+def check_overlay(obj: Mapping[str, Any], ref: findings.ObjectRef,
+                  source: int | None) -> list[findings.Finding]:
+    """invalid-binding-key and invalid-attribute-binding findings for one overlay."""
+    templates_, attrs, templates_readable = _parse(obj)
+    out = _binding_keys(attrs, ref, source)
+    out.extend(_attribute_bindings(obj, templates_, attrs, templates_readable, ref, source))
+    return out
+
+
+def _binding_keys(attrs: Sequence[_Attr], ref: findings.ObjectRef,
+                  source: int | None) -> list[findings.Finding]:
+    uses: dict[str, list[_Attr]] = {}
+    for attr in attrs:
+        if attr.key is not None:
+            uses.setdefault(attr.key, []).append(attr)
+    out: list[findings.Finding] = []
+    for key, group in uses.items():
+        def emit(use: _Attr, why: str, key: str = key) -> None:
+            out.append(findings.make(
+                "invalid-binding-key", ref, (*use.path, "bindingKey"),
+                f"NodeOverlay {ref.name}: bindingKey {key!r} ({use.describe()}) {why}", source=source))
+
+        first = group[0]
+        if not is_dns_label(key):
+            emit(first, "is not a DNS label (lowercase alphanumerics and '-', at most 63 characters)")
+        mixed = next((u for u in group if u.value_fields), None)
+        if mixed is not None:
+            emit(mixed, f"is set together with a concrete value ({', '.join(mixed.value_fields)}); "
+                        "a bindingKey stands in for the value and excludes it")
+        if len({u.device for u in group}) < 2:
+            emit(first, "appears on only one device; a key binds an attribute across at least two devices")
+        earlier: dict[_Device, _Attr] = {}
+        repeats: list[_Attr] = []
+        for use in group:
+            if use.device in earlier:
+                repeats.append(use)
+            else:
+                earlier[use.device] = use
+        if repeats:
+            prior = earlier[repeats[0].device]
+            emit(repeats[0], f"is already used on this device under attribute {prior.name}; "
+                             "a device may use a key once")
+        # A repeat on one device always spans two attribute names; that use is reported above.
+        stray = next((u for u in group if u.name != first.name and u not in repeats), None)
+        if stray is not None:
+            emit(stray, f"is used under attribute {first.name} elsewhere ({first.device.describe()}); "
+                        "all uses of a key must be under one attribute name")
+    return out
+
+
+class _Components:
+    """Union-find over (template, device, attribute) nodes: which attributes share one value."""
+
+    def __init__(self) -> None:
+        self._parent: dict[tuple[int, int, str], tuple[int, int, str]] = {}
+
+    def find(self, node: tuple[int, int, str]) -> tuple[int, int, str]:
+        root = node
+        while self._parent.get(root, root) != root:
+            root = self._parent[root]
+        while node != root:
+            self._parent[node], node = root, self._parent.get(node, root)
+        return root
+
+    def union(self, a: tuple[int, int, str], b: tuple[int, int, str]) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self._parent[max(ra, rb)] = min(ra, rb)
+
+
+def _attribute_bindings(obj: Any, templates_: Sequence[_Template], attrs: Sequence[_Attr],
+                        templates_readable: bool, ref: findings.ObjectRef,
+                        source: int | None) -> list[findings.Finding]:
+    out: list[findings.Finding] = []
+
+    def emit(path: Path, why: str) -> None:
+        out.append(findings.make("invalid-attribute-binding", ref, path,
+                                 f"NodeOverlay {ref.name}: {why}", source=source))
+
+    by_name: dict[str, list[_Template]] = {}
+    for tpl in templates_:
+        if tpl.name is not None:
+            by_name.setdefault(tpl.name, []).append(tpl)
+    # With an unreadable entry somewhere, "no such template" could be a schema error in disguise.
+    names_known = templates_readable and all(t.name_known for t in templates_)
+    components = _Components()
+    binders: list[tuple[int, tuple[int, int, str]]] = []
+    for bi, raw in enumerate(_seq(_dynamic_resources(obj).get("attributeBindings")) or ()):
+        binding = _map(raw)
+        if binding is None:
+            continue
+        bpath = (*_DR, "attributeBindings", bi)
+        names = [n for n in _seq(binding.get("attributes")) or () if isinstance(n, str)]
+        for ai, name in enumerate(_seq(binding.get("attributes")) or ()):
+            if name in names and not is_qualified_name(name):
+                emit((*bpath, "attributes", ai),
+                     f"attributeBindings[{bi}] names attribute {name!r}, which is not a qualified name "
+                     "(a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain "
+                     "of at most 63 and '/')")
+        bound: list[_Device] = []
+        for si, raw_sel in enumerate(_seq(binding.get("deviceSelectors")) or ()):
+            sel = _map(raw_sel)
+            tname = sel.get("resourceSliceTemplate") if sel is not None else None
+            dname = sel.get("device") if sel is not None else None
+            if not isinstance(tname, str) or not isinstance(dname, str):
+                continue
+            spath = (*bpath, "deviceSelectors", si)
+            candidates = by_name.get(tname, [])
+            if not candidates:
+                if names_known:
+                    emit((*spath, "resourceSliceTemplate"),
+                         f"attributeBindings[{bi}] selects template {tname}, "
+                         "which this overlay does not define")
+                continue
+            dev = next((t.devices[dname] for t in candidates if dname in t.devices), None)
+            if dev is None:
+                if all(t.devices_known for t in candidates):
+                    emit((*spath, "device"),
+                         f"attributeBindings[{bi}] selects device {dname} of template {tname}, "
+                         "which the template does not define")
+                continue
+            if dev in bound:
+                emit(spath, f"attributeBindings[{bi}] selects {dev.describe()} twice; a binding needs "
+                            "distinct devices")
+                continue
+            bound.append(dev)
+        for name in names:
+            for dev in bound:
+                node = (dev.template, dev.index, name)
+                components.union((bound[0].template, bound[0].index, name), node)
+                binders.append((bi, node))
+    keyed: dict[str, tuple[int, int, str]] = {}
+    for attr in attrs:
+        if attr.key is not None:
+            components.union(keyed.setdefault(attr.key, attr.node), attr.node)
+    bindings_of: dict[tuple[int, int, str], set[int]] = {}
+    for bi, node in binders:
+        bindings_of.setdefault(components.find(node), set()).add(bi)
+    seen: dict[tuple[int, int, str], tuple[_Attr, tuple[str, Any]]] = {}
+    reported: set[tuple[int, int, str]] = set()
+    for attr in attrs:
+        if attr.value is None or attr.key is not None:
+            continue
+        root = components.find(attr.node)
+        first, value = seen.setdefault(root, (attr, attr.value))
+        if value == attr.value or root in reported or root not in bindings_of:
+            continue
+        reported.add(root)
+        via = ", ".join(f"attributeBindings[{i}]" for i in sorted(bindings_of[root]))
+        emit((*attr.path, attr.value_fields[0]),
+             f"attribute {attr.name} of {attr.device.describe()} ({_show(attr.value)}) is bound by {via} "
+             f"to attribute {first.name} of {first.device.describe()} ({_show(value)}); bound devices "
+             "share one value and must not give different concrete values")
+    return out
+
+
+def check_scope(overlays: Sequence[tuple[findings.ObjectRef, Mapping[str, Any], int | None]]
+                ) -> list[findings.Finding]:
+    """binding-key-scope: a bindingKey reused in another overlay binds nothing across them."""
+    users: dict[str, dict[findings.ObjectRef, tuple[_Attr, int | None]]] = {}
+    for ref, obj, source in overlays:
+        for attr in _parse(obj)[1]:
+            if attr.key is not None:
+                users.setdefault(attr.key, {}).setdefault(ref, (attr, source))
+    out: list[findings.Finding] = []
+    for key in sorted(users):
+        refs = sorted(users[key])
+        for i, later in enumerate(refs):
+            use, source = users[key][later]
+            for other in refs[:i]:
+                out.append(findings.make(
+                    "binding-key-scope", later, (*use.path, "bindingKey"),
+                    f"NodeOverlay {later.name}: bindingKey {key!r} ({use.describe()}) is also used by "
+                    f"NodeOverlay {other.name}; a key binds only within its own overlay, so the two are "
+                    "not bound to each other", related=(other,), source=source))
+    return out
+
+
+def templates(obj: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+    """(index, metadata.name or "", driver) of every template with a readable driver."""
+    out: list[tuple[int, str, str]] = []
+    for i, raw in enumerate(_seq(_dynamic_resources(obj).get("resourceSliceTemplates")) or ()):
+        tpl = _map(raw)
+        spec = _map(tpl.get("spec")) if tpl is not None else None
+        driver = spec.get("driver") if spec is not None else None
+        if tpl is None or not isinstance(driver, str) or not driver:
+            continue
+        meta = _map(tpl.get("metadata"))
+        name = meta.get("name") if meta is not None else None
+        out.append((i, name if isinstance(name, str) else "", driver))
+    return out
+
+
+def binding_keys(obj: Mapping[str, Any]) -> frozenset[str]:
+    """Every bindingKey an overlay uses (to find which other overlays share one)."""
+    return frozenset(a.key for a in _parse(obj)[1] if a.key is not None)

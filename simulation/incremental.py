@@ -1,0 +1,98 @@
+"""Answering for a few candidates without re-running the whole cluster.
+
+Karpenter's decision for an overlay depends only on earlier overlays of the same weight that
+share price offerings or capacity cells with it. So when a few overlays change, only the
+connected component of those changes (in that "shares cells" graph, within their weight
+groups) can change status; everything else keeps the status of the prepared baseline. The
+findings about a candidate need only its neighbours: overlays whose cells overlap its own.
+`tests/test_incremental_property.py` checks this path against the full run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from simulation import cells, checks, dra, findings, merge
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    findings: tuple[findings.Finding, ...]
+    status: Mapping[str, str]
+    verdicts: Mapping[str, merge.Verdict]
+    claims: tuple[merge.Claim, ...]
+    # Overlays whose status this evaluation recomputed (the rest keep the baseline's).
+    touched: tuple[str, ...]
+
+
+def _component(seeds: Sequence[merge.Entry], members: Sequence[merge.Entry]) -> list[merge.Entry]:
+    """Members reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
+    weights = {s.overlay.weight for s in seeds}
+    pool = [m for m in members if m.overlay.weight in weights]
+    reached: dict[str, merge.Entry] = {}
+    frontier = list(seeds)
+    while frontier:
+        node = frontier.pop()
+        weight, pools, fold = node.overlay.weight, node.pools, node.fold
+        for m in pool:
+            if (m.pools & pools and m.fold & fold and m.overlay.weight == weight and m.name not in reached
+                    and m.karpenter_overlap(node)):
+                reached[m.name] = m
+                frontier.append(m)
+    return list(reached.values())
+
+
+def _near(target: merge.Entry, everything: Sequence[merge.Entry]) -> list[merge.Entry]:
+    pools, fold = target.pools, target.fold
+    return [n for n in everything if n.pools & pools and n.fold & fold and n is not target]
+
+
+def evaluate(grid: cells.Grid, entries: Mapping[str, merge.Entry], baseline: merge.Outcome,
+             old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
+             raw: Callable[[str], Mapping[str, Any]], keys: Mapping[str, frozenset[str]]) -> Result:
+    """`keys` lists only the overlays that use bindingKeys."""
+    everything = list(entries.values())
+    component = _component([*candidates, *old], everything)
+    members = {m.name for m in component}
+    component += [c for c in candidates if c.name not in members]
+    local = merge.karpenter(component)
+    status = {**baseline.status, **local.status}
+    verdicts = {n: v for n, v in baseline.verdicts.items() if n not in local.status}
+    verdicts.update(local.verdicts)
+    for gone in old:
+        if gone.name not in entries:
+            status.pop(gone.name, None)
+            verdicts.pop(gone.name, None)
+
+    out: list[findings.Finding] = []
+    claims: list[merge.Claim] = []
+    done_shadow: set[tuple[str, str]] = set()
+    for c in candidates:
+        neighbours = _near(c, everything)
+        same = [n for n in neighbours if n.overlay.weight == c.overlay.weight]
+        clashes = [k for k in merge.same_weight([c, *same]) if c.name in (k.later, k.earlier)]
+        out += checks.conflicts(grid, entries, status, verdicts, clashes)
+        if status.get(c.name) == merge.APPLIED:
+            for field in c.fields():
+                mine = checks.claim(c, field, checks.higher(c, field, neighbours, status))
+                claims.append(merge.Claim(c.name, field, mine))
+                if field == merge.PRICE and (clamp := checks.clamped(grid, c, mine)) is not None:
+                    out.append(clamp)
+        for target in [c, *(n for n in neighbours if n.rank < c.rank)]:
+            around = neighbours if target is c else _near(target, everything)
+            for field in target.fields():
+                if (target.name, field) in done_shadow:
+                    continue
+                done_shadow.add((target.name, field))
+                found = checks.shadowed(grid, target, field, around, status)
+                if found is not None:
+                    out.append(found)
+        mine = keys.get(c.name, frozenset())
+        sharing = [n for n, k in keys.items() if n != c.name and k & mine] if mine else []
+        if sharing:
+            out += dra.check_scope([(entries[n].overlay.ref, raw(n), entries[n].overlay.source)
+                                    for n in sorted([c.name, *sharing]) if n in entries])
+    return Result(tuple(out), status, verdicts, tuple(claims), tuple(local.status))
+

@@ -1,0 +1,33 @@
+"""Property test: the webhook's incremental path and the full run report the same findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulation import catalog as cat
+from simulation import evaluate as ev
+from tests.test_engine_property import instance_types, overlay_docs, pool_docs
+
+
+def _key(report: ev.Report) -> list[tuple[Any, ...]]:
+    return [(f.code, str(f.severity), f.obj, f.field, f.related, f.message) for f in report.findings]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=overlay_docs(), pools=pool_docs(), new=overlay_docs(),
+       replace=st.booleans())
+def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                 pools: list[dict[str, Any]], new: list[dict[str, Any]], replace: bool) -> None:
+    for i, doc in enumerate(new):
+        # Half the time the candidate edits an existing overlay, otherwise it is a new one.
+        doc["metadata"]["name"] = f"o{i}" if replace else f"n{i}"
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
+    candidate = [ev.Document(new[0], 100)]
+    fast = ev.evaluate(candidate, prepared)
+    slow = ev.evaluate(candidate, prepared, full=True)
+    assert _key(fast) == _key(slow)
+    name = new[0]["metadata"]["name"]
+    assert fast.status[name] == slow.status[name]
