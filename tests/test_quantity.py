@@ -1,0 +1,474 @@
+"""simulation.quantity against the kubernetes client's parse_quantity and against Go's semantics.
+
+The Python client is a convenient oracle for *values*, but it is not Go: it leans on ``Decimal()``
+and so accepts whitespace, underscores, NaN, non-ASCII digits and stacked suffixes, and it rejects
+the digit-less zeros Go tolerates.  Wherever the two disagree the tests follow Go
+(k8s.io/apimachinery/pkg/api/resource/quantity.go) and say so next to the case.  The expected
+canonical strings below were checked against ParseQuantity/String() built from that package.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes.utils import parse_quantity as _untyped_client_parse_quantity
+
+from simulation.quantity import (
+    BINARY_SI,
+    DECIMAL_EXPONENT,
+    DECIMAL_SI,
+    MAX_EXPONENT,
+    MAX_LENGTH,
+    QuantityError,
+    as_stored,
+    canonical,
+    format_of,
+    go_string,
+    normalize,
+    parse,
+)
+
+INT64_MAX = (1 << 63) - 1
+client_parse_quantity: Callable[[Any], Decimal] = _untyped_client_parse_quantity
+
+
+def oracle(text: Any) -> Decimal | None:
+    """The client's value for ``text``, or None if it rejects it.
+
+    The client multiplies in the ambient 28-digit context, so a long mantissa with a suffix comes
+    back rounded; a wide context makes its answer exact, which is the behaviour we compare with.
+    """
+    with decimal.localcontext() as ctx:
+        ctx.prec = 5000
+        try:
+            result = client_parse_quantity(text)
+        except (ValueError, ArithmeticError):
+            return None
+    return result
+
+
+def try_parse(text: Any) -> Decimal | None:
+    try:
+        return parse(text)
+    except QuantityError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# (1) Tables checked against the client oracle
+# --------------------------------------------------------------------------------------------
+
+VALID = [
+    # plain numbers and every number shape in the grammar
+    "0", "00", "-0", "+0", "0.0", "1", "+1", "-1", "01", "007", "1.", "-1.", ".5", "+.5", "-.5",
+    "1.5", "0.001", "123.456", "9223372036854775807", "9223372036854775808", "-9223372036854775809",
+    "12345678901234567890123456789012345678901234567890",
+    # decimal SI suffixes
+    "5n", "4u", "3m", "1k", "50k", "7M", "6G", "5T", "40T", "300T", "2P", "1E", "12E", "1.01E",
+    "0.1m", "0.1n", "3.001n", "1.G", "100.035k", "10.035M", "7.123456M", "6.987654321G", "-2.5P",
+    "1000m", "1500m", "1000E",
+    # binary SI suffixes
+    "1Ki", "8Ki", "7Mi", "6Gi", "5Ti", "4Pi", "3Ei", "9Ei", "-8Ei", "0.5Gi", "1.5Gi", "0.1Ki",
+    ".001Ki", ".000000000001Ki", "100.035Ki", "0.025Ti", "1.Ki", "9223372036854775807Ki",
+    "1023.9999999999Ki", "-1.5Mi", "0Ki", "0Ei",
+    # decimal exponents
+    "1e3", "1E3", "1e+3", "1E-3", "1e0", "1e-0", "1e03", "0.5e-2", "1.2e3", "1.3E+6", "1.40e9",
+    "1.53E12", "1.7E18", "1.1E-9", "1.e3", ".5e1", "-1e21", "1e-10", "1e1000", "1e-1000", "0e9",
+]
+
+# Rejected by Go and by the client alike.
+INVALID = [
+    "", "1.2.3", "1.1.M", "1+1.0M", "1-", "--1", "+-1", "1..", "..1",
+    # unknown or malformed suffixes
+    "1KiB", "1ki", "1mi", "0.1mi", "0.1am", "1i", ".5i", "-3.01i", "1ei", "1EE", "1e", "1E+",
+    "1e-", "-3.01e-", "1e+-3", "1e1.5", "1e3.", "1k5", "1Ki3", "1.5.e3", "aoeu", "Non-Numeric",
+    "0x10", "0b1", "1/2", "1,5", "x", "1x",
+    # digit-less mantissas that leave Go's int64 fast path: inf.Dec then wants a digit
+    # (ParseQuantity in quantity.go falls through to amount.SetString)
+    "Pi", "Ei", ".Ei", "-Ei", "e-10", "E-12", "-.E-12",
+]
+
+# Go's ParseQuantity (quantity.go) strips sign and leading zeros before looking for digits and
+# its int64 fast path never insists on one, so these are zero there; the client rejects them.
+GO_ONLY_ZEROS = ["-", "+", ".", "-.", "+.", "Ki", "Mi", "Gi", "Ti", ".Ki", "-Ki", "k", "m", "n",
+                 "E", "e3", "E3", "-e3", "e-9", "e+0"]
+
+# The client accepts these because it hands the number to Decimal() or peels off one suffix
+# letter at a time; Go's scanner (parseQuantityString in quantity.go) and suffix table
+# (suffix.go) reject every one of them.
+CLIENT_ONLY = [
+    " 1", "1 ", "\t1", "1\n", " 1Ki", "1_000", "1_0Ki", "NaN", "nan", "sNaN", "Infinity", "inf",
+    "-inf", "\u0661", "\uff11", "\u0663Ki", "1K", "1e3k", "1E3M", "1.5e3Gi", "1e3Ki", "1E3E",
+]
+
+
+@pytest.mark.parametrize("text", VALID)
+def test_valid_strings_match_the_client_exactly(text: str) -> None:
+    expected = oracle(text)
+    assert expected is not None, f"oracle unexpectedly rejects {text!r}"
+    got = parse(text)
+    assert isinstance(got, Decimal)
+    assert got == expected
+    negated = "-" + text.lstrip("+-")
+    assert parse(negated) == oracle(negated) == expected.copy_abs().copy_negate()
+
+
+@pytest.mark.parametrize("text", INVALID)
+def test_invalid_strings_are_rejected_by_both(text: str) -> None:
+    assert oracle(text) is None
+    with pytest.raises(QuantityError, match="invalid quantity"):
+        parse(text)
+
+
+@pytest.mark.parametrize("text", GO_ONLY_ZEROS)
+def test_go_accepts_digitless_mantissas_as_zero(text: str) -> None:
+    assert parse(text) == 0
+    assert normalize(text) == go_string(text) == "0"
+    with pytest.raises(QuantityError, match="no digits"):
+        parse(text, strict=True)
+
+
+@pytest.mark.parametrize("text", CLIENT_ONLY)
+def test_go_rejects_what_only_the_client_accepts(text: str) -> None:
+    with pytest.raises(QuantityError):
+        parse(text)
+
+
+def test_error_message_names_the_string() -> None:
+    with pytest.raises(QuantityError) as info:
+        parse("12Kb")
+    assert "'12Kb'" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_long_mantissas_stay_exact() -> None:
+    # Past 28 significant digits the client rounds under the default context; we never do.
+    mantissa = 123456789012345678901234567891
+    assert parse(f"{mantissa}Ki") == mantissa * 1024
+    assert parse(f"{mantissa}.5Ei") == (2 * mantissa + 1) * 2**59
+    assert parse(f"{mantissa}n") == Decimal(f"{mantissa}E-9")
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 1024, 10**30, -(10**40)])
+def test_integers_are_read_as_their_value(value: int) -> None:
+    assert parse(value) == value == oracle(value)
+    assert format_of(value) == DECIMAL_SI
+
+
+@pytest.mark.parametrize("bad", [True, False, 1.5, None, Decimal(1), b"1", ["1"]])
+def test_non_string_non_int_is_rejected(bad: Any) -> None:
+    with pytest.raises(QuantityError):
+        parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt"),
+    [
+        ("1", DECIMAL_SI), ("0", DECIMAL_SI), ("1k", DECIMAL_SI), ("5n", DECIMAL_SI),
+        ("1Ki", BINARY_SI), ("0Ki", BINARY_SI), (".5Ki", BINARY_SI), ("-1.5Gi", BINARY_SI),
+        ("1e3", DECIMAL_EXPONENT), ("1E-3", DECIMAL_EXPONENT), ("e3", DECIMAL_EXPONENT),
+        # ParseQuantity demotes binary amounts strictly between 0 and 1 (quantity_test.go)
+        ("0.000000000001Ki", DECIMAL_SI), ("-0.0001Ki", DECIMAL_SI),
+    ],
+)
+def test_format_of(text: str, fmt: str) -> None:
+    assert format_of(text) == fmt
+
+
+# Values as Go stores them after parsing: TestQuantityParse in quantity_test.go.
+@pytest.mark.parametrize(
+    ("text", "stored", "fmt"),
+    [
+        ("3.001n", "4e-9", DECIMAL_SI),
+        ("1.1E-9", "2e-9", DECIMAL_EXPONENT),
+        ("0.0000000005", "1e-9", DECIMAL_SI),
+        ("0.5e-9", "1e-9", DECIMAL_EXPONENT),
+        ("0.00000012345", "124e-9", DECIMAL_SI),
+        ("9Ei", str(INT64_MAX), BINARY_SI),
+        ("9223372036854775807Ki", str(INT64_MAX), BINARY_SI),
+        ("12E", "12e18", DECIMAL_SI),
+        ("100.035Ki", "102435.84", BINARY_SI),
+        ("0.000000000001Ki", "2e-9", DECIMAL_SI),
+        ("1.G", "1e9", DECIMAL_SI),
+    ],
+)
+def test_stored_value_matches_go(text: str, stored: str, fmt: str) -> None:
+    for sign in (1, -1):
+        spelled = text if sign == 1 else "-" + text
+        assert format_of(spelled) == fmt
+        assert as_stored(parse(spelled), format_of(spelled)) == sign * Decimal(stored)
+
+
+# --------------------------------------------------------------------------------------------
+# (2) Properties
+# --------------------------------------------------------------------------------------------
+
+SIGNS = st.sampled_from(["", "+", "-"])
+DIGITS = st.text(alphabet="0123456789", min_size=1, max_size=24)
+MAYBE_DIGITS = st.text(alphabet="0123456789", max_size=12)
+NUMBERS = st.one_of(
+    DIGITS,
+    st.builds("{}.{}".format, DIGITS, MAYBE_DIGITS),
+    st.builds(".{}".format, DIGITS),
+)
+SUFFIXES = st.one_of(
+    st.sampled_from(["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]),
+    st.builds(
+        "{}{}{}{}".format,
+        st.sampled_from("eE"),
+        SIGNS,
+        st.sampled_from(["", "0", "00"]),
+        st.integers(0, 40).map(str),
+    ),
+)
+GRAMMAR_VALID = st.builds("{}{}{}".format, SIGNS, NUMBERS, SUFFIXES)
+JUNK = st.one_of(
+    st.text(
+        alphabet=st.sampled_from([*"0123456789.+-eEinumkKMGTPix _\t", "\u0661", "\uff11", "\uff2b"]),
+        max_size=12,
+    ),
+    st.text(max_size=12),
+)
+
+# An independent transcription of what Go's scanner and suffix table accept.
+GO_SHAPE = re.compile(
+    r"[+-]?(?P<mantissa>[0-9]*(?:\.[0-9]*)?)(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE](?P<exp>[+-]?[0-9]+))?",
+    re.ASCII,
+)
+
+
+def mantissa_has_digit(text: str) -> bool:
+    match = GO_SHAPE.fullmatch(text)
+    return match is not None and any(ch in "0123456789" for ch in match["mantissa"])
+
+
+def go_accepts(text: str) -> bool:
+    match = GO_SHAPE.fullmatch(text)
+    if not text or match is None:
+        return False
+    exponent = int(match["exp"]) if match["exp"] else None
+    if exponent is not None and abs(exponent) > MAX_EXPONENT:
+        return False  # our deliberate bound; Go would accept
+    if mantissa_has_digit(text):
+        return True
+    # No digit at all: only Go's int64 fast path copes (ParseQuantity in quantity.go).
+    return match["suffix"] not in ("Pi", "Ei") and (exponent is None or exponent >= -9)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(GRAMMAR_VALID)
+def test_grammar_strings_match_the_client(text: str) -> None:
+    assert go_accepts(text)
+    got = parse(text)
+    assert got == oracle(text)
+    fmt = format_of(text)
+    stored = as_stored(got, fmt)
+    # Re-parsing the canonical string gives back the stored value, except where Go's String()
+    # drops an unknown decimal suffix (exponents above 18; see CanonicalizeBytes in quantity.go).
+    if not (fmt == DECIMAL_SI and abs(stored) >= Decimal("1e21")):
+        assert as_stored(parse(normalize(text)), format_of(normalize(text))) == stored
+    assert normalize(normalize(text)) == normalize(text)
+    assert go_string(go_string(text)) == go_string(text)
+    # Go only echoes input that its exact int64 path stored unrounded; otherwise it canonicalizes.
+    if go_string(text) == text:
+        assert got == stored
+    else:
+        assert go_string(text) == normalize(text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(JUNK)
+def test_junk_is_parsed_like_go_and_the_client(text: str) -> None:
+    mine = try_parse(text)
+    assert (mine is not None) == go_accepts(text)
+    if mine is None:
+        return
+    theirs = oracle(text)
+    if mantissa_has_digit(text):
+        assert theirs == mine  # inside Go's grammar the client must agree on the value
+    else:
+        assert mine == 0  # Go-only digit-less zero (see GO_ONLY_ZEROS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=-(10**60), max_value=10**60))
+def test_integer_property(value: int) -> None:
+    assert parse(value) == value == parse(str(value))
+    assert normalize(value) == normalize(str(value))
+
+
+# --------------------------------------------------------------------------------------------
+# (3) Canonical forms (each verified against Go's ParseQuantity(s).String())
+# --------------------------------------------------------------------------------------------
+
+CANONICAL = [
+    ("1000m", "1"), ("1024Mi", "1Gi"), ("0.5Gi", "512Mi"), ("1500m", "1500m"), ("1e3", "1e3"),
+    ("100M", "100M"), ("1.5", "1500m"), ("2000", "2k"), ("1.5Gi", "1536Mi"), ("1000M", "1G"),
+    ("1Ki", "1Ki"), ("1024Ki", "1Mi"), ("1023Ki", "1023Ki"), ("1025Ki", "1025Ki"), ("4096Pi", "4Ei"),
+    (".001Ki", "1024m"), (".000001Ki", "1024u"), (".000000001Ki", "1024n"), (".000000000001Ki", "2n"),
+    ("0.5Ki", "512"), ("1.5Ki", "1536"), ("1.0Ki", "1Ki"), ("1023.9999999999Ki", "1048575999999898n"),
+    ("8Ei", "9223372036854775807"), ("9223372036854775807Ki", "9223372036854775807"),
+    ("0", "0"), ("-0", "0"), ("0Ki", "0"), ("0.000", "0"), ("0e9", "0"),
+    ("1000", "1k"), ("1024", "1024"), ("1000000", "1M"), ("1000k", "1M"), ("1.000k", "1k"),
+    ("0.1m", "100u"), ("0.1n", "1n"), ("3.001n", "4n"), ("0.00000012345", "124n"), (".5", "500m"),
+    ("1080m", "1080m"), ("1.08", "1080m"), ("0.001", "1m"), ("0.0005k", "500m"), ("12E", "12E"),
+    ("1.01E", "1010P"), ("10.035M", "10035k"), ("6.987654321G", "6987654321"),
+    ("1E-3", "1e-3"), ("1e9", "1e9"), ("1.2e3", "1200"), ("1.3E+6", "1300e3"), ("0.5e0", "500e-3"),
+    ("1e0", "1"), ("1E3", "1e3"), ("1e+3", "1e3"), ("1e19", "10e18"), ("1e-10", "1e-9"),
+    ("1e1000", "10e999"), ("-1e-1000", "-1e-9"), ("1.5e19", "15e18"),
+    ("9223372036854775808", "9223372036854775808"), ("12345678901234567890123", "12345678901234567890123"),
+    # Go prints decimal exponents above 18 without any suffix (the failed lookup in
+    # CanonicalizeBytes, quantity.go, is ignored): 1000E and 10**21 both print as "1".
+    ("1000E", "1"), ("1000000000000000000000", "1"), ("1000000E", "1"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CANONICAL)
+def test_canonical_form(text: str, expected: str) -> None:
+    assert canonical(parse(text), format_of(text)) == expected
+    assert normalize(text) == expected
+    negated = "-" + text.lstrip("+-")
+    assert normalize(negated) == ("0" if expected == "0" else "-" + expected.lstrip("-"))
+
+
+# Go's fast path keeps the input spelling when it looks canonical (quantity.go, ParseQuantity:
+# `s: str`), so MustParse(s).String() echoes these; normalize() deliberately does not.
+ECHOED = [
+    ("+1", "1"), ("01", "1"), ("-01", "-1"), ("1E3", "1e3"), ("1e+3", "1e3"), ("1e0", "1"),
+    ("1.234k", "1234"), ("+1.5e19", "15e18"), ("1.G", "1G"), ("1.", "1"), ("+1Ki", "1Ki"),
+    ("01Ki", "1Ki"), ("1200", "1200"), ("1n", "1n"),
+]
+
+
+@pytest.mark.parametrize(("text", "canonical_form"), ECHOED)
+def test_go_string_echoes_canonical_looking_input(text: str, canonical_form: str) -> None:
+    assert go_string(text) == text
+    assert normalize(text) == canonical_form
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1024Ki", "1Mi"), ("8Ki", "8Ki"), ("1Ei", "1Ei"), ("+1Ei", "1Ei"), ("1000", "1k"),
+     ("-0", "0"), ("0.5", "500m"), ("1.5k", "1500"), ("1.5Gi", "1536Mi")],
+)
+def test_go_string_canonicalizes_everything_else(text: str, expected: str) -> None:
+    assert go_string(text) == expected
+
+
+# Direct values: TestQuantityString in quantity_test.go.
+@pytest.mark.parametrize(
+    ("value", "fmt", "expected"),
+    [
+        (1024**3, BINARY_SI, "1Gi"), (300 * 1024**2, BINARY_SI, "300Mi"), (6 * 1024, BINARY_SI, "6Ki"),
+        (1001 * 1024**3, BINARY_SI, "1001Gi"), (1024**4, BINARY_SI, "1Ti"), (5, BINARY_SI, "5"),
+        ("0.5", BINARY_SI, "500m"), ("1e9", DECIMAL_SI, "1G"), ("1e-3", DECIMAL_SI, "1m"),
+        ("0.08", DECIMAL_SI, "80m"), ("1.08", DECIMAL_SI, "1080m"), ("1.0800", DECIMAL_SI, "1080m"),
+        ("300e6", DECIMAL_SI, "300M"), ("1234567e6", DECIMAL_SI, "1234567M"),
+        ("1234.567", BINARY_SI, "1234567m"), (1025, BINARY_SI, "1025"), (0, BINARY_SI, "0"),
+        ("1e9", DECIMAL_EXPONENT, "1e9"), ("1e-3", DECIMAL_EXPONENT, "1e-3"),
+        ("0.08", DECIMAL_EXPONENT, "80e-3"), ("300e6", DECIMAL_EXPONENT, "300e6"),
+        ("3e3", DECIMAL_EXPONENT, "3e3"), ("0", DECIMAL_EXPONENT, "0"), ("1080e-9", DECIMAL_SI, "1080n"),
+        ("10800e-10", DECIMAL_SI, "1080n"), ("1080e-6", DECIMAL_SI, "1080u"),
+        ("1.5e-10", DECIMAL_SI, "1n"), ("-0", DECIMAL_SI, "0"),
+    ],
+)
+def test_canonical_of_values(value: int | str, fmt: str, expected: str) -> None:
+    assert canonical(Decimal(value), fmt) == expected
+    if expected != "0":
+        assert canonical(-Decimal(value), fmt) == "-" + expected
+
+
+@pytest.mark.parametrize("fmt", ["binarySI", "", "decimal", "Decimal"])
+def test_canonical_rejects_unknown_formats(fmt: str) -> None:
+    with pytest.raises(QuantityError, match="format"):
+        canonical(Decimal(1), fmt)
+
+
+@pytest.mark.parametrize("value", [Decimal("NaN"), Decimal("Inf"), Decimal("-Inf"), Decimal("sNaN")])
+def test_canonical_rejects_non_finite(value: Decimal) -> None:
+    with pytest.raises(QuantityError):
+        canonical(value, DECIMAL_SI)
+
+
+# --------------------------------------------------------------------------------------------
+# (4) Hostile input is refused quickly
+# --------------------------------------------------------------------------------------------
+
+BUDGET_SECONDS = 0.25
+
+
+def refused_quickly(call: Callable[[], object]) -> None:
+    start = time.perf_counter()
+    with pytest.raises(QuantityError):
+        call()
+    assert time.perf_counter() - start < BUDGET_SECONDS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1" * 10**6,
+        "9" * (MAX_LENGTH + 1),
+        "1e" + "9" * 400,
+        "1e" + "0" * 400 + "1001",
+        "1e99999999999999999999",
+        "1E-99999999999999999999",
+        f"1e{MAX_EXPONENT + 1}",
+        f"1e-{MAX_EXPONENT + 1}",
+        # Go accepts this one and wraps int32(4294967296) to 0 (suffix.go); we refuse instead.
+        "1e4294967296",
+        "0e2147483648",
+        "1" * 300 + "." + "1" * 300 + "Ei",
+    ],
+)
+def test_hostile_strings_are_refused_quickly(text: str) -> None:
+    for call in (parse, normalize, go_string, format_of):
+        refused_quickly(partial(call, text))
+
+
+def test_hostile_integers_are_refused_quickly() -> None:
+    huge = 10**100_000
+    refused_quickly(lambda: parse(huge))
+    refused_quickly(lambda: normalize(-huge))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [Decimal("1e999999999"), Decimal("1e-999999999"), Decimal("9" * 100_000), Decimal((0, (1,) * 5000, -3))],
+)
+def test_hostile_decimals_are_refused_quickly(value: Decimal) -> None:
+    for fmt in (BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT):
+        refused_quickly(partial(canonical, value, fmt))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * MAX_LENGTH,
+        "9" * (MAX_LENGTH - 2) + "Ei",
+        "0." + "0" * (MAX_LENGTH - 3) + "1",
+        "." + "9" * (MAX_LENGTH - 3) + "Ei",
+        f"1e{MAX_EXPONENT}",
+        f"-1e-{MAX_EXPONENT}",
+        "9" * (MAX_LENGTH - 6) + f"e{MAX_EXPONENT}",
+        "0" * MAX_LENGTH,
+    ],
+)
+def test_largest_accepted_inputs_are_cheap(text: str) -> None:
+    start = time.perf_counter()
+    value = parse(text)
+    for fmt in (BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT):
+        canonical(value, fmt)
+    normalize(text)
+    go_string(text)
+    assert time.perf_counter() - start < BUDGET_SECONDS
