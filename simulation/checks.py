@@ -113,7 +113,9 @@ def clamped(grid: cells.Grid, e: merge.Entry, price_claim: int) -> findings.Find
 def known_keys(grid: cells.Grid) -> set[str]:
     keys = set(grid.labels) | _BUILTIN_KEYS
     for pool in grid.pools:
-        keys.update(pool.labels)
+        keys.update(reqs.NORMALIZED_LABELS.get(k, k) for k in pool.labels)
+        # A key a NodePool only constrains is still one the operator knows about.
+        keys.update(reqs.NORMALIZED_LABELS.get(r.key, r.key) for r in pool.requirements)
     return keys
 
 

@@ -227,7 +227,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())
     outcome = merge.Outcome(prepared.outcome.order, result.status, result.verdicts, result.claims)
-    status = _statuses(snapshot, result.status, result.verdicts, result.touched)
+    status = _statuses(snapshot, result.status, result.verdicts, {*result.touched, *changed})
     return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays,
                   snapshot.grid, notes)
 
