@@ -60,6 +60,9 @@ class Prepared:
     baseline: tuple[findings.Finding, ...] = ()
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    index: incremental.Index = incremental.Index(())
+    # Error findings of the baseline per object, keyed for ratcheting.
+    ratchet: Mapping[findings.ObjectRef, frozenset[tuple[Any, ...]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +137,13 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog) -> Prepared:
     snapshot = _digest(Prepared(catalog, grid, tuple(pools), overlays, {}), None, ())
     report = _full(snapshot, ties=True, notes=())
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
-    return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed)
+    index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
+    ratchet: dict[findings.ObjectRef, set[tuple[Any, ...]]] = {}
+    for f in report.findings:
+        if f.severity == findings.Severity.ERROR:
+            ratchet.setdefault(f.obj, set()).add(_ratchet_key(f))
+    return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
+                               index=index, ratchet={k: frozenset(v) for k, v in ratchet.items()})
 
 
 def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False) -> Report:
@@ -167,7 +176,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     involved = {overlays[n].overlay.ref for n in changed}
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
     kept = [f for f in report.findings if f.obj in involved or involved.intersection(f.related)]
-    kept = _ratchet(kept, prepared.baseline, involved)
+    kept = _ratchet(kept, prepared.ratchet)
     return dataclasses.replace(report, findings=tuple(findings.ordered([*problems, *kept])))
 
 
@@ -220,7 +229,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
     old = [prepared.entries[n] for n in changed if n in prepared.entries]
     fresh = [entries[n] for n in changed if n in entries]
     result = incremental.evaluate(
-        snapshot.grid, entries, prepared.outcome, old, fresh,
+        snapshot.grid, prepared.index, entries, prepared.outcome, changed, old, fresh,
         lambda n: snapshot.overlays[n].raw, _keyed(snapshot, prepared, changed))
     found: list[findings.Finding] = list(result.findings)
     for name in changed:
@@ -260,13 +269,14 @@ def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
     return out
 
 
-def _ratchet(found: Sequence[findings.Finding], baseline: Sequence[findings.Finding],
-             involved: set[findings.ObjectRef]) -> list[findings.Finding]:
+def _ratchet_key(f: findings.Finding) -> tuple[Any, ...]:
+    return (f.code, f.field, f.related)
+
+
+def _ratchet(found: Sequence[findings.Finding],
+             before: Mapping[findings.ObjectRef, frozenset[tuple[Any, ...]]]) -> list[findings.Finding]:
     """An error the stored version already had comes back as a warning, so a broken object
     can still be edited and fixed."""
-    def key(f: findings.Finding) -> tuple[Any, ...]:
-        return (f.code, f.obj, f.field, f.related)
-
-    before = {key(f) for f in baseline if f.severity == findings.Severity.ERROR and f.obj in involved}
     return [f.with_severity(findings.Severity.WARNING, "already present before this change")
-            if f.severity == findings.Severity.ERROR and key(f) in before else f for f in found]
+            if f.severity == findings.Severity.ERROR and _ratchet_key(f) in before.get(f.obj, ()) else f
+            for f in found]

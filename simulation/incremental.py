@@ -27,34 +27,59 @@ class Result:
     touched: tuple[str, ...]
 
 
-def _component(seeds: Sequence[merge.Entry], members: Sequence[merge.Entry]) -> list[merge.Entry]:
-    """Members reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
-    weights = {s.overlay.weight for s in seeds}
-    pool = [m for m in members if m.overlay.weight in weights]
+@dataclasses.dataclass(frozen=True)
+class Index:
+    """The prepared entries bucketed by NodePool, so that a neighbour scan only visits
+    overlays that share a pool with the target."""
+
+    by_pool: tuple[tuple[merge.Entry, ...], ...]
+
+    @classmethod
+    def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
+        buckets: list[list[merge.Entry]] = [[] for _ in range(pools)]
+        for e in entries:
+            for p in range(pools):
+                if e.pools >> p & 1:
+                    buckets[p].append(e)
+        return cls(tuple(tuple(b) for b in buckets))
+
+    def near(self, target: merge.Entry, skip: set[str], extra: Sequence[merge.Entry]) -> list[merge.Entry]:
+        """Entries whose coarse signature overlaps the target's: the prepared ones not named
+        in `skip` (they changed), plus the `extra` (changed) ones."""
+        found: dict[str, merge.Entry] = {}
+        fold, pools = target.fold, target.pools
+        for p, bucket in enumerate(self.by_pool):
+            if pools >> p & 1:
+                for n in bucket:
+                    if n.fold & fold and n.name not in skip:
+                        found[n.name] = n
+        for n in extra:
+            if n.may_overlap(target):
+                found[n.name] = n
+        found.pop(target.name, None)
+        return list(found.values())
+
+
+def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
+               fresh: Sequence[merge.Entry]) -> list[merge.Entry]:
+    """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
     reached: dict[str, merge.Entry] = {}
     frontier = list(seeds)
     while frontier:
         node = frontier.pop()
-        weight, pools, fold = node.overlay.weight, node.pools, node.fold
-        for m in pool:
-            if (m.pools & pools and m.fold & fold and m.overlay.weight == weight and m.name not in reached
-                    and m.karpenter_overlap(node)):
+        for m in index.near(node, skip, fresh):
+            if m.name not in reached and m.overlay.weight == node.overlay.weight and m.karpenter_overlap(node):
                 reached[m.name] = m
                 frontier.append(m)
     return list(reached.values())
 
 
-def _near(target: merge.Entry, everything: Sequence[merge.Entry]) -> list[merge.Entry]:
-    pools, fold = target.pools, target.fold
-    return [n for n in everything if n.pools & pools and n.fold & fold and n is not target]
-
-
-def evaluate(grid: cells.Grid, entries: Mapping[str, merge.Entry], baseline: merge.Outcome,
-             old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
+def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry], baseline: merge.Outcome,
+             changed: Sequence[str], old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
              raw: Callable[[str], Mapping[str, Any]], keys: Mapping[str, frozenset[str]]) -> Result:
     """`keys` lists only the overlays that use bindingKeys."""
-    everything = list(entries.values())
-    component = _component([*candidates, *old], everything)
+    skip = set(changed)
+    component = _component(index, [*candidates, *old], skip, candidates)
     members = {m.name for m in component}
     component += [c for c in candidates if c.name not in members]
     local = merge.karpenter(component)
@@ -70,7 +95,7 @@ def evaluate(grid: cells.Grid, entries: Mapping[str, merge.Entry], baseline: mer
     claims: list[merge.Claim] = []
     done_shadow: set[tuple[str, str]] = set()
     for c in candidates:
-        neighbours = _near(c, everything)
+        neighbours = index.near(c, skip, candidates)
         same = [n for n in neighbours if n.overlay.weight == c.overlay.weight]
         clashes = [k for k in merge.same_weight([c, *same]) if c.name in (k.later, k.earlier)]
         out += checks.conflicts(grid, entries, status, verdicts, clashes)
@@ -81,7 +106,7 @@ def evaluate(grid: cells.Grid, entries: Mapping[str, merge.Entry], baseline: mer
                 if field == merge.PRICE and (clamp := checks.clamped(grid, c, mine)) is not None:
                     out.append(clamp)
         for target in [c, *(n for n in neighbours if n.rank < c.rank)]:
-            around = neighbours if target is c else _near(target, everything)
+            around = neighbours if target is c else index.near(target, skip, candidates)
             for field in target.fields():
                 if (target.name, field) in done_shadow:
                     continue
