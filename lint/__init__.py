@@ -1,1 +1,2 @@
-"""lint."""
+"""overlay-lint: the command-line adapter of the simulation core (loading files with positions,
+output formats, the CLI)."""

@@ -1,0 +1,5 @@
+"""`python -m lint`."""
+
+from lint.cli import entrypoint
+
+entrypoint()

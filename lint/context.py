@@ -1,0 +1,64 @@
+"""The catalog a run uses: `--catalog`, InstanceType documents among the inputs, or the default."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lint import reader
+from lint.loader import Loader
+from lint.positions import Table
+from simulation import catalog as cat
+
+# The catalog is trusted configuration rather than a file under review, and the embedded one
+# alone is over 1 MiB, so it gets its own, larger limit.
+CATALOG_MAX_BYTES = 256 * 1024 * 1024
+
+
+def read_catalog(path: str) -> cat.Catalog:
+    """A JSON catalog (the embedded format) or YAML/JSON InstanceType documents."""
+    source = reader.Source(path, None if path == reader.STDIN else path)
+    try:
+        text = reader.read(source, CATALOG_MAX_BYTES)
+    except reader.InputError as err:
+        raise reader.InputError(f"--catalog {err}") from None
+    if text.text is None:
+        raise reader.InputError(f"--catalog {path}: {text.problem}")
+    try:
+        data: Any = json.loads(text.text)
+    except ValueError:
+        data = None
+    try:
+        if isinstance(data, Mapping) and "instanceTypes" in data:
+            return cat.from_json(data)
+        return _from_documents(path, text)
+    except cat.CatalogError as err:
+        raise reader.InputError(f"--catalog {path}: {err}") from None
+
+
+def _from_documents(path: str, text: reader.Text) -> cat.Catalog:
+    loaded = Loader(Table()).load_text(text)
+    if loaded.problems:
+        first = loaded.problems[0]
+        raise reader.InputError(f"--catalog {path}: {first.message}")
+    if not loaded.instance_types:
+        raise reader.InputError(f"--catalog {path}: neither a JSON catalog (an object with 'instanceTypes') "
+                                "nor YAML with InstanceType documents")
+    return cat.from_documents([obj for obj, _ in loaded.instance_types])
+
+
+def choose(catalog_path: str | None, documents: Sequence[tuple[Mapping[str, Any], str]]) -> cat.Catalog:
+    """`documents`: InstanceType objects found among the inputs, with where each came from."""
+    if catalog_path is not None and documents:
+        raise reader.InputError(
+            f"both --catalog {catalog_path} and InstanceType documents (first in {documents[0][1]}) were "
+            "given; use one or the other")
+    if catalog_path is not None:
+        return read_catalog(catalog_path)
+    if documents:
+        try:
+            return cat.from_documents([obj for obj, _ in documents])
+        except cat.CatalogError as err:
+            raise reader.InputError(f"InstanceType documents: {err}") from None
+    return cat.default()

@@ -1,0 +1,149 @@
+"""Output formats of `overlay-lint check`: text, json, sarif and GitHub workflow commands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from lint import sarif
+from lint.positions import Location, Table
+from simulation.findings import Finding, Severity
+
+FORMATS = ("text", "json", "sarif", "github")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    findings: Sequence[Finding]
+    table: Table
+    objects: int
+    ignored: int = 0
+    notes: Sequence[str] = ()
+    skipped: int = 0
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    def located(self) -> list[tuple[Finding, Location]]:
+        return [(f, self.table.locate(f)) for f in self.findings]
+
+
+def render(fmt: str, result: Result, out: TextIO, err: TextIO) -> None:
+    if fmt == "json":
+        json.dump(to_json(result), out, indent=2)
+        out.write("\n")
+        return
+    for note in result.notes:
+        err.write(f"note: {note}\n")
+    if fmt == "text":
+        write_text(result, out, color=use_color(out))
+    elif fmt == "sarif":
+        json.dump(sarif.document(result.located(), os.getcwd(), result.notes), out, indent=2)
+        out.write("\n")
+    elif fmt == "github":
+        write_github(result, out)
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+
+
+def use_color(stream: TextIO) -> bool:
+    """Colour for people only: a terminal, and no NO_COLOR (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def subject(finding: Finding, loc: Location) -> str:
+    """The object column; for an input with no usable name the name is its file, already shown."""
+    return finding.obj.kind if finding.obj.name == loc.file else str(finding.obj)
+
+
+def where(finding: Finding, loc: Location) -> str:
+    if loc.file is None:
+        return "<cluster>" if finding.source is not None else "<input>"
+    if loc.line is None:
+        return loc.file
+    return f"{loc.file}:{loc.line}:{loc.column}"
+
+
+_COLORS = {Severity.ERROR: "\033[1;31m", Severity.WARNING: "\033[1;33m", Severity.INFO: "\033[1;36m"}
+_BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary_line(result: Result) -> str:
+    parts = [_plural(result.count(Severity.ERROR), "error"),
+             _plural(result.count(Severity.WARNING), "warning")]
+    infos = result.count(Severity.INFO)
+    if infos:
+        parts.append(_plural(infos, "note"))
+    text = f"{', '.join(parts)} in {_plural(result.objects, 'object')}"
+    aside = []
+    if result.ignored:
+        aside.append(f"{_plural(result.ignored, 'other document')} ignored")
+    if result.skipped:
+        aside.append(f"{_plural(result.skipped, 'file')} without NodeOverlays, NodePools or InstanceTypes "
+                     "skipped")
+    return text + (f" ({'; '.join(aside)})" if aside else "")
+
+
+def write_text(result: Result, out: TextIO, color: bool = False) -> None:
+    for f, loc in result.located():
+        place, severity, code = where(f, loc), str(f.severity), f.code
+        if color:
+            place = f"{_BOLD}{place}{_RESET}"
+            severity = f"{_COLORS[f.severity]}{severity}{_RESET}"
+            code = f"{_DIM}{code}{_RESET}"
+        out.write(f"{place}: {severity} {code} {subject(f, loc)}: {f.message}\n")
+    out.write(summary_line(result) + "\n")
+
+
+def finding_json(finding: Finding, loc: Location) -> dict[str, Any]:
+    out = finding.to_json()
+    out.update(file=loc.file, line=loc.line, column=loc.column)
+    return out
+
+
+def to_json(result: Result) -> dict[str, Any]:
+    return {
+        "findings": [finding_json(f, loc) for f, loc in result.located()],
+        "summary": {"errors": result.count(Severity.ERROR), "warnings": result.count(Severity.WARNING),
+                    "objects": result.objects},
+        "notes": list(result.notes),
+    }
+
+
+def _escape_data(text: str) -> str:
+    # GitHub's workflow-command escaping (toolkit's escapeData / escapeProperty).
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def github_line(finding: Finding, loc: Location) -> str:
+    props = []
+    if loc.file is not None and not loc.file.startswith("<"):
+        props.append(f"file={_escape_property(sarif.relative(loc.file, os.getcwd()))}")
+        if loc.line is not None:
+            props.append(f"line={loc.line}")
+            props.append(f"col={loc.column}")
+    props.append(f"title={_escape_property(finding.code)}")
+    return f"::{_COMMANDS[finding.severity]} {','.join(props)}::{_escape_data(finding.message)}"
+
+
+def write_github(result: Result, out: TextIO) -> None:
+    for f, loc in result.located():
+        out.write(github_line(f, loc) + "\n")
+    out.write(summary_line(result) + "\n")

@@ -1,0 +1,114 @@
+"""SARIF 2.1.0 for code scanning (GitHub and other SARIF consumers)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import pathlib
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+from lint.positions import Location
+from simulation import findings
+from simulation.findings import Severity
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+TOOL = "overlay-lint"
+
+# One line per code: the "when" column of the contract (SPEC section 4).
+DESCRIPTIONS = {
+    "parse-error": "YAML or JSON input that cannot be read",
+    "schema": "The API server would reject the object (CRD schema or CEL rules)",
+    "runtime-invalid": "Karpenter's runtime validation marks the overlay Invalid and ignores it",
+    "duplicate-object": "Two inputs with the same kind and name",
+    "same-weight-conflict": "Two overlays of equal weight set the same field on a common cell",
+    "invalid-binding-key": "A bindingKey rule is broken",
+    "invalid-attribute-binding": "An attributeBindings rule is broken",
+    "invalid-resource-slice-template": "ResourceSliceTemplate structure is invalid",
+    "legacy-field": "A field from the first NodeOverlay RFC, with its migration",
+    "no-match": "The overlay matches no NodePool, instance type and offering",
+    "shadowed": "A field of the overlay is won everywhere by a higher-precedence overlay",
+    "unknown-label": "A requirement key that no instance type or NodePool defines",
+    "binding-key-scope": "The same bindingKey in two overlays binds nothing",
+    "nodepool-weight-tie": "Two NodePools with equal weight can launch the same offering",
+    "price-clamped": "A price adjustment drives some offering's price below 0",
+    "ignored-values": "Exists/DoesNotExist with values, which Karpenter ignores",
+}
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("overlay-guard")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def relative(path: str, cwd: str) -> str:
+    """`path` relative to `cwd` when it lies inside it, else absolute; '/' separators."""
+    absolute = os.path.abspath(path)
+    try:
+        rel = os.path.relpath(absolute, cwd)
+    except ValueError:  # another drive on Windows
+        return absolute
+    return absolute if rel == ".." or rel.startswith(".." + os.sep) else rel.replace(os.sep, "/")
+
+
+def artifact(path: str, cwd: str) -> dict[str, str]:
+    rel = relative(path, cwd)
+    if os.path.isabs(rel):
+        return {"uri": pathlib.Path(rel).as_uri()}
+    return {"uri": urllib.parse.quote(rel), "uriBaseId": "%SRCROOT%"}
+
+
+def _camel(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("-"))
+
+
+def rules() -> list[dict[str, Any]]:
+    return [{"id": code, "name": _camel(code),
+             "shortDescription": {"text": DESCRIPTIONS.get(code, code)},
+             "defaultConfiguration": {"level": LEVELS[severity]},
+             "properties": {"tags": ["karpenter", "nodeoverlay"]}}
+            for code, severity in findings.CODES.items()]
+
+
+def _logical(ref: findings.ObjectRef) -> dict[str, str]:
+    return {"name": ref.name, "fullyQualifiedName": str(ref), "kind": "object"}
+
+
+def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd: str) -> dict[str, Any]:
+    location: dict[str, Any] = {}
+    if loc.file is not None and not loc.file.startswith("<"):
+        physical: dict[str, Any] = {"artifactLocation": artifact(loc.file, cwd)}
+        if loc.line is not None:
+            physical["region"] = {"startLine": loc.line, "startColumn": loc.column}
+        location["physicalLocation"] = physical
+    location["logicalLocations"] = [_logical(finding.obj)]
+    properties: dict[str, Any] = {"field": finding.field,
+                                  "related": [str(r) for r in finding.related]}
+    if finding.witness is not None:
+        properties["witness"] = finding.witness.to_json()
+    if finding.detail:
+        properties["detail"] = dict(finding.detail)
+    out: dict[str, Any] = {"ruleId": finding.code, "level": LEVELS[finding.severity],
+                           "message": {"text": finding.message}, "locations": [location],
+                           "properties": properties}
+    if finding.code in index:
+        out["ruleIndex"] = index[finding.code]
+    return out
+
+
+def document(located: Sequence[tuple[findings.Finding, Location]], cwd: str,
+             notes: Sequence[str] = ()) -> dict[str, Any]:
+    driver_rules = rules()
+    index = {r["id"]: i for i, r in enumerate(driver_rules)}
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": TOOL, "version": version(), "rules": driver_rules}},
+        "columnKind": "unicodeCodePoints",
+        "results": [result(f, loc, index, cwd) for f, loc in located],
+        "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
+            {"level": "note", "message": {"text": note}} for note in notes]}],
+    }
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}

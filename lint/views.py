@@ -1,0 +1,76 @@
+"""Readable text for `simulate` and `explain` (their JSON forms are the core's own shapes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from simulation.effects import CellEffect
+
+
+def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
+    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def price(value: Any, estimated: bool = False) -> str:
+    if value is None:
+        return "-"
+    text = f"{float(value):.10g}"
+    return f"~{text}" if estimated else text
+
+
+def simulation_json(status: Mapping[str, tuple[str, str]], cells: Sequence[CellEffect]) -> dict[str, Any]:
+    pools: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        pools.setdefault(cell.pool, {})[cell.instance_type] = cell.to_json()
+    return {"overlays": {name: {"status": s, "reason": r} for name, (s, r) in sorted(status.items())},
+            "nodepools": pools}
+
+
+def write_simulation(status: Mapping[str, tuple[str, str]], cells: Sequence[CellEffect], out: TextIO) -> None:
+    if status:
+        rows = [["OVERLAY", "STATUS", "REASON"], *([n, s, r] for n, (s, r) in sorted(status.items()))]
+        out.writelines(line + "\n" for line in table(rows))
+    else:
+        out.write("no NodeOverlays in the input\n")
+    if not cells:
+        out.write("\nno instance type is changed by an overlay\n")
+        return
+    estimated = False
+    for cell in cells:
+        out.write(f"\nNodePool {cell.pool}, instance type {cell.instance_type}\n")
+        by = cell.capacity_overlays
+        resources = [f"{res}={qty}" + (f" ({by[res]})" if res in by else "")
+                     for res, qty in cell.capacity.items()]
+        out.write(f"  capacity: {', '.join(resources) or '-'}\n")
+        if cell.templates:
+            drivers = ", ".join(f"{d} ({o})" for d, o in sorted(cell.templates.items()))
+            out.write(f"  resourceSliceTemplates: {drivers}\n")
+        rows = [["ZONE", "CAPACITY TYPE", "BASE PRICE", "PRICE", "PRICE OVERLAY"]]
+        for o in cell.offerings:
+            est = bool(o.get("estimated"))
+            estimated |= est
+            available = o.get("available", True)
+            rows.append([str(o["zone"]), str(o["capacityType"]), price(o["basePrice"], est),
+                         price(o["price"], est) if available else "unavailable",
+                         str(o["priceOverlay"] or "-")])
+        out.writelines(line + "\n" for line in table(rows, "  "))
+    if estimated:
+        out.write("\n~ marks an estimated base price (not published upstream)\n")
+
+
+def write_explanation(data: Mapping[str, Any], out: TextIO) -> None:
+    pools = ", ".join(data.get("nodepools", [])) or "-"
+    out.write(f"instance type {data['instanceType']} in NodePool(s) {pools}\n")
+    fields: Mapping[str, Sequence[Mapping[str, Any]]] = data.get("fields", {})
+    if not fields:
+        out.write("no overlay matches or nearly matches it\n")
+        return
+    for field, entries in fields.items():
+        out.write(f"\n{field}:\n")
+        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "CELLS", "WHY"]]
+        rows += [[str(e.get("outcome", "")), str(e.get("overlay", "")), str(e.get("weight", "")),
+                  str(e.get("status", "")), str(e.get("cells", "")), str(e.get("why", ""))] for e in entries]
+        out.writelines(line + "\n" for line in table(rows, "  "))

@@ -1,0 +1,313 @@
+"""`overlay-lint` options, exit statuses and output formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from lint import cli, formats
+from lint.positions import Location
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "lint_fixtures"
+CATALOG = str(FIXTURES / "catalog.yaml")
+BASIC = str(FIXTURES / "basic")
+VENV_BIN = ROOT / ".venv" / "bin"
+
+
+def overlay(name: str, weight: int = 10, *, adjustment: str = "-10%", family: str | None = None,
+            operator: str = "In") -> dict[str, Any]:
+    reqs: list[dict[str, Any]] = [
+        {"key": "karpenter.sh/capacity-type", "operator": operator, "values": ["spot"]}]
+    if family:
+        reqs.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [family]})
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"weight": weight, "requirements": reqs, "priceAdjustment": adjustment}}
+
+
+def nodepool(name: str, weight: int = 10) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"weight": weight, "template": {"spec": {"requirements": []}}}}
+
+
+def write(tmp_path: pathlib.Path, name: str, *objects: dict[str, Any]) -> str:
+    path = tmp_path / name
+    path.write_text("\n---\n".join(json.dumps(o) for o in objects), encoding="utf-8")
+    return str(path)
+
+
+def run(*args: str, stdin: bytes | None = None, catalog: bool = True) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    argv = [*args, "--catalog", CATALOG] if catalog else list(args)
+    code = cli.main(argv, stdin=io.BytesIO(stdin) if stdin is not None else None, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def codes(output: str) -> list[str]:
+    return [f["code"] for f in json.loads(output)["findings"]]
+
+
+# --- exit statuses -------------------------------------------------------------------------------
+
+def test_clean_input_exits_0(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", overlay("a", 10, family="m5"), overlay("b", 20, family="g5"))
+    code, out, _ = run("check", path)
+    assert code == 0 and out.startswith("0 errors, 0 warnings")
+
+
+def test_conflict_exits_1(tmp_path: pathlib.Path) -> None:
+    code, out, _ = run("check", write(tmp_path, "o.yaml", overlay("a"), overlay("b")), "--format", "json")
+    assert code == 1 and codes(out) == ["same-weight-conflict"]
+
+
+def test_fail_on_warning(tmp_path: pathlib.Path) -> None:
+    shadowing = write(tmp_path, "o.yaml", overlay("high", 20), overlay("low", 10))
+    code, out, _ = run("check", shadowing, "--format", "json")
+    assert code == 0 and codes(out) == ["shadowed"]
+    assert run("check", shadowing, "--fail-on", "warning")[0] == 1
+    assert run("check", shadowing, "--fail-on", "error")[0] == 0
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["check"], ["lint", "x"], ["check", BASIC, "--format", "xml"], ["check", BASIC, "--fail-on", "info"],
+    ["check", BASIC, "--bogus"], ["check", BASIC, "--max-file-size", "lots"],
+    ["check", BASIC, "--max-file-size", "0"], ["explain", BASIC], ["simulate", BASIC, "--format", "sarif"],
+    ["check", BASIC, "--kubeconfig", "k"], ["check", BASIC, "--context", "c"],
+])
+def test_usage_errors_exit_2(argv: list[str]) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(argv, stdout=out, stderr=err) == 2
+    assert "error:" in err.getvalue() and out.getvalue() == ""
+
+
+def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    assert "check" in capsys.readouterr().out
+    assert cli.main(["check", "--help"]) == 0
+    assert "--fail-on" in capsys.readouterr().out
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("overlay-lint ")
+
+
+def test_stdin(tmp_path: pathlib.Path) -> None:
+    data = "\n---\n".join(json.dumps(o) for o in (overlay("a"), overlay("b"))).encode()
+    code, out, _ = run("check", "-", "--format", "json", stdin=data)
+    found = json.loads(out)["findings"]
+    assert code == 1 and found[0]["file"] == "<stdin>" and found[0]["line"] == 1
+
+
+def test_module_and_console_script(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", overlay("a"), overlay("b"))
+    module = subprocess.run([sys.executable, "-m", "lint", "check", path, "--catalog", CATALOG],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert module.returncode == 1 and "same-weight-conflict" in module.stdout
+    script = subprocess.run([str(VENV_BIN / "overlay-lint"), "check", "-", "--catalog", CATALOG],
+                            input=pathlib.Path(path).read_text(), capture_output=True, text=True, timeout=120)
+    assert script.returncode == 1 and "<stdin>:" in script.stdout
+    usage = subprocess.run([sys.executable, "-m", "lint", "check"], capture_output=True, text=True,
+                           timeout=120)
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+
+def test_kubernetes_is_not_imported_offline(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", overlay("a"))
+    code = ("import sys; from lint import cli; "
+            f"rc = cli.main(['check', {path!r}, '--catalog', {CATALOG!r}]); "
+            "assert 'kubernetes' not in sys.modules; sys.exit(rc)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode == 0
+
+
+# --- --existing, catalogs ------------------------------------------------------------------------
+
+def test_existing_conflict_is_reported_against_the_candidate(tmp_path: pathlib.Path) -> None:
+    live = write(tmp_path, "live.yaml", overlay("live"))
+    code, out, _ = run("check", write(tmp_path, "new.yaml", overlay("new")), "--existing", live,
+                       "--format", "json")
+    found = json.loads(out)["findings"]
+    assert code == 1 and [f["code"] for f in found] == ["same-weight-conflict"]
+    names = {found[0]["object"]["name"], *(r["name"] for r in found[0]["related"])}
+    assert names == {"live", "new"}
+    assert json.loads(out)["summary"]["objects"] == 1
+
+
+def test_findings_among_existing_objects_only_are_not_reported(tmp_path: pathlib.Path) -> None:
+    live = write(tmp_path, "live.yaml", overlay("a"), overlay("b"))
+    unrelated = write(tmp_path, "new.yaml", overlay("c", 30, family="m5"))
+    code, out, _ = run("check", unrelated, "--existing", live, "--format", "json")
+    assert code == 0 and json.loads(out)["findings"] == []
+
+
+def test_candidate_replaces_existing_version(tmp_path: pathlib.Path) -> None:
+    live = write(tmp_path, "live.yaml", overlay("a", 10), overlay("b", 20))
+    # Editing `a` to weight 20 now collides with `b`; it is an edit, not a duplicate.
+    code, out, _ = run("check", write(tmp_path, "a.yaml", overlay("a", 20)), "--existing", live,
+                       "--format", "json")
+    assert code == 1 and codes(out) == ["same-weight-conflict"]
+    # Moving `a` away from `b` is fine.
+    code, out, _ = run("check", write(tmp_path, "a2.yaml", overlay("a", 5)), "--existing", live)
+    assert code == 0
+
+
+def test_editing_an_already_broken_overlay_is_ratcheted(tmp_path: pathlib.Path) -> None:
+    broken = overlay("old", operator="Within")
+    live = write(tmp_path, "live.yaml", broken)
+    code, out, _ = run("check", write(tmp_path, "edit.yaml", broken), "--existing", live, "--format", "json")
+    found = json.loads(out)["findings"]
+    assert code == 0 and found and {f["severity"] for f in found} == {"warning"}
+
+
+def test_existing_accepts_several_paths(tmp_path: pathlib.Path) -> None:
+    a = write(tmp_path, "a.yaml", overlay("x1"))
+    b = write(tmp_path, "b.yaml", nodepool("p"))
+    code, out, _ = run("check", write(tmp_path, "n.yaml", overlay("y", 99)), "--existing", a, b,
+                       "--existing", a.replace("a.yaml", "a.yaml"), "--format", "json")
+    assert code == 0 and "notes" in json.loads(out) and json.loads(out)["notes"] == []
+
+
+def test_json_catalog_and_instance_type_documents(tmp_path: pathlib.Path) -> None:
+    catalog = tmp_path / "cat.json"
+    catalog.write_text(json.dumps({"region": "eu-west-1", "instanceTypes": [
+        {"name": "x1.tiny", "labels": {"kubernetes.io/arch": "amd64"}, "allocatable": {"cpu": "1"},
+         "onDemandPrice": 0.01}]}))
+    path = write(tmp_path, "o.yaml", overlay("a"))
+    code, out, _ = run("simulate", path, "--catalog", str(catalog), "--format", "json", catalog=False)
+    assert code == 0 and list(json.loads(out)["nodepools"]["default"]) == ["x1.tiny"]
+    offering = {"karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "z1",
+                "karpenter.sh/price": "0.5"}
+    itype = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "InstanceType", "metadata": {"name": "y1.tiny"},
+             "spec": {"offerings": [offering], "resources": {"cpu": "1"}}}
+    both = write(tmp_path, "both.yaml", overlay("a"), itype)
+    code, out, _ = run("simulate", both, "--format", "json", catalog=False)
+    assert code == 0 and list(json.loads(out)["nodepools"]["default"]) == ["y1.tiny"]
+    code, _, err = run("check", both)
+    assert code == 2 and "both --catalog" in err
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ('{"instanceTypes": [{"labels": {}}]}', "name"),
+    ("kind: ConfigMap\n", "InstanceType"),
+    ("x: [\n", "--catalog"),
+    (None, "No such file"),
+])
+def test_bad_catalog_exits_2(tmp_path: pathlib.Path, content: str | None, needle: str) -> None:
+    catalog = tmp_path / "bad-catalog.yaml"
+    if content is not None:
+        catalog.write_text(content)
+    code, out, err = run("check", BASIC, "--catalog", str(catalog), catalog=False)
+    assert code == 2 and needle in err and err.count("\n") == 1 and out == ""
+
+
+def test_default_catalog_is_used_without_catalog(tmp_path: pathlib.Path) -> None:
+    code, out, _ = run("simulate", write(tmp_path, "o.yaml", overlay("a", family="m5")), "--instance-type",
+                       "m5.large", "--format", "json", catalog=False)
+    assert code == 0 and json.loads(out)["nodepools"]["default"]["m5.large"]["offerings"]
+
+
+# --- formats -------------------------------------------------------------------------------------
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_tty_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    tty, err = _Tty(), io.StringIO()
+    cli.main(["check", BASIC, "--catalog", CATALOG], stdout=tty, stderr=err)
+    assert "\033[1;31merror\033[0m" in tty.getvalue()
+    monkeypatch.setenv("NO_COLOR", "1")
+    tty = _Tty()
+    cli.main(["check", BASIC, "--catalog", CATALOG], stdout=tty, stderr=err)
+    assert "\033[" not in tty.getvalue()
+    plain = io.StringIO()
+    monkeypatch.delenv("NO_COLOR")
+    cli.main(["check", BASIC, "--catalog", CATALOG], stdout=plain, stderr=err)
+    assert "\033[" not in plain.getvalue()
+
+
+def test_notes_go_to_stderr_in_text_and_into_json(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", overlay("a"))
+    _, out, err = run("check", path)
+    assert "note: no NodePools given" in err and "note:" not in out
+    _, out, err = run("check", path, "--format", "json")
+    assert json.loads(out)["notes"] == [
+        "no NodePools given: assuming one NodePool named 'default' with no labels"]
+    assert err == ""
+    _, out, err = run("check", path, "--format", "sarif")
+    assert "note: no NodePools" in err
+    assert json.loads(out)["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+
+
+def test_github_escaping(tmp_path: pathlib.Path) -> None:
+    from simulation import findings
+
+    finding = findings.make("schema", findings.ObjectRef("NodeOverlay", "o"), ("spec",),
+                            "100% wrong,\nreally: yes", source=0)
+    line = formats.github_line(finding, Location("dir,a:b/x%.yaml", 3, 4))
+    assert line == ("::error file=dir%2Ca%3Ab/x%25.yaml,line=3,col=4,title=schema::"
+                    "100%25 wrong,%0Areally: yes")
+    warning = findings.make("shadowed", findings.ObjectRef("NodeOverlay", "o"), (), "m")
+    assert formats.github_line(warning, Location(None, None, None)) == "::warning title=shadowed::m"
+
+
+def test_text_output_shape(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", overlay("a"), overlay("b"))
+    _, out, _ = run("check", path)
+    first, summary = out.splitlines()
+    assert first.startswith(f"{path}:") and " error same-weight-conflict NodeOverlay/" in first
+    assert summary == "1 error, 0 warnings in 2 objects"
+
+
+def test_sarif_uri_outside_cwd_is_absolute(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    path = write(tmp_path, "o.yaml", overlay("a"), overlay("b"))
+    _, out, _ = run("check", path, "--format", "sarif")
+    location = json.loads(out)["runs"][0]["results"][0]["locations"][0]
+    uri = location["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == pathlib.Path(path).as_uri()
+
+
+# --- simulate and explain ------------------------------------------------------------------------
+
+def test_simulate_filters_and_shape() -> None:
+    code, out, _ = run("simulate", BASIC, "--nodepool", "ml", "--instance-type", "m5.large", "c7g.large",
+                       "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and set(data) == {"overlays", "nodepools"}
+    assert list(data["nodepools"]) == ["ml"] and set(data["nodepools"]["ml"]) == {"m5.large", "c7g.large"}
+    cell = data["nodepools"]["ml"]["m5.large"]
+    assert {"capacity", "capacityOverlays", "offerings", "resourceSliceTemplates"} <= set(cell)
+    assert set(cell["offerings"][0]) >= {"zone", "capacityType", "basePrice", "price", "priceOverlay"}
+    assert data["overlays"]["gpu-spot-risk"]["status"] == "Conflict"
+    assert data["overlays"]["typo-operator"]["status"] == "Invalid"
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["simulate", BASIC, "--instance-type", "m5.larg"], "did you mean 'm5.large'"),
+    (["simulate", BASIC, "--nodepool", "gpu"], "unknown NodePool 'gpu'"),
+    (["explain", BASIC, "--instance-type", "nope"], "unknown instance type"),
+    (["explain", BASIC, "--instance-type", "m5.large", "--nodepool", "nope"], "unknown NodePool"),
+])
+def test_unknown_names_exit_2(argv: list[str], needle: str) -> None:
+    code, out, err = run(*argv)
+    assert code == 2 and needle in err and out == ""
+
+
+def test_simulate_and_explain_report_input_errors_on_stderr(tmp_path: pathlib.Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("x: [\n")
+    code, out, err = run("simulate", BASIC, str(bad), "--format", "json")
+    assert code == 1 and json.loads(out)["overlays"] and "parse-error" in err
+    code, out, err = run("explain", BASIC, str(bad), "--instance-type", "g5.xlarge", "--nodepool", "ml")
+    assert code == 1 and "parse-error" in err and "NodePool(s) ml" in out
+
+
+def test_simulate_text_without_changes(tmp_path: pathlib.Path) -> None:
+    code, out, _ = run("simulate", write(tmp_path, "np.yaml", nodepool("p")))
+    assert code == 0 and "no NodeOverlays" in out and "no instance type is changed" in out

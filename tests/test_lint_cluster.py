@@ -1,0 +1,158 @@
+"""`overlay-lint check --cluster` against a fake API server speaking the list API."""
+
+from __future__ import annotations
+
+import collections.abc
+import http.server
+import io
+import json
+import pathlib
+import threading
+import urllib.parse
+from typing import Any, ClassVar
+
+import pytest
+
+from lint import cli
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")
+
+
+def overlay(name: str, weight: int = 10) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"weight": weight, "priceAdjustment": "-10%", "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}
+
+
+def nodepool(name: str, weight: int = 10) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"weight": weight, "template": {"spec": {"requirements": []}}}}
+
+
+def write(tmp_path: pathlib.Path, name: str, *objects: dict[str, Any]) -> str:
+    path = tmp_path / name
+    path.write_text("\n---\n".join(json.dumps(o) for o in objects), encoding="utf-8")
+    return str(path)
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main([*args, "--catalog", CATALOG], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+class _FakeApi(http.server.BaseHTTPRequestHandler):
+    pages: ClassVar[collections.abc.Mapping[str, list[dict[str, Any]]]] = {}
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        self.requests.append(self.path)
+        assert self.headers.get("Authorization") == "Bearer t0ken"
+        pages = self.pages.get(url.path)
+        if pages is None:
+            self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+            return
+        index = int(query.get("continue", ["0"])[0])
+        body = dict(pages[index])
+        if index + 1 < len(pages):
+            body["metadata"] = {"continue": str(index + 1)}
+        self._send(200, body)
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_cluster(tmp_path: pathlib.Path) -> collections.abc.Iterator[tuple[str, type[_FakeApi]]]:
+    handler = type("Handler", (_FakeApi,), {"pages": {}, "requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}},
+                     {"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t0ken"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}},
+                     {"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+    }))
+    try:
+        yield str(kubeconfig), handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+Cluster = tuple[str, type[_FakeApi]]
+
+
+def test_cluster_objects_are_existing(tmp_path: pathlib.Path, fake_cluster: Cluster) -> None:
+    kubeconfig, api = fake_cluster
+    live = overlay("live")
+    del live["apiVersion"], live["kind"]  # list items may come without them
+    api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": [live]}],
+                 "/apis/karpenter.sh/v1/nodepools": [{"items": [nodepool("p1")]},
+                                                     {"items": [nodepool("p2", 5)]}]}
+    path = write(tmp_path, "new.yaml", overlay("new"))
+    code, out, err = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake",
+                         "--format", "json")
+    data = json.loads(out)
+    assert code == 1, err
+    assert [f["code"] for f in data["findings"]] == ["same-weight-conflict"]
+    finding = data["findings"][0]
+    # Karpenter's order puts `new` first, so the finding is about the cluster's `live`: no position.
+    assert finding["object"]["name"] == "live"
+    assert finding["related"] == [{"kind": "NodeOverlay", "name": "new"}]
+    assert finding["file"] is None and finding["line"] is None
+    # overlays, then NodePools in two pages: the continue token was followed
+    assert len(api.requests) == 3 and "continue=1" in api.requests[2]
+    assert data["notes"] == []  # the cluster's NodePools replace the implicit default
+    code, out, _ = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake")
+    assert out.startswith("<cluster>: error same-weight-conflict NodeOverlay/live: ")
+
+
+def test_cluster_without_nodeoverlay_crd(tmp_path: pathlib.Path, fake_cluster: Cluster) -> None:
+    kubeconfig, api = fake_cluster
+    api.pages = {"/apis/karpenter.sh/v1/nodepools": [{"items": []}]}
+    path = write(tmp_path, "o.yaml", overlay("a"))
+    code, out, _ = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake",
+                       "--format", "json")
+    assert code == 0 and any("does not serve nodeoverlays" in n for n in json.loads(out)["notes"])
+
+
+def test_cluster_unreachable_or_misconfigured_exits_2(tmp_path: pathlib.Path,
+                                                      fake_cluster: Cluster) -> None:
+    kubeconfig, _ = fake_cluster
+    path = write(tmp_path, "o.yaml", overlay("a"))
+    code, _, err = run("check", path, "--cluster", "--kubeconfig", kubeconfig)  # current context: dead
+    assert code == 2 and "cannot reach the cluster" in err and err.count("\n") == 1
+    code, _, err = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "nope")
+    assert code == 2 and "Kubernetes configuration" in err
+    code, _, err = run("check", path, "--cluster", "--kubeconfig", str(tmp_path / "missing"))
+    assert code == 2 and "Traceback" not in err
+
+
+def test_cluster_api_error_exits_2(tmp_path: pathlib.Path, fake_cluster: Cluster,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    kubeconfig, api = fake_cluster
+    api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": []}]}
+
+    def forbidden(self: _FakeApi) -> None:
+        self._send(403, {"kind": "Status", "code": 403, "reason": "Forbidden"})
+
+    monkeypatch.setattr(api, "do_GET", forbidden)
+    code, _, err = run("check", write(tmp_path, "o.yaml", overlay("a")), "--cluster", "--kubeconfig",
+                       kubeconfig, "--context", "fake")
+    assert code == 2 and "403" in err

@@ -1,0 +1,81 @@
+"""The pre-commit hook, end to end: `pre-commit try-repo` builds the hook from a copy of this
+repository and runs it on a throwaway project."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PRE_COMMIT = ROOT / ".venv" / "bin" / "pre-commit"
+IGNORED = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache",
+                                 ".pytest_cache", ".hypothesis", "build", "dist", "out", ".certs")
+
+OVERLAY = """\
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: {name}
+spec:
+  weight: {weight}
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: [spot]
+  priceAdjustment: "{adjustment}"
+"""
+
+
+def git(cwd: pathlib.Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The working tree as a committed git repository: try-repo clones what is committed."""
+    repo = tmp_path_factory.mktemp("hook") / "overlay-guard"
+    shutil.copytree(ROOT, repo, ignore=IGNORED, symlinks=True)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "snapshot")
+    return repo
+
+
+def try_repo(hook_repo: pathlib.Path, project: pathlib.Path,
+             cache: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(cache), "NO_COLOR": "1"}
+    return subprocess.run([str(PRE_COMMIT), "try-repo", str(hook_repo), "overlay-lint", "--all-files",
+                           "--color", "never"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_pre_commit_hook(hook_repo: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    cache = tmp_path / "pre-commit-cache"  # shared by both runs: the hook env is built once
+    conflicting = tmp_path / "conflicting"
+    overlays = conflicting / "overlays"
+    overlays.mkdir(parents=True)
+    (overlays / "a.yaml").write_text(OVERLAY.format(name="team-a", weight=10, adjustment="-10%"))
+    (overlays / "b.yaml").write_text(OVERLAY.format(name="team-b", weight=10, adjustment="+5%"))
+    (conflicting / "README.md").write_text("not checked\n")
+    result = try_repo(hook_repo, conflicting, cache)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "same-weight-conflict" in output and "overlays/" in output
+
+    clean = tmp_path / "clean"
+    (clean / "overlays").mkdir(parents=True)
+    (clean / "overlays" / "a.yaml").write_text(OVERLAY.format(name="team-a", weight=10, adjustment="-10%"))
+    (clean / "overlays" / "b.yaml").write_text(OVERLAY.format(name="team-b", weight=20, adjustment="+5%"))
+    (clean / "ci.yml").write_text("on: push\njobs: {}\n")
+    result = try_repo(hook_repo, clean, cache)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Passed" in result.stdout
