@@ -18,10 +18,7 @@ def adjusted(base: float | None, change: str) -> float | None:
         return float(change)
     if base is None:
         return None
-    if change.endswith("%"):
-        value = base * (1 + float(change[:-1]) / 100)
-    else:
-        value = base + float(change)
+    value = base * (1 + float(change[:-1]) / 100) if change.endswith("%") else base + float(change)
     return value if value >= 0 else 0.0
 
 
@@ -89,13 +86,13 @@ def _cell(report: ev.Report, first_bit: int, winners: Mapping[int, Mapping[str, 
             templates[what] = name
     offerings = []
     for slot, o in enumerate(it.offerings):
-        name = winners.get(first_bit + slot, {}).get(merge.PRICE)
+        winner = winners.get(first_bit + slot, {}).get(merge.PRICE)
         price = o.price
-        if name is not None:
-            change = report.entries[name].overlay.price_update
+        if winner is not None:
+            change = report.entries[winner].overlay.price_update
             price = adjusted(o.price, change) if change is not None else o.price
         offerings.append({"zone": o.zone, "capacityType": o.capacity_type, "basePrice": o.price,
-                          "price": price, "priceOverlay": name, "estimated": o.estimated,
+                          "price": price, "priceOverlay": winner, "estimated": o.estimated,
                           "available": o.available})
     return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
                       cap_overlays, tuple(offerings), templates)

@@ -17,6 +17,9 @@ from typing import Any
 from simulation import catalog as cat
 from simulation import cells, checks, dra, findings, incremental, merge, model, runtime, schema
 
+# Report has a field named `findings`; this alias keeps the module reachable in its body.
+from simulation import findings as finding_types
+
 INCREMENTAL_LIMIT = 8
 
 
@@ -55,19 +58,19 @@ class Prepared:
     entries: Mapping[str, merge.Entry]
     # Per overlay: findings that depend on it and the grid only (unknown-label, no-match).
     local: Mapping[str, tuple[findings.Finding, ...]] = dataclasses.field(default_factory=dict)
-    outcome: merge.Outcome = merge.Outcome((), {}, {}, ())
+    outcome: merge.Outcome = dataclasses.field(default_factory=lambda: merge.Outcome((), {}, {}, ()))
     # Findings of the existing objects alone: what an UPDATE ratchets against.
     baseline: tuple[findings.Finding, ...] = ()
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
-    index: incremental.Index = incremental.Index(())
+    index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index(()))
     # Error findings of the baseline per object, keyed for ratcheting.
     ratchet: Mapping[findings.ObjectRef, frozenset[tuple[Any, ...]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    findings: tuple[findings.Finding, ...]
+    findings: tuple[finding_types.Finding, ...]
     status: Mapping[str, tuple[str, str]]
     outcome: merge.Outcome
     entries: Mapping[str, merge.Entry]
@@ -75,8 +78,8 @@ class Report:
     grid: cells.Grid
     notes: tuple[str, ...]
 
-    def errors(self) -> list[findings.Finding]:
-        return [f for f in self.findings if f.severity == findings.Severity.ERROR]
+    def errors(self) -> list[finding_types.Finding]:
+        return [f for f in self.findings if f.severity == finding_types.Severity.ERROR]
 
 
 def check_overlay(doc: Document) -> Checked:
@@ -264,8 +267,8 @@ def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
             ref = findings.ObjectRef(kind, name)
             out.append(findings.make(
                 "duplicate-object", ref, ("metadata", "name"),
-                f"{kind} {name} is defined twice (first in input {earlier.source}); this copy is ignored",
-                related=[ref], source=doc.source))
+                f"{kind} {name} is defined twice; this copy is ignored",
+                related=[ref], source=doc.source, detail={"first": str(earlier.source)}))
     return out
 
 

@@ -114,8 +114,8 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
                 found = checks.shadowed(grid, target, field, around, status)
                 if found is not None:
                     out.append(found)
-        mine = keys.get(c.name, frozenset())
-        sharing = [n for n, k in keys.items() if n != c.name and k & mine] if mine else []
+        used = keys.get(c.name, frozenset())
+        sharing = [n for n, k in keys.items() if n != c.name and k & used] if used else []
         if sharing:
             out += dra.check_scope([(entries[n].overlay.ref, raw(n), entries[n].overlay.source)
                                     for n in sorted([c.name, *sharing]) if n in entries])

@@ -3,7 +3,8 @@
 It mirrors pkg/controllers/nodeoverlay/controller.go and store.go statement by statement
 (nested loops over NodePools, instance types and offerings, a dict-based store with
 lowestWeight bookkeeping) and shares nothing with the fast engine but the requirement
-algebra and the data types.
+algebra, the data types and Karpenter's price arithmetic (whose figures the fixture corpus
+checks against upstream's own test values).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from simulation import catalog as cat
+from simulation import effects
 from simulation import model
 from simulation import requirements as reqs
 
@@ -103,22 +105,10 @@ def run(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
             for of in it.offerings:
                 pu = upd.price.get((of.zone, of.capacity_type))
                 if pu is not None:
-                    prices[(pool.name, it.name, of.zone, of.capacity_type)] = adjusted(of.price, pu.update)
+                    prices[(pool.name, it.name, of.zone, of.capacity_type)] = effects.adjusted(of.price, pu.update)
             if upd.capacity is not None and upd.capacity.update:
                 capacity[(pool.name, it.name)] = dict(upd.capacity.update)
     return Result(status, prices, capacity)
-
-
-def adjusted(base: float | None, change: str) -> float | None:
-    if not change.startswith(("+", "-")):
-        return float(change)
-    if base is None:
-        return None
-    if change.endswith("%"):
-        value = base * (1 + float(change[:-1]) / 100)
-    else:
-        value = base + float(change)
-    return value if value >= 0 else 0.0
 
 
 def _entry(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str) -> TypeUpdate:

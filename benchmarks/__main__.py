@@ -1,0 +1,26 @@
+"""`make bench`: every benchmark, one JSON document on stdout (figures go into the README)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+
+from benchmarks import core_bench
+
+
+def main(argv: list[str]) -> int:
+    results = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
+                           "processor": platform.machine()},
+               "core": core_bench.run()}
+    if "--core-only" not in argv:
+        from benchmarks import webhook_bench
+
+        results["webhook"] = webhook_bench.run()
+    json.dump(results, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
