@@ -13,8 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from simulation import catalog as cat
-from simulation import effects
-from simulation import model
+from simulation import effects, model
 from simulation import requirements as reqs
 
 WELL_KNOWN = reqs.WELL_KNOWN_LABELS
