@@ -180,10 +180,7 @@ def _binding_keys(attrs: Sequence[_Attr], ref: findings.ObjectRef,
         first = group[0]
         if not is_dns_label(key):
             emit(first, "is not a DNS label (lowercase alphanumerics and '-', at most 63 characters)")
-        mixed = next((u for u in group if u.value_fields), None)
-        if mixed is not None:
-            emit(mixed, f"is set together with a concrete value ({', '.join(mixed.value_fields)}); "
-                        "a bindingKey stands in for the value and excludes it")
+        # A key set beside a concrete value is the CRD's exactly-one-value rule (schema.py).
         if len({u.device for u in group}) < 2:
             emit(first, "appears on only one device; a key binds an attribute across at least two devices")
         earlier: dict[_Device, _Attr] = {}
@@ -247,13 +244,8 @@ def _attribute_bindings(obj: Any, templates_: Sequence[_Template], attrs: Sequen
         if binding is None:
             continue
         bpath = (*_DR, "attributeBindings", bi)
+        # Whether the names are qualified names is the CRD's own rule (schema.py reports it).
         names = [n for n in _seq(binding.get("attributes")) or () if isinstance(n, str)]
-        for ai, name in enumerate(_seq(binding.get("attributes")) or ()):
-            if name in names and not is_qualified_name(name):
-                emit((*bpath, "attributes", ai),
-                     f"attributeBindings[{bi}] names attribute {name!r}, which is not a qualified name "
-                     "(a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain "
-                     "of at most 63 and '/')")
         bound: list[_Device] = []
         for si, raw_sel in enumerate(_seq(binding.get("deviceSelectors")) or ()):
             sel = _map(raw_sel)

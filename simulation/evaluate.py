@@ -86,8 +86,8 @@ def check_overlay(doc: Document) -> Checked:
     obj = doc.obj if isinstance(doc.obj, Mapping) else {}
     overlay = model.overlay(obj, doc.source)
     ref = overlay.ref
-    found = [*schema.check(obj, ref, doc.source), *runtime.check(obj, ref, doc.source),
-             *dra.check_overlay(obj, ref, doc.source)]
+    layer = schema.check(obj, ref, doc.source)
+    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer), *dra.check_overlay(obj, ref, doc.source)]
     return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj))
 
 
