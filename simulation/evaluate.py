@@ -119,31 +119,43 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Iterable[str]) 
         entries, local = {}, {}
         names = snapshot.overlays
     for name in names:
-        c = snapshot.overlays[name]
         entries.pop(name, None)
         local.pop(name, None)
-        if not c.invalid:
+        c = snapshot.overlays.get(name)
+        if c is not None and not c.invalid:
             entries[name] = merge.entry(grid, c.overlay)
             local[name] = _local(grid, keys, entries[name])
     return dataclasses.replace(snapshot, entries=entries, local=local)
 
 
-def prepare(existing: Sequence[Document], catalog: cat.Catalog) -> Prepared:
+def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None) -> Prepared:
+    """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
+    unchanged overlays keep their checks, and their cells too while the NodePools are the same."""
     docs = [dataclasses.replace(d, candidate=False) for d in existing]
     pools = _pools(docs)
-    grid = cells.build(catalog, pools)
+    if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:
+        grid = previous.grid
+    else:
+        grid = cells.build(catalog, pools)
+    known = previous.overlays if previous is not None and previous.catalog is catalog else {}
     overlays: dict[str, Checked] = {}
     for doc in docs:
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in overlays:
-            overlays[name] = check_overlay(doc)
-    snapshot = _digest(Prepared(catalog, grid, tuple(pools), overlays, {}), None, ())
+            before = known.get(name)
+            same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
+            overlays[name] = before if same and before is not None else check_overlay(doc)
+    reusable = previous if previous is not None and previous.grid is grid else None
+    changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]
+    changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
+    snapshot = Prepared(catalog, grid, tuple(pools), overlays, {})
+    snapshot = _digest(snapshot, reusable, changed)
     report = _full(snapshot, ties=True, notes=())
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
     index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
-    ratchet: dict[findings.ObjectRef, set[tuple[Any, ...]]] = {}
+    ratchet: dict[finding_types.ObjectRef, set[tuple[Any, ...]]] = {}
     for f in report.findings:
-        if f.severity == findings.Severity.ERROR:
+        if f.severity == finding_types.Severity.ERROR:
             ratchet.setdefault(f.obj, set()).add(_ratchet_key(f))
     return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
                                index=index, ratchet={k: frozenset(v) for k, v in ratchet.items()})

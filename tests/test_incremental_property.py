@@ -31,3 +31,20 @@ def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, 
     assert _key(fast) == _key(slow)
     name = new[0]["metadata"]["name"]
     assert fast.status[name] == slow.status[name]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), first=overlay_docs(), second=overlay_docs(), pools=pool_docs(),
+       more_pools=pool_docs())
+def test_prepare_reusing_a_previous_snapshot_equals_a_fresh_one(
+        catalog: cat.Catalog, first: list[dict[str, Any]], second: list[dict[str, Any]],
+        pools: list[dict[str, Any]], more_pools: list[dict[str, Any]]) -> None:
+    before = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *first])], catalog)
+    # The watch delivers a new state: some overlays edited, some gone, NodePools maybe changed.
+    state = [ev.Document(d, i) for i, d in enumerate([*more_pools, *second])]
+    reused = ev.prepare(state, catalog, previous=before)
+    fresh = ev.prepare(state, catalog)
+    assert [f.to_json() for f in reused.baseline] == [f.to_json() for f in fresh.baseline]
+    assert dict(reused.outcome.status) == dict(fresh.outcome.status)
+    assert reused.entries.keys() == fresh.entries.keys()
+    assert all(reused.entries[n].cells == fresh.entries[n].cells for n in fresh.entries)
