@@ -192,7 +192,20 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
     kept = [f for f in report.findings if f.obj in involved or involved.intersection(f.related)]
     kept = _ratchet(kept, prepared.ratchet)
+    if pool_docs:
+        kept += _caused_by_pools(report.findings, prepared.baseline, involved)
     return dataclasses.replace(report, findings=tuple(findings.ordered([*problems, *kept])))
+
+
+def _caused_by_pools(found: Sequence[finding_types.Finding], baseline: Sequence[finding_types.Finding],
+                     involved: set[finding_types.ObjectRef]) -> list[finding_types.Finding]:
+    """Problems among existing overlays that a NodePool change creates. They are warnings: a
+    NodePool is Karpenter's own object and is never refused on an overlay's account."""
+    before = {(f.code, f.obj, f.field, f.related) for f in baseline}
+    return [f.with_severity(finding_types.Severity.WARNING, "caused by this NodePool change")
+            for f in found
+            if not (f.obj in involved or involved.intersection(f.related))
+            and (f.code, f.obj, f.field, f.related) not in before]
 
 
 def _statuses(snapshot: Prepared, status: Mapping[str, str], verdicts: Mapping[str, merge.Verdict],
