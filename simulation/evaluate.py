@@ -20,7 +20,8 @@ from simulation import cells, checks, dra, findings, incremental, merge, model, 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
 
-INCREMENTAL_LIMIT = 8
+# Beyond this many changed overlays a full run is cheaper than per-candidate neighbour scans.
+INCREMENTAL_LIMIT = 32
 
 
 @dataclasses.dataclass(frozen=True)

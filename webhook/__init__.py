@@ -1,1 +1,1 @@
-"""webhook."""
+"""overlay-webhook: the admission webhook, a thin aiohttp adapter over the simulation core."""

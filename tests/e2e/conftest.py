@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from ._cluster import ControlPlane, ControlPlaneError, locate_assets, log_tail
+from ._guard import Guard, delete_labelled, install_crds, issue_certs, unique
 
 # Remembered outside the fixture so the reporting hooks can name the logs
 # even when a test fails long after setup.
 _log_dirs: list[Path] = []
 _apiserver_logs: list[Path] = []
+_guards: list[Guard] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,6 +45,33 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         plane.stop()
 
 
+@pytest.fixture(scope="session")
+def guard(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guard]:
+    """CRDs installed, the webhook running (`python -m webhook`) and registered by URL."""
+    install_crds(control_plane)
+    certs = issue_certs(tmp_path_factory.mktemp("certs"))
+    running = Guard(control_plane, certs)
+    _guards.append(running)
+    try:
+        running.webhook.start()
+        running.route_to(running.webhook)
+    except ControlPlaneError as exc:
+        running.stop_all()
+        pytest.fail(f"overlay-guard did not start (logs in {control_plane.log_dir}):\n{exc}", pytrace=False)
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture
+def label(guard: Guard) -> Iterator[str]:
+    """A value for the test label: every object carrying it is deleted after the test."""
+    value = unique("t")
+    yield value
+    delete_labelled(guard.plane, value)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -56,6 +85,9 @@ def pytest_runtest_makereport(
                 f"logs in {_log_dirs[-1]}\n--- kube-apiserver tail ---\n{log_tail(_apiserver_logs[-1], 20)}",
             )
         )
+    if report.failed and _guards and "guard" in getattr(item, "fixturenames", ()):
+        for path in _guards[-1].logs():
+            report.sections.append((f"webhook log {path.name}", log_tail(path, 20)))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

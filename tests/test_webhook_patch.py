@@ -1,0 +1,134 @@
+"""/mutate: the overlay-guard.io/ annotations as a JSON Patch, idempotent."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.test_webhook_support import fixture, fixture_state, overlay, review, serving
+from webhook import patch
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def apply_patch(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 add/remove on objects: all the webhook ever emits. Strict: a path whose parent
+    is missing fails, as it would in the API server."""
+    out = copy.deepcopy(doc)
+    for op in ops:
+        assert op["op"] in ("add", "remove"), op
+        parts = [_unescape(p) for p in op["path"].split("/")[1:]]
+        target: Any = out
+        for p in parts[:-1]:
+            assert isinstance(target, dict) and p in target, f"missing parent for {op['path']}"
+            target = target[p]
+        assert isinstance(target, dict)
+        if op["op"] == "add":
+            target[parts[-1]] = copy.deepcopy(op["value"])
+        else:
+            assert parts[-1] in target, f"remove of a missing member {op['path']}"
+            del target[parts[-1]]
+    return out
+
+
+WANTED = {patch.STATUS: "Applied", patch.CELLS: "3", patch.IN_EFFECT: "price", patch.SHADOWED: ""}
+
+
+def test_creates_annotations_when_absent() -> None:
+    obj = overlay("a")
+    ops = patch.operations(obj, WANTED)
+    assert ops == [{"op": "add", "path": "/metadata/annotations", "value": WANTED}]
+    assert patch.operations(apply_patch(obj, ops), WANTED) == []
+
+
+def test_escapes_slashes_and_keeps_foreign_annotations() -> None:
+    obj = overlay("a")
+    obj["metadata"]["annotations"] = {
+        "team.example.com/owner": "x",
+        "overlay-guard.io/stale-key": "y",
+        patch.STATUS: "Conflict",
+    }
+    ops = patch.operations(obj, WANTED)
+    paths = [o["path"] for o in ops]
+    assert "/metadata/annotations/overlay-guard.io~1stale-key" in paths
+    assert "/metadata/annotations/overlay-guard.io~1status" in paths
+    assert all(not p.endswith("owner") for p in paths)
+    out = apply_patch(obj, ops)
+    assert out["metadata"]["annotations"]["team.example.com/owner"] == "x"
+    assert "overlay-guard.io/stale-key" not in out["metadata"]["annotations"]
+    assert patch.operations(out, WANTED) == []
+
+
+def test_tilde_and_missing_metadata() -> None:
+    assert patch.escape("a~b/c") == "a~0b~1c"
+    ops = patch.operations({"kind": "NodeOverlay"}, WANTED)
+    assert apply_patch({"kind": "NodeOverlay"}, ops)["metadata"]["annotations"] == WANTED
+    null_annotations = overlay("a")
+    null_annotations["metadata"]["annotations"] = None
+    assert (
+        apply_patch(null_annotations, patch.operations(null_annotations, WANTED))["metadata"]["annotations"]
+        == WANTED
+    )
+
+
+async def test_mutate_is_idempotent_over_https(tmp_path: Path) -> None:
+    async with serving(tmp_path, fixture_state()) as srv, aiohttp.ClientSession() as session:
+        body = fixture("mutate-create")
+        _, out = await srv.post(session, "/mutate", body)
+        resp = out["response"]
+        assert resp["uid"] == body["request"]["uid"] and resp["allowed"] is True
+        assert resp["patchType"] == "JSONPatch"
+        ops = json.loads(base64.b64decode(resp["patch"]))
+        once = apply_patch(body["request"]["object"], ops)
+        notes = once["metadata"]["annotations"]
+        assert notes[patch.STATUS] == "Applied"
+        assert int(notes[patch.CELLS]) > 0 and int(notes[patch.OFFERINGS]) >= int(notes[patch.CELLS])
+        assert notes[patch.IN_EFFECT] == "price" and notes[patch.SHADOWED] == ""
+        # Reinvocation on its own output: nothing more to do.
+        again = review(once, uid="second")
+        _, out = await srv.post(session, "/mutate", again)
+        assert "patch" not in out["response"] and out["response"]["allowed"] is True
+        # /mutate never holds: a later validate of the same object is judged afresh.
+        assert srv.cache.pending_count() == 0
+
+
+async def test_mutate_reports_shadowed_and_conflict(tmp_path: Path) -> None:
+    strong = overlay("strong", weight=50, price="1")
+    async with serving(tmp_path, [strong]) as srv, aiohttp.ClientSession() as session:
+        weak = overlay("weak", weight=5, price="2")
+        _, out = await srv.post(session, "/mutate", review(weak))
+        notes = apply_patch(weak, json.loads(base64.b64decode(out["response"]["patch"])))["metadata"][
+            "annotations"
+        ]
+        assert notes[patch.STATUS] == "Applied" and notes[patch.SHADOWED] == "price"
+        assert notes[patch.IN_EFFECT] == ""
+        tie = overlay("tie", weight=50, price="3")
+        _, out = await srv.post(session, "/mutate", review(tie))
+        notes = apply_patch(tie, json.loads(base64.b64decode(out["response"]["patch"])))["metadata"][
+            "annotations"
+        ]
+        assert notes[patch.STATUS] in ("Applied", "Conflict")
+        assert out["response"]["allowed"] is True  # /mutate annotates, /validate decides
+
+
+async def test_mutate_of_a_generate_name_create(tmp_path: Path) -> None:
+    """Mutating admission runs before the API server picks the name."""
+    async with serving(tmp_path, fixture_state()) as srv, aiohttp.ClientSession() as session:
+        obj = overlay("placeholder", weight=30, price="1")
+        body = review(obj)
+        obj["metadata"] = {"generateName": "gpu-"}
+        body["request"]["object"] = obj
+        body["request"]["name"] = ""
+        _, out = await srv.post(session, "/mutate", body)
+        resp = out["response"]
+        assert resp["allowed"] is True and resp["patchType"] == "JSONPatch"
+        notes = apply_patch(obj, json.loads(base64.b64decode(resp["patch"])))["metadata"]["annotations"]
+        assert notes[patch.STATUS] == "Applied"

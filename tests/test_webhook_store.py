@@ -1,0 +1,306 @@
+"""The cache's watch-event handling, pending holds and informer loop, as pure code: no cluster,
+no HTTP. (Against a real API server: tests/e2e.)"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from simulation import catalog as cat
+from tests.test_webhook_support import nodepool, overlay
+from webhook import informer, store
+from webhook.state import Cache
+
+NO, NP = "NodeOverlay", "NodePool"
+
+
+def with_rv(obj: Mapping[str, Any], rv: str, **meta: Any) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv, **meta}}
+
+
+def event(etype: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": etype, "object": obj, "raw_object": obj}
+
+
+def test_added_modified_deleted() -> None:
+    a = overlay("a", weight=10, price="1")
+    out = store.handle({}, NO, event("ADDED", with_rv(a, "5")))
+    assert out.changed and out.resource_version == "5" and (NO, "a") in out.store
+    b = overlay("a", weight=10, price="2")
+    out = store.handle(out.store, NO, event("MODIFIED", with_rv(b, "6")))
+    assert out.changed and out.store[(NO, "a")].obj["spec"]["price"] == "2"
+    out = store.handle(out.store, NO, event("DELETED", with_rv(b, "7")))
+    assert out.changed and out.store == {} and out.resource_version == "7"
+
+
+def test_status_and_metadata_churn_is_not_a_change() -> None:
+    """Karpenter writes status conditions on every overlay: no snapshot rebuild for those."""
+    a = with_rv(overlay("a", price="1"), "5")
+    first = store.handle({}, NO, event("ADDED", a))
+    churned = {
+        **with_rv(a, "9", generation=3, managedFields=[{"manager": "karpenter"}]),
+        "status": {"conditions": [{"type": "ValidationSucceeded", "status": "True"}]},
+    }
+    out = store.handle(first.store, NO, event("MODIFIED", churned))
+    assert not out.changed and out.resource_version == "9"
+    assert out.store[(NO, "a")].obj["status"]  # the newest object is still kept
+
+
+def test_bookmark_moves_resource_version_only() -> None:
+    before = store.build([overlay("a", price="1")])
+    out = store.handle(
+        before, NO, {"type": "BOOKMARK", "object": {"kind": NO, "metadata": {"resourceVersion": "77"}}}
+    )
+    assert out.store == before and not out.changed and out.resource_version == "77"
+
+
+def test_gone_asks_for_relist() -> None:
+    gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"}
+    out = store.handle({}, NO, {"type": "ERROR", "object": gone, "raw_object": gone})
+    assert out.relist and "410" in (out.error or "")
+
+
+def test_event_without_kind_gets_the_watched_kind() -> None:
+    obj = {"metadata": {"name": "p", "resourceVersion": "3"}, "spec": {}}
+    out = store.handle({}, NP, event("ADDED", obj))
+    assert (
+        out.store[(NP, "p")].obj["kind"] == NP and out.store[(NP, "p")].obj["apiVersion"] == "karpenter.sh/v1"
+    )
+
+
+def test_malformed_events_are_ignored() -> None:
+    for bad in (
+        {"type": "ADDED"},
+        {"type": "ADDED", "object": "x"},
+        {"type": "WHAT", "object": overlay("a")},
+        {"type": "ADDED", "object": {"kind": NO, "metadata": {}}},
+    ):
+        out = store.handle({}, NO, bad)
+        assert out.store == {} and not out.changed
+
+
+def test_replace_kind_keeps_other_kinds_and_reports_change() -> None:
+    s = store.build([overlay("a", price="1"), nodepool("p")])
+    out, changed = store.replace_kind(s, NO, [overlay("b", price="1")])
+    assert set(out) == {(NO, "b"), (NP, "p")} and changed
+    again, changed = store.replace_kind(out, NO, [with_rv(overlay("b", price="1"), "12")])
+    assert not changed and set(again) == set(out)
+
+
+def test_hold_settle_and_expiry() -> None:
+    a = overlay("a", weight=10, price="1")
+    pending = store.hold({}, (NO, "a"), a, "u1", now=100.0, ttl=30.0)
+    # An older version arriving from the watch does not confirm the hold.
+    older = store.build([overlay("a", weight=10, price="0.5")])
+    assert (NO, "a") in store.settle(pending, older, now=101.0)
+    # The admitted version itself does, whatever its metadata.
+    confirmed = store.build([with_rv(a, "8", uid="x")])
+    assert store.settle(pending, confirmed, now=101.0) == {}
+    # Nobody confirmed it within the TTL: the API server did not store it.
+    assert store.settle(pending, {}, now=130.1) == {}
+
+
+def test_plan_extras_and_rebase() -> None:
+    basis = store.build([overlay("a", price="1"), overlay("b", price="1")])
+    pending = store.hold({}, (NO, "c"), overlay("c", price="1"), "u", 0.0, 30.0)
+    pending = store.hold(pending, (NO, "b"), overlay("b", price="1"), "u", 0.0, 30.0)  # already in basis
+    p = store.plan(basis, pending, (NO, "d"), "CREATE", None, now=1.0)
+    assert [x["metadata"]["name"] for x in p.extras] == ["c"] and not p.rebase
+    # The candidate replaces its own pending version instead of meeting it.
+    p = store.plan(basis, pending, (NO, "c"), "CREATE", None, now=1.0)
+    assert p.extras == () and not p.rebase
+    # UPDATE whose oldObject is what the cache holds: the fast path.
+    p = store.plan(basis, pending, (NO, "a"), "UPDATE", with_rv(overlay("a", price="1"), "4"), now=1.0)
+    assert not p.rebase
+    # oldObject differs (stale cache): judge against oldObject.
+    p = store.plan(basis, pending, (NO, "a"), "UPDATE", overlay("a", price="9"), now=1.0)
+    assert p.rebase and p.previous is not None and p.previous.obj["spec"]["price"] == "9"
+    # CREATE of a name the cache still has (a delete the watch has not delivered yet).
+    p = store.plan(basis, pending, (NO, "a"), "CREATE", None, now=1.0)
+    assert p.rebase and p.previous is None
+    # Expired holds are not extras.
+    assert store.plan(basis, pending, (NO, "d"), "CREATE", None, now=31.0).extras == ()
+    assert (NO, "a") not in store.rebased(basis, (NO, "a"), None)
+
+
+# -- the informer loop with fake list/watch calls -------------------------------------------
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
+        self.calls.append(("replace", [i["metadata"]["name"] for i in items]))
+
+    def event(self, kind: str, ev: Mapping[str, Any]) -> store.Outcome | None:
+        self.calls.append(("event", ev["type"]))
+        return store.handle({}, kind, ev)
+
+    def lost(self, kind: str) -> None:
+        self.calls.append(("lost", kind))
+
+
+class ApiError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def test_informer_relists_on_gone_and_resumes_from_last_version() -> None:
+    stop = threading.Event()
+    sink = Recorder()
+    watched_from: list[str | None] = []
+    lists = iter([([overlay("a")], "10"), ([overlay("a"), overlay("b")], "20")])
+
+    def lister(kind: str) -> tuple[list[Mapping[str, Any]], str | None]:
+        items, rv = next(lists)
+        return list(items), rv
+
+    def watcher(kind: str, rv: str | None) -> Iterator[Mapping[str, Any]]:
+        watched_from.append(rv)
+        if len(watched_from) == 1:
+            yield event("MODIFIED", with_rv(overlay("a", price="1"), "11"))
+            return  # server-side timeout: resume from 11, no relist
+        if len(watched_from) == 2:
+            raise ApiError(410)
+        stop.set()
+        yield event("ADDED", with_rv(overlay("c"), "21"))
+
+    informer.run_informer(NO, lister, watcher, sink, stop, sleep=lambda s: False)
+    assert watched_from == ["10", "11", "20"]
+    assert sink.calls == [("replace", ["a"]), ("event", "MODIFIED"), ("lost", NO), ("replace", ["a", "b"])]
+
+
+def test_informer_backs_off_on_errors() -> None:
+    stop = threading.Event()
+    sink = Recorder()
+    delays: list[float] = []
+    attempts = iter([ConnectionError("refused"), ApiError(500), None])
+
+    def lister(kind: str) -> tuple[list[Mapping[str, Any]], str | None]:
+        failure = next(attempts)
+        if failure is not None:
+            raise failure
+        return [], "1"
+
+    def watcher(kind: str, rv: str | None) -> Iterator[Mapping[str, Any]]:
+        stop.set()
+        return iter(())
+
+    def sleep(seconds: float) -> bool:
+        delays.append(seconds)
+        return False
+
+    informer.run_informer(
+        NO, lister, watcher, sink, stop, backoff=informer.Backoff(base=1, cap=8), sleep=sleep
+    )
+    assert len(delays) == 2 and 0.5 <= delays[0] <= 1 and 1 <= delays[1] <= 2
+    assert sink.calls == [("lost", NO), ("lost", NO), ("replace", [])]
+
+
+def test_backoff_is_capped() -> None:
+    b = informer.Backoff(base=1, cap=5)
+    assert max(b.next() for _ in range(20)) <= 5
+    b.reset()
+    assert b.next() <= 1
+
+
+# -- the cache on an event loop, without HTTP -----------------------------------------------
+@pytest.fixture(scope="module")
+def small_catalog() -> cat.Catalog:
+    types = [
+        {
+            "apiVersion": "karpenter.sh/v1alpha1",
+            "kind": "InstanceType",
+            "metadata": {"name": n, "labels": {"karpenter.k8s.aws/instance-family": n.split(".")[0]}},
+            "spec": {
+                "offerings": [
+                    {
+                        "karpenter.sh/capacity-type": "on-demand",
+                        "topology.kubernetes.io/zone": "us-east-1a",
+                        "karpenter.sh/price": "1",
+                    }
+                ],
+                "resources": {"cpu": "2", "memory": "4Gi", "pods": "29"},
+            },
+        }
+        for n in ("p5.48xlarge", "m7i.large")
+    ]
+    return cat.from_documents(types)
+
+
+async def test_cache_ready_only_after_every_kind_synced(small_catalog: cat.Catalog) -> None:
+    cache = Cache(debounce=0.01)
+    cache.expect(store.KINDS)
+    cache.set_catalog(small_catalog)
+    await cache.start()
+    try:
+        cache.replace_kind(NO, [overlay("a", price="1")])
+        assert not await cache.wait_ready(0.3)
+        cache.replace_kind(NP, [nodepool("p")])
+        assert await cache.wait_ready(5)
+        cache.mark_unsynced(NO)  # a lost watch: unready while relisting
+        assert not cache.ready
+        cache.replace_kind(NO, [overlay("a", price="1")])
+        assert await cache.wait_ready(5)
+    finally:
+        await cache.close()
+
+
+async def test_bursts_coalesce_into_few_rebuilds(small_catalog: cat.Catalog) -> None:
+    cache = Cache(debounce=0.2)
+    cache.set_catalog(small_catalog)
+    cache.load([nodepool("p")])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+        first = cache.snapshot.generation
+        for i in range(50):
+            cache.apply_event(NO, event("ADDED", with_rv(overlay(f"o{i}", price="1"), str(100 + i))))
+        for _ in range(200):  # a busy machine may take a while to rebuild
+            if len([k for k in cache.snapshot.basis if k[0] == NO]) == 50:
+                break
+            await asyncio.sleep(0.05)
+        snap = cache.snapshot
+        assert len([k for k in snap.basis if k[0] == NO]) == 50
+        assert snap.generation - first <= 2
+        # Status-only churn rebuilds nothing.
+        generation = snap.generation
+        cache.apply_event(
+            NO, event("MODIFIED", {**with_rv(overlay("o1", price="1"), "999"), "status": {"x": 1}})
+        )
+        await asyncio.sleep(0.4)
+        assert cache.snapshot.generation == generation
+    finally:
+        await cache.close()
+
+
+async def test_hold_is_confirmed_by_the_watch_or_expires(small_catalog: cat.Catalog) -> None:
+    now = [1000.0]
+    cache = Cache(debounce=0.01, ttl=30, clock=lambda: now[0])
+    cache.set_catalog(small_catalog)
+    cache.load([nodepool("p")])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+        a = overlay("a", weight=10, price="1")
+        d = await cache.decide(a, "CREATE", None, uid="u1", dry_run=False, admits=lambda r: True)
+        assert d.held and cache.pending_count() == 1
+        cache.apply_event(NO, event("ADDED", with_rv(a, "50")))
+        for _ in range(100):
+            if not cache.snapshot.pending:
+                break
+            await asyncio.sleep(0.02)
+        assert cache.snapshot.pending == {}
+        b = overlay("b", weight=10, price="2")
+        await cache.decide(b, "CREATE", None, uid="u2", dry_run=False, admits=lambda r: True)
+        assert cache.pending_count() == 1
+        now[0] += 31
+        assert cache.pending_count() == 0
+        d = await cache.decide(overlay("c"), "CREATE", None, uid="u3", dry_run=True, admits=lambda r: True)
+        assert not d.held
+    finally:
+        await cache.close()

@@ -1,0 +1,65 @@
+"""`overlay-webhook`: the admission webhook's command line (SPEC section 6)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook import logs, server
+from webhook.config import Config
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="overlay-webhook",
+        description="Admission webhook for Karpenter NodeOverlays: denies overlays that conflict, "
+                    "annotates them with their simulated effect.")
+    p.add_argument("--tls-cert-file", type=Path, required=True,
+                   help="serving certificate (PEM); re-read when it changes")
+    p.add_argument("--tls-private-key-file", type=Path, required=True, help="its private key (PEM)")
+    p.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443; 0 picks a free one)")
+    p.add_argument("--metrics-port", type=int, default=8080, help="plain-HTTP /metrics port (default 8080)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--catalog", type=Path, help="instance-type catalog (JSON format or InstanceType YAML); "
+                                                "default: the embedded AWS us-east-1 catalog")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--kubeconfig", type=Path, help="watch the cluster of this kubeconfig "
+                                                        "(default: in-cluster configuration)")
+    source.add_argument("--state", type=Path, nargs="+", metavar="PATH",
+                        help="read NodeOverlays and NodePools from files/directories instead of a cluster")
+    p.add_argument("--mode", choices=("enforce", "warn"), default="enforce",
+                   help="enforce: deny on errors; warn: allow and return errors as warnings")
+    p.add_argument("--client-ca", type=Path, help="require API-server client certificates signed by this CA")
+    p.add_argument("--pending-ttl", type=float, default=30.0,
+                   help="seconds an admitted object is held until the watch confirms it (default 30)")
+    p.add_argument("--shutdown-timeout", type=float, default=25.0,
+                   help="seconds to finish requests in flight after SIGTERM (default 25)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help and usage errors; we return instead
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.port < 0 or args.metrics_port < 0 or args.pending_ttl <= 0:
+        print("overlay-webhook: ports must be >= 0 and --pending-ttl > 0", file=sys.stderr)
+        return 2
+    config = Config(
+        tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
+        port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog,
+        kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
+        pending_ttl=args.pending_ttl, shutdown_timeout=args.shutdown_timeout)
+    logs.setup(args.log_level)
+    try:
+        return asyncio.run(server.serve(config))
+    except KeyboardInterrupt:
+        return 130
+
+
+def entrypoint() -> None:
+    sys.exit(main())

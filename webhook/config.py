@@ -1,0 +1,41 @@
+"""The webhook's settings: one frozen value built by the CLI and read by everything else."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+Mode = Literal["enforce", "warn"]
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    tls_cert_file: Path
+    tls_private_key_file: Path
+    port: int = 9443
+    metrics_port: int = 8080
+    host: str = "0.0.0.0"
+    catalog: Path | None = None
+    kubeconfig: Path | None = None
+    state: tuple[Path, ...] = ()
+    mode: Mode = "enforce"
+    client_ca: Path | None = None
+    # How long an admitted object is held before the watch must have confirmed it.
+    pending_ttl: float = 30.0
+    # Coalescing window for snapshot rebuilds after watch events.
+    debounce: float = 0.1
+    max_body_bytes: int = MAX_BODY_BYTES
+    # A client that has not sent its whole body by then is cut off (408).
+    read_timeout: float = 10.0
+    # Longest a request in flight may take to finish after SIGTERM.
+    shutdown_timeout: float = 25.0
+    # NodePool checks simulate every overlay again; under the API server's 5 s timeout.
+    nodepool_timeout: float = 4.0
+    # How long an overlay request waits for the first sync before it is refused.
+    ready_wait: float = 2.0
+
+    @property
+    def enforce(self) -> bool:
+        return self.mode == "enforce"

@@ -1,0 +1,69 @@
+"""Prometheus metrics on their own registry (nothing global, so tests can build many apps)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from webhook.state import Cache
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The API server gives up after timeoutSeconds: 5, so the buckets must reach it.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _CacheCollector(Collector):
+    """Read at scrape time, so the gauges never lag the cache."""
+
+    def __init__(self, cache: Cache, clock: Callable[[], float]) -> None:
+        self._cache = cache
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        objects = GaugeMetricFamily("overlay_guard_cached_objects", "Objects in the cluster-state cache.",
+                                    labels=["kind"])
+        for kind, n in sorted(self._cache.live_counts().items()):
+            objects.add_metric([kind], n)
+        yield objects
+        yield GaugeMetricFamily("overlay_guard_pending_admissions",
+                                "Admitted objects held until the watch confirms them.",
+                                value=self._cache.pending_count())
+        last = self._cache.last_sync
+        since = GaugeMetricFamily("overlay_guard_seconds_since_last_sync",
+                                  "Seconds since the cache last heard from its source (list, event or "
+                                  "bookmark); NaN before the first sync.",
+                                  value=float("nan") if last is None else max(0.0, self._clock() - last))
+        yield since
+        yield GaugeMetricFamily("overlay_guard_ready", "1 when /readyz succeeds.",
+                                value=int(self._cache.ready))
+        yield GaugeMetricFamily("overlay_guard_snapshot_generation", "Snapshots built so far.",
+                                value=self._cache.snapshot.generation)
+
+
+class Metrics:
+    def __init__(self, cache: Cache, clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "overlay_guard_admission_requests",
+            "AdmissionReview requests by endpoint, operation, kind and verdict "
+            "(allowed, warned, patched, denied, bad_request, error).",
+            ["endpoint", "operation", "kind", "verdict"], registry=self.registry)
+        self.latency = Histogram(
+            "overlay_guard_admission_duration_seconds", "Time from request received to response ready.",
+            ["endpoint"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.rebuild = Histogram(
+            "overlay_guard_snapshot_rebuild_seconds", "Time to rebuild the prepared snapshot.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=self.registry)
+        self.registry.register(_CacheCollector(cache, clock))
+        cache.on_rebuild = self.rebuild.observe
+
+    def observe(self, endpoint: str, operation: str, kind: str, verdict: str, seconds: float) -> None:
+        self.requests.labels(endpoint, operation or "-", kind or "-", verdict).inc()
+        self.latency.labels(endpoint).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,126 @@
+"""Process lifecycle: listen first (so /healthz answers at once), then load the catalog and
+the cluster state off the loop, become ready, and on SIGTERM stop accepting, answer every
+request in flight and return 0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import ssl
+import time
+from typing import Any
+
+from aiohttp import web
+
+from webhook import loader, store
+from webhook.app import HANDLERS, create_app, create_metrics_app
+from webhook.config import Config
+from webhook.metrics import Metrics
+from webhook.state import Cache
+from webhook.tls import ReloadingContext
+
+log = logging.getLogger("overlay-guard.server")
+BACKLOG = 1024
+
+
+async def _load(config: Config, cache: Cache) -> Any:
+    """Returns the live source to stop at shutdown (None for --state)."""
+    catalog = await asyncio.to_thread(loader.load_catalog, config.catalog)
+    cache.set_catalog(catalog)
+    log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
+                                                 "catalog": catalog.description}})
+    if config.state:
+        objects = await asyncio.to_thread(loader.state_objects, list(config.state))
+        cache.load(objects)
+        log.info("state loaded from files", extra={"fields": {
+            "paths": [str(p) for p in config.state], **store.counts(store.build(objects))}})
+        return None
+    from webhook.informer import KubeSource
+
+    source = await asyncio.to_thread(KubeSource, config.kubeconfig)
+    source.start(asyncio.get_running_loop(), cache)
+    return source
+
+
+async def _announce_ready(cache: Cache, started: float) -> None:
+    while not await cache.wait_ready(3600) or not cache.ready:
+        await asyncio.sleep(0.05)
+    log.info("ready", extra={"fields": {"secondsSinceStart": round(time.monotonic() - started, 3)}})
+
+
+def _ports(runner: web.AppRunner) -> list[int]:
+    out = []
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            out.append(int(address[1]))
+    return out
+
+
+async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
+    started = time.monotonic()
+    stop = stop or asyncio.Event()
+    try:
+        tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca)
+    except (OSError, ssl.SSLError, ValueError) as err:
+        log.error("cannot load the TLS certificate and key", extra={"fields": {"error": str(err)}})
+        return 2
+    cache = Cache(ttl=config.pending_ttl, debounce=config.debounce)
+    metrics = Metrics(cache)
+    app = create_app(config, cache, metrics)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_timeout)
+    metrics_runner = web.AppRunner(create_metrics_app(metrics, app[HANDLERS]), access_log=None,
+                                   shutdown_timeout=1.0)
+    await runner.setup()
+    await metrics_runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, ssl_context=tls.context, backlog=BACKLOG)
+    try:
+        await site.start()
+        await web.TCPSite(metrics_runner, config.host, config.metrics_port).start()
+    except OSError as err:
+        log.error("cannot listen", extra={"fields": {"error": str(err), "host": config.host}})
+        await runner.cleanup()
+        await metrics_runner.cleanup()
+        return 2
+    log.info("listening", extra={"fields": {"host": config.host, "port": _ports(runner)[0],
+                                            "metricsPort": _ports(metrics_runner)[0], "mode": config.mode,
+                                            "clientCA": config.client_ca is not None}})
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await cache.start()
+    code = 0
+    source: Any = None
+    loading = asyncio.create_task(_load(config, cache))
+    announcing = asyncio.create_task(_announce_ready(cache, started))
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if loading.done():
+        failure = loading.exception()
+        if failure is not None:
+            log.error("cannot load the catalog or the cluster state",
+                      extra={"fields": {"error": f"{type(failure).__name__}: {failure}"}})
+            code = 2
+            stop.set()
+        else:
+            source = loading.result()
+    await stop.wait()
+    log.info("shutting down: no new connections, finishing requests in flight")
+    cache.stop_serving()
+    for task in (loading, announcing):
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+    await site.stop()
+    drained = await app[HANDLERS].drain(config.shutdown_timeout)
+    if not drained:
+        log.warning("requests still in flight at the shutdown timeout", extra={"fields": {
+            "inflight": app[HANDLERS].inflight}})
+    await runner.cleanup()
+    await metrics_runner.cleanup()
+    if source is not None:
+        source.stop()
+    await cache.close()
+    log.info("stopped", extra={"fields": {"exitCode": code}})
+    return code

@@ -1,0 +1,290 @@
+"""The cluster-state cache: an immutable snapshot (objects + Prepared) swapped whole.
+
+Sources (the list+watch informers or `--state` files) feed `replace_kind`/`apply_event` on
+the event loop; a debounced background task rebuilds the Prepared off the loop, so requests
+always evaluate against the latest complete snapshot and a burst of watch events costs one
+rebuild. Admission decisions are serialised by one lock around evaluate+hold: an admitted
+candidate is held as pending until a rebuilt snapshot contains it (the watch confirmed it) or
+its TTL passes, so two conflicting creates racing on this replica cannot both pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from simulation import catalog as cat
+from simulation import evaluate as ev
+from simulation import findings, model
+from webhook import store
+from webhook.store import Key, Store
+
+log = logging.getLogger("overlay-guard.state")
+# How long an UPDATE of a still-pending object waits for a Prepared holding that version.
+REBASE_WAIT = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    generation: int
+    basis: Store
+    prepared: ev.Prepared | None
+    pending: store.Holds
+    built_at: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    report: ev.Report
+    allowed: bool
+    held: bool
+
+
+def documents(objects: Store) -> list[ev.Document]:
+    return [ev.Document(s.obj, i, candidate=False) for i, (_, s) in enumerate(sorted(objects.items()))]
+
+
+def judge(prepared: ev.Prepared, candidate: Mapping[str, Any],
+          extras: Sequence[Mapping[str, Any]]) -> ev.Report:
+    """evaluate([candidate]) on a snapshot, with held overlays the snapshot lacks joining as
+    fellow candidates; only findings that involve the real candidate decide."""
+    docs = [ev.Document(candidate, 0), *(ev.Document(x, i + 1) for i, x in enumerate(extras))]
+    report = ev.evaluate(docs, prepared)
+    if not extras:
+        return report
+    ref = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
+    kept = tuple(f for f in report.findings if f.obj == ref or ref in f.related)
+    return dataclasses.replace(report, findings=kept)
+
+
+def assess_nodepool(prepared: ev.Prepared, pool: Mapping[str, Any]) -> list[findings.Finding]:
+    """What a NodePool change does: findings about the pool itself, plus the problems among
+    overlays that its new cells create (the core reports those as warnings)."""
+    return list(ev.evaluate([ev.Document(pool, 0)], prepared).findings)
+
+
+class NotReady(Exception):
+    """The first list has not synced (or the catalog is still loading)."""
+
+
+class Cache:
+    def __init__(self, *, ttl: float = 30.0, debounce: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.debounce = debounce
+        self._clock = clock
+        self._catalog: cat.Catalog | None = None
+        self._live: Store = {}
+        self._synced: dict[str, bool] = {}
+        self._snapshot = Snapshot(0, {}, None, {}, 0.0)
+        self._dirty = asyncio.Event()
+        self._built = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        # Prepared snapshots for stale-cache UPDATEs and re-CREATEs: rare, and each is the size
+        # of the whole snapshot, so only the latest is kept.
+        self._derived: dict[tuple[int, Key, str | None], ev.Prepared] = {}
+        self._rebasing: dict[tuple[int, Key, str | None], asyncio.Future[ev.Prepared]] = {}
+        self._closing = False
+        self.last_sync: float | None = None
+        self.rebuild_seconds: list[float] = []
+        self.on_rebuild: Callable[[float], None] | None = None
+
+    # -- sources --------------------------------------------------------------------------
+    def expect(self, kinds: Iterable[str]) -> None:
+        """Declare the kinds a source will list; readiness waits for all of them."""
+        for kind in kinds:
+            self._synced.setdefault(kind, False)
+
+    def set_catalog(self, catalog: cat.Catalog) -> None:
+        self._catalog = catalog
+        self._mark_dirty()
+
+    def replace_kind(self, kind: str, items: Iterable[Mapping[str, Any]]) -> None:
+        self._live, changed = store.replace_kind(self._live, kind, items)
+        first = not self._synced.get(kind, False)
+        self._synced[kind] = True
+        self.last_sync = self._clock()
+        if changed or first:
+            self._mark_dirty()
+
+    def load(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Offline state (`--state`): everything arrives at once and counts as synced."""
+        objs = list(objects)
+        for kind in store.KINDS:
+            self.replace_kind(kind, [o for o in objs if model.kind_of(o) == kind])
+
+    def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Outcome:
+        outcome = store.handle(self._live, kind, event)
+        self._live = outcome.store
+        self.last_sync = self._clock()
+        if outcome.changed:
+            self._mark_dirty()
+        return outcome
+
+    def mark_unsynced(self, kind: str) -> None:
+        self._synced[kind] = False
+
+    def _mark_dirty(self) -> None:
+        self._dirty.set()
+
+    # -- readiness and views --------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return bool(self._synced) and all(self._synced.values())
+
+    @property
+    def usable(self) -> bool:
+        """Decisions can be made: every kind synced and a snapshot built."""
+        return self.synced and self._snapshot.prepared is not None
+
+    @property
+    def ready(self) -> bool:
+        """/readyz: usable and not shutting down (requests in flight are still answered)."""
+        return not self._closing and self.usable
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def live_counts(self) -> dict[str, int]:
+        return store.counts(self._live)
+
+    def pending_count(self) -> int:
+        now = self._clock()
+        return sum(1 for p in self._snapshot.pending.values() if p.expires > now)
+
+    def stop_serving(self) -> None:
+        """SIGTERM: report unready so the endpoints controller stops routing here."""
+        self._closing = True
+
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait until decisions can be made (not /readyz: a draining replica still decides)."""
+        deadline = self._clock() + timeout
+        while not self.usable:
+            left = deadline - self._clock()
+            if left <= 0:
+                return False
+            self._built.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._built.wait(), min(left, 0.25))
+        return True
+
+    # -- the rebuild task -----------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._rebuild_loop(), name="overlay-guard-rebuild")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _rebuild_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            # Coalesce a burst of events (a relist, a kubectl apply -f dir/) into one rebuild.
+            await asyncio.sleep(self.debounce)
+            self._dirty.clear()
+            if self._catalog is None or not self.synced:
+                continue
+            try:
+                await self.rebuild()
+            except Exception:
+                log.exception("rebuilding the snapshot failed; keeping the previous one")
+
+    async def rebuild(self) -> None:
+        catalog, live = self._catalog, self._live
+        if catalog is None:
+            return
+        started = time.perf_counter()
+        # The previous snapshot lends its checks and cells for every object that did not change.
+        prepared = await asyncio.to_thread(ev.prepare, documents(live), catalog, self._snapshot.prepared)
+        seconds = time.perf_counter() - started
+        current = self._snapshot
+        pending = store.settle(current.pending, live, self._clock())
+        self._snapshot = Snapshot(current.generation + 1, live, prepared, pending, self._clock())
+        self._derived.clear()
+        self._built.set()
+        if self.on_rebuild is not None:
+            self.on_rebuild(seconds)
+        log.info("snapshot rebuilt", extra={"fields": {
+            "generation": current.generation + 1, "seconds": round(seconds, 4),
+            **{k.lower() + "s": v for k, v in store.counts(live).items()}, "pending": len(pending)}})
+
+    # -- decisions ------------------------------------------------------------------------
+    async def _prepared_for(self, snap: Snapshot, key: Key, plan: store.Plan) -> tuple[ev.Prepared, str]:
+        """The Prepared to judge against, and a note when it is not the exact one."""
+        assert snap.prepared is not None and self._catalog is not None
+        if not plan.rebase:
+            return snap.prepared, ""
+        tag = (snap.generation, key, plan.previous.semantic if plan.previous else None)
+        found = self._derived.get(tag)
+        if found is not None:
+            return found, ""
+        basis = store.rebased(snap.basis, key, plan.previous)
+        task = self._rebasing.get(tag)
+        if task is None:
+            task = asyncio.ensure_future(
+                asyncio.to_thread(ev.prepare, documents(basis), self._catalog, snap.prepared))
+            self._rebasing = {tag: task}
+            task.add_done_callback(lambda t: self._keep_derived(tag, t))
+        if key not in snap.basis:
+            # An UPDATE of an object only held as pending (created moments ago): judging it as
+            # a create is exact except that nothing is ratcheted, i.e. stricter. Take that
+            # rather than let a slow rebuild run into the API server's timeout.
+            done, _ = await asyncio.wait({task}, timeout=REBASE_WAIT)
+            if not done:
+                return snap.prepared, ("the stored version is not in the cache yet, so errors it already "
+                                       "had are not ratcheted; retry in a few seconds if that matters")
+        return await asyncio.shield(task), ""
+
+    def _keep_derived(self, tag: tuple[int, Key, str | None], task: asyncio.Future[ev.Prepared]) -> None:
+        if self._rebasing.get(tag) is task:
+            self._rebasing = {}
+        if task.cancelled() or task.exception() is not None:
+            return
+        self._derived = {tag: task.result()}
+
+    async def _evaluate(self, candidate: Mapping[str, Any], operation: str,
+                        old: Mapping[str, Any] | None) -> ev.Report:
+        snap = self._snapshot
+        if snap.prepared is None or not self.synced:
+            raise NotReady("the cluster state has not been synced yet")
+        key = (model.NODEOVERLAY, model.name_of(candidate) or "")
+        plan = store.plan(snap.basis, snap.pending, key, operation, old, self._clock())
+        prepared, note = await self._prepared_for(snap, key, plan)
+        report = await asyncio.to_thread(judge, prepared, candidate, plan.extras)
+        return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
+
+    async def simulate(self, candidate: Mapping[str, Any], operation: str,
+                       old: Mapping[str, Any] | None) -> ev.Report:
+        """The verdict without a hold (/mutate and anything else that must not change state)."""
+        return await self._evaluate(candidate, operation, old)
+
+    async def decide(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
+                     *, uid: str, dry_run: bool, admits: Callable[[ev.Report], bool]) -> Decision:
+        async with self._lock:
+            report = await self._evaluate(candidate, operation, old)
+            allowed = admits(report)
+            held = allowed and not dry_run
+            if held:
+                key = (model.NODEOVERLAY, model.name_of(candidate) or "")
+                snap = self._snapshot
+                pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl)
+                self._snapshot = dataclasses.replace(snap, pending=pending)
+            return Decision(report, allowed, held)
+
+    async def nodepool_findings(self, pool: Mapping[str, Any]) -> list[findings.Finding]:
+        snap = self._snapshot
+        if snap.prepared is None:
+            raise NotReady("the cluster state has not been synced yet")
+        return await asyncio.to_thread(assess_nodepool, snap.prepared, pool)

@@ -1,0 +1,126 @@
+"""Findings to an admission verdict: who decides, the denial message and the warnings.
+
+Denials use HTTP-style code 403 with reason Forbidden, as Gatekeeper does: the object is
+well-formed, the guard's policy forbids it. kubectl shows `Error from server (Forbidden):
+admission webhook "..." denied the request: <message>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+from simulation import evaluate as ev
+from simulation import findings
+
+# The API server drops warnings of 256 characters or more; stay strictly under, in bytes.
+WARNING_LIMIT = 255
+MAX_WARNINGS = 20
+MAX_DENIAL_ERRORS = 10
+MAX_AUDIT = 100
+PREFIX = "overlay-guard: "
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    message: str
+    warnings: tuple[str, ...]
+    errors: int
+
+    @property
+    def label(self) -> str:
+        """For metrics and logs: denied, warned (allowed with warnings) or allowed."""
+        if not self.allowed:
+            return "denied"
+        return "warned" if self.warnings else "allowed"
+
+
+def clip(text: str, limit: int = WARNING_LIMIT) -> str:
+    """One line of at most `limit` UTF-8 bytes, never cutting a character in half."""
+    line = _CONTROL.sub(" ", text).strip()
+    if len(line.encode()) <= limit:
+        return line
+    budget = limit - len("…".encode())
+    cut = line.encode()[:budget].decode("utf-8", "ignore")
+    return cut.rstrip() + "…"
+
+
+def describe(f: findings.Finding, subject: findings.ObjectRef | None = None) -> str:
+    """`[code] field: message`, naming the finding's object when it is not the subject (a
+    conflict is reported on the later overlay of the pair). Messages already name the other
+    object, the weight and the witness where the check has them; a witness is appended where
+    the message lacks it."""
+    where = f.field or "-"
+    if subject is not None and f.obj != subject:
+        where = f"{f.obj} {where}"
+    text = f"[{f.code}] {where}: {f.message}"
+    if f.witness is not None and f.witness.instance_type not in f.message:
+        text += f" (e.g. {f.witness.describe()})"
+    return text
+
+
+def warnings(found: Iterable[findings.Finding], notes: Iterable[str] = (), *,
+             subject: findings.ObjectRef | None = None, as_error: str = "") -> list[str]:
+    lines = [clip(PREFIX + as_error + describe(f, subject)) for f in found]
+    lines += [clip(PREFIX + n) for n in notes]
+    if len(lines) > MAX_WARNINGS:
+        rest = len(lines) - MAX_WARNINGS + 1
+        tail = clip(f"{PREFIX}and {rest} more; run overlay-lint check for the full list")
+        lines = [*lines[:MAX_WARNINGS - 1], tail]
+    return lines
+
+
+def denial(subject: findings.ObjectRef, errors: Sequence[findings.Finding]) -> str:
+    shown = errors[:MAX_DENIAL_ERRORS]
+    noun = "error" if len(errors) == 1 else "errors"
+    parts = [f"{i}) {describe(f, subject)}" for i, f in enumerate(shown, 1)]
+    text = f"overlay-guard: {subject.kind} {subject.name} has {len(errors)} {noun}: " + "; ".join(parts)
+    if len(errors) > len(shown):
+        text += f"; and {len(errors) - len(shown)} more (run overlay-lint check for all)"
+    return text
+
+
+def audit(report: ev.Report, label: str) -> dict[str, str]:
+    """Machine-readable findings for the audit log (and for tests comparing with the linter)."""
+    rows = [{"code": f.code, "severity": str(f.severity), "object": str(f.obj), "field": f.field}
+            for f in report.findings[:MAX_AUDIT]]
+    out = {"verdict": label, "findings": json.dumps(rows, separators=(",", ":"))}
+    if len(report.findings) > MAX_AUDIT:
+        out["truncated"] = str(len(report.findings))
+    return out
+
+
+def split(report: ev.Report) -> tuple[list[findings.Finding], list[findings.Finding]]:
+    errors = [f for f in report.findings if f.severity == findings.Severity.ERROR]
+    rest = [f for f in report.findings if f.severity == findings.Severity.WARNING]
+    return errors, rest
+
+
+def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool) -> Verdict:
+    errors, rest = split(report)
+    notes = list(report.notes)
+    if errors and enforce:
+        return Verdict(False, denial(subject, errors), tuple(warnings(rest, notes, subject=subject)),
+                       len(errors))
+    lines = warnings(errors, subject=subject, as_error="error (warn mode, not enforced): ") if errors else []
+    lines += warnings(rest, notes, subject=subject)
+    return Verdict(True, "", tuple(lines[:MAX_WARNINGS]), len(errors))
+
+
+def admits(enforce: bool) -> Callable[[ev.Report], bool]:
+    """The predicate the cache applies under its lock: the verdict decides whether to hold."""
+    def check(report: ev.Report) -> bool:
+        return not enforce or not split(report)[0]
+    return check
+
+
+def nodepool(found: Sequence[findings.Finding], subject: findings.ObjectRef) -> Verdict:
+    """Never a denial: Karpenter must always be able to write its own objects."""
+    lines = [clip(f"{PREFIX}{subject.kind} {subject.name} change: {describe(f, subject)}") for f in found]
+    if len(lines) > MAX_WARNINGS:
+        lines = [*lines[:MAX_WARNINGS - 1], clip(f"{PREFIX}and {len(found) - MAX_WARNINGS + 1} more")]
+    return Verdict(True, "", tuple(lines), 0)
