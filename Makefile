@@ -33,8 +33,17 @@ demo: install
 	-$(BIN)/overlay-lint check examples/
 	$(BIN)/overlay-lint simulate examples/ --instance-type p5.48xlarge
 
-run: install
-	$(BIN)/overlay-lint check examples/ || test $$? -eq 1
+CERTS_DIR := .certs
+
+certs: install
+	$(BIN)/python -m certs --out $(CERTS_DIR) --namespace overlay-guard
+
+# The webhook on localhost with fresh certificates, the embedded catalog and examples/ as the
+# cluster state; prints a curl that sends a conflicting AdmissionReview. Ctrl-C stops it.
+run: certs
+	$(BIN)/python -m webhook.demo --certs $(CERTS_DIR) --state examples/ --port 9443
+	$(BIN)/overlay-webhook --tls-cert-file $(CERTS_DIR)/tls.crt --tls-private-key-file $(CERTS_DIR)/tls.key \
+		--host 127.0.0.1 --port 9443 --metrics-port 8080 --state examples/
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
