@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import pytest
 
 from lint import cli
+from tests.test_lint_cli import nodepool, write
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")
@@ -25,15 +26,6 @@ def overlay(name: str, weight: int = 10) -> dict[str, Any]:
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}
 
 
-def nodepool(name: str, weight: int = 10) -> dict[str, Any]:
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-            "spec": {"weight": weight, "template": {"spec": {"requirements": []}}}}
-
-
-def write(tmp_path: pathlib.Path, name: str, *objects: dict[str, Any]) -> str:
-    path = tmp_path / name
-    path.write_text("\n---\n".join(json.dumps(o) for o in objects), encoding="utf-8")
-    return str(path)
 
 
 def run(*args: str) -> tuple[int, str, str]:
