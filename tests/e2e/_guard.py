@@ -263,7 +263,6 @@ class Guard:
         self.certs = certs
         self.webhook = Webhook(plane, certs, "main")
         self.extra: list[Webhook] = []
-        self.routed: Webhook | None = None
         self._configs: dict[str, Path] = {}
 
     def spawn(self, name: str, **kwargs: Any) -> Webhook:
@@ -287,13 +286,11 @@ class Guard:
     def route_to(self, hook: Webhook) -> None:
         """Register `hook` by URL and return once the API server calls it."""
         self.plane.kubectl("apply", "-f", str(self._config_file(hook)))
-        self.routed = hook
         self.wait_effective(hook)
 
     def unregister(self) -> None:
         names = (f"{kind.lower()}/{CONFIG_NAME}" for kind in CONFIG_KINDS)
         self.plane.kubectl("delete", *names, "--ignore-not-found")
-        self.routed = None
         self.wait_effective(None)
 
     @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import statistics
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +16,9 @@ pytestmark = pytest.mark.e2e
 
 VALIDATOR = 'admission webhook "nodeoverlays.validate.overlay-guard.io" denied the request'
 ROUNDS = 50
+# Under this gap the loser's verdict cannot have come from a snapshot that includes the winner
+# (watch delivery plus the rebuild's debounce): only the pending hold can have refused it.
+_SNAPSHOT_LAG = 100.0
 
 
 def test_6_warn_mode_admits_with_warnings(guard: Guard, label: str) -> None:
@@ -57,6 +62,7 @@ def test_7_concurrent_conflicting_applies_are_never_both_admitted(
     files[1].write_text(as_input(overlay(names[1], pool, test=label, priceAdjustment="-20%")))
     tally = {"a": 0, "b": 0, "both": 0, "neither": 0}
     odd: list[str] = []
+    logged_before = len(guard.webhook.events("admission"))
 
     for round_ in range(ROUNDS):
         results = _race(guard, files)
@@ -75,9 +81,21 @@ def test_7_concurrent_conflicting_applies_are_never_both_admitted(
                 odd.append(f"round {round_}: refused for another reason:\n{loser}")
         guard.plane.kubectl("delete", "nodeoverlay", *names, "--ignore-not-found")
 
-    print(f"{ROUNDS} rounds: {tally}")
+    gaps = _validation_gaps(guard, names, logged_before)
+    close = sum(g < _SNAPSHOT_LAG for g in gaps)
+    print(f"{ROUNDS} rounds: {tally}; the two validations of a round were {statistics.median(gaps):.0f} ms "
+          f"apart (median), {close} rounds under {_SNAPSHOT_LAG:.0f} ms")
     assert tally["both"] == 0, "\n".join(odd)
     assert not odd, "\n".join(odd)
+
+
+def _validation_gaps(guard: Guard, names: tuple[str, str], since: int) -> list[float]:
+    """Per round, milliseconds between the webhook's two /validate calls (from its log)."""
+    times: dict[str, list[datetime.datetime]] = {n: [] for n in names}
+    for event in guard.webhook.events("admission")[since:]:
+        if event.get("endpoint") == "validate" and event.get("name") in times:
+            times[event["name"]].append(datetime.datetime.fromisoformat(event["time"]))
+    return [abs((a - b).total_seconds()) * 1000 for a, b in zip(*times.values(), strict=False)]
 
 
 def _config_versions(guard: Guard) -> list[str]:
