@@ -152,6 +152,14 @@ def _each_key(holds: Callable[[str], bool]) -> Rule:
     return rule
 
 
+def _absent(name: str) -> Rule:
+    """A field the DRA RFC excludes: the CRD declares it only to reject it with the RFC's reason."""
+    def rule(node: dict[str, Any]) -> Iterator[Violation]:
+        if name in node:
+            yield Violation((name,), "", "invalid-resource-slice-template")
+    return rule
+
+
 def _dig(value: Any, *keys: str) -> Any:
     for key in keys:
         value = value.get(key) if isinstance(value, dict) else None
@@ -184,6 +192,8 @@ CEL_RULES: Mapping[str, Rule] = {
     "self.all(d, self.exists_one(e, e.name == d.name))": _unique(("name",)),
     "self.size() == 1": _size(lambda n: n == 1),
     "self.all(t, self.exists_one(u, u.metadata.name == t.metadata.name))": _unique(("metadata", "name")),
+    **{f"!has(self.{name})": _absent(name)
+       for name in {*legacy.EXCLUDED_TEMPLATE_SPEC_FIELDS, *legacy.EXCLUDED_DEVICE_FIELDS}},
 }
 
 
@@ -368,6 +378,10 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None) -
     if isinstance(_dig(plain, "spec", "selector"), dict):
         # The selector's migration already says what the requirements should be.
         issues = [i for i in issues if i.path != ("spec", "requirements")]
+    # A field the RFC excludes is refused whole with the RFC's reason, whatever its value's type.
+    excluded = {i.path for i in issues if not i.typing and i.path
+                and legacy.excluded_reason(i.path[:-1], str(i.path[-1])) is not None}
+    issues = [i for i in issues if not (i.typing and any(i.path[:len(x)] == x for x in excluded))]
     mistyped = {i.path for i in issues if i.typing}
     out = [findings.make(_code(i), ref, i.path, i.message, source=source, detail={**i.detail, **_LAYER})
            for i in issues if i.typing or i.path not in mistyped]

@@ -127,20 +127,37 @@ def _nodes(node: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _excluded(node: dict[str, Any]) -> bool:
+    return str(node.get("description", "")).startswith("Excluded by the DRA RFC")
+
+
+def _excluded_content(node: dict[str, Any]) -> bool:
+    spec = schema.openapi_schema()["properties"]["spec"]["properties"]["dynamicResources"]["properties"][
+        "resourceSliceTemplates"]["items"]["properties"]["spec"]
+    device = spec["properties"]["devices"]["items"]
+    excluded = [v for n in (spec, device) for v in n["properties"].values() if _excluded(v)]
+    return any(node is e or node is e.get("items") for e in excluded)
+
+
 def test_schema_is_structural_and_prunes_unknown_fields() -> None:
     for node in _nodes(schema.openapi_schema()):
         assert "type" in node or node.get("x-kubernetes-int-or-string"), node
-        assert not node.get("x-kubernetes-preserve-unknown-fields")
+        # Only the fields the RFC excludes keep their contents: they are refused whole anyway.
+        assert not node.get("x-kubernetes-preserve-unknown-fields") or _excluded_content(node)
         for rule in node.get("x-kubernetes-validations", ()):
             assert rule["message"]
 
 
-def test_rfc_excluded_fields_are_not_in_the_schema() -> None:
+def test_rfc_excluded_fields_are_declared_only_to_be_refused_with_the_rfc_reason() -> None:
+    """The API server rejects them with the RFC's reason, not as unknown fields."""
     template = schema.openapi_schema()["properties"]["spec"]["properties"]["dynamicResources"]["properties"][
         "resourceSliceTemplates"]["items"]["properties"]["spec"]
     device = template["properties"]["devices"]["items"]
-    assert not set(legacy.EXCLUDED_TEMPLATE_SPEC_FIELDS) & set(template["properties"])
-    assert not set(legacy.EXCLUDED_DEVICE_FIELDS) & set(device["properties"])
+    for node, fields in ((template, legacy.EXCLUDED_TEMPLATE_SPEC_FIELDS), (device, legacy.EXCLUDED_DEVICE_FIELDS)):
+        rules = {r["rule"]: r["message"] for r in node["x-kubernetes-validations"]}
+        for name, reason in fields.items():
+            assert _excluded(node["properties"][name])
+            assert reason in rules[f"!has(self.{name})"]
 
 
 def test_a_correct_overlay_has_no_findings() -> None:

@@ -63,9 +63,18 @@ def describe(f: findings.Finding, subject: findings.ObjectRef | None = None) -> 
     return text
 
 
+def brief(f: findings.Finding) -> str:
+    """A warning line: the message first (it names both objects and the witness early, so
+    clipping to the API server's limit cuts the least useful part), the field last."""
+    text = f"[{f.code}] {f.message}"
+    if f.witness is not None and f.witness.instance_type not in f.message:
+        text += f" (e.g. {f.witness.describe()})"
+    return f"{text} [{f.obj} {f.field or '-'}]"
+
+
 def warnings(found: Iterable[findings.Finding], notes: Iterable[str] = (), *,
              subject: findings.ObjectRef | None = None, as_error: str = "") -> list[str]:
-    lines = [clip(PREFIX + as_error + describe(f, subject)) for f in found]
+    lines = [clip(PREFIX + as_error + brief(f)) for f in found]
     lines += [clip(PREFIX + n) for n in notes]
     if len(lines) > MAX_WARNINGS:
         rest = len(lines) - MAX_WARNINGS + 1
@@ -106,7 +115,7 @@ def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool) ->
     if errors and enforce:
         return Verdict(False, denial(subject, errors), tuple(warnings(rest, notes, subject=subject)),
                        len(errors))
-    lines = warnings(errors, subject=subject, as_error="error (warn mode, not enforced): ") if errors else []
+    lines = warnings(errors, subject=subject, as_error="not enforced (warn mode): ") if errors else []
     lines += warnings(rest, notes, subject=subject)
     return Verdict(True, "", tuple(lines[:MAX_WARNINGS]), len(errors))
 
@@ -120,7 +129,7 @@ def admits(enforce: bool) -> Callable[[ev.Report], bool]:
 
 def nodepool(found: Sequence[findings.Finding], subject: findings.ObjectRef) -> Verdict:
     """Never a denial: Karpenter must always be able to write its own objects."""
-    lines = [clip(f"{PREFIX}{subject.kind} {subject.name} change: {describe(f, subject)}") for f in found]
+    lines = [clip(f"{PREFIX}{subject.kind} {subject.name} changed: {brief(f)}") for f in found]
     if len(lines) > MAX_WARNINGS:
         lines = [*lines[:MAX_WARNINGS - 1], clip(f"{PREFIX}and {len(found) - MAX_WARNINGS + 1} more")]
     return Verdict(True, "", tuple(lines), 0)
