@@ -162,9 +162,11 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
                                index=index, ratchet={k: frozenset(v) for k, v in ratchet.items()})
 
 
-def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False) -> Report:
+def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False,
+             checked: Mapping[str, Checked] | None = None) -> Report:
     """Findings that involve the candidates, with an edit ratcheted against the version it
-    replaces (Kubernetes-style validation ratcheting)."""
+    replaces (Kubernetes-style validation ratcheting). `checked` offers earlier per-object
+    results (e.g. of objects admitted moments ago) to reuse for identical candidates."""
     docs = [dataclasses.replace(d, candidate=True) for d in candidates]
     problems = _duplicates(docs)
     pool_docs = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]
@@ -180,7 +182,8 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in changed:
             changed.append(name)
-            overlays[name] = check_overlay(doc)
+            earlier = (checked or {}).get(name)
+            overlays[name] = earlier if earlier is not None and earlier.raw == doc.obj else check_overlay(doc)
     snapshot = _digest(dataclasses.replace(snapshot, overlays=overlays), prepared, changed)
     notes: tuple[str, ...] = ()
     if snapshot.pools[0].implicit:

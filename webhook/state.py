@@ -50,11 +50,12 @@ def documents(objects: Store) -> list[ev.Document]:
 
 
 def judge(prepared: ev.Prepared, candidate: Mapping[str, Any],
-          extras: Sequence[Mapping[str, Any]]) -> ev.Report:
+          extras: Sequence[Mapping[str, Any]], checked: Mapping[str, ev.Checked] | None = None) -> ev.Report:
     """evaluate([candidate]) on a snapshot, with held overlays the snapshot lacks joining as
-    fellow candidates; only findings that involve the real candidate decide."""
+    fellow candidates; only findings that involve the real candidate decide. `checked` holds
+    the held overlays' own checks, done when they were admitted."""
     docs = [ev.Document(candidate, 0), *(ev.Document(x, i + 1) for i, x in enumerate(extras))]
-    report = ev.evaluate(docs, prepared)
+    report = ev.evaluate(docs, prepared, checked=checked)
     if not extras:
         return report
     ref = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
@@ -89,6 +90,7 @@ class Cache:
         # Prepared snapshots for stale-cache UPDATEs and re-CREATEs: rare, and each is the size
         # of the whole snapshot, so only the latest is kept.
         self._derived: dict[tuple[int, Key, str | None], ev.Prepared] = {}
+        self._checked: dict[str, ev.Checked] = {}
         self._rebasing: dict[tuple[int, Key, str | None], asyncio.Future[ev.Prepared]] = {}
         self._closing = False
         self.last_sync: float | None = None
@@ -262,7 +264,8 @@ class Cache:
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
         plan = store.plan(snap.basis, snap.pending, key, operation, old, self._clock())
         prepared, note = await self._prepared_for(snap, key, plan)
-        report = await asyncio.to_thread(judge, prepared, candidate, plan.extras)
+        held = {n: c for n, c in self._checked.items() if any(model.name_of(x) == n for x in plan.extras)}
+        report = await asyncio.to_thread(judge, prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
@@ -281,6 +284,10 @@ class Cache:
                 snap = self._snapshot
                 pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl)
                 self._snapshot = dataclasses.replace(snap, pending=pending)
+                # Keep the held object's own checks for the requests that judge it as an extra.
+                self._checked = {n: c for n, c in self._checked.items() if (model.NODEOVERLAY, n) in pending}
+                if key[1] in report.overlays:
+                    self._checked[key[1]] = report.overlays[key[1]]
             return Decision(report, allowed, held)
 
     async def nodepool_findings(self, pool: Mapping[str, Any]) -> list[findings.Finding]:
