@@ -7,10 +7,8 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
-from typing import Any
 
 import pytest
-from kubernetes.utils import parse_quantity as _untyped_client_parse_quantity
 
 from simulation.quantity import (
     BINARY_SI,
@@ -25,9 +23,6 @@ from simulation.quantity import (
     normalize,
     parse,
 )
-
-INT64_MAX = (1 << 63) - 1
-client_parse_quantity: Callable[[Any], Decimal] = _untyped_client_parse_quantity
 
 # --------------------------------------------------------------------------------------------
 # (3) Canonical forms (each verified against Go's ParseQuantity(s).String())
