@@ -10,24 +10,18 @@ import subprocess
 
 import pytest
 
+from tests.test_lint_inputs import OVERLAY
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PRE_COMMIT = ROOT / ".venv" / "bin" / "pre-commit"
+def overlay(name: str, weight: int, adjustment: str) -> str:
+    return OVERLAY.format(name=name, weight=weight).replace('priceAdjustment: "-10%"',
+                                                            f'priceAdjustment: "{adjustment}"')
+
+
 IGNORED = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache",
                                  ".pytest_cache", ".hypothesis", "build", "dist", "out", ".certs")
 
-OVERLAY = """\
-apiVersion: karpenter.sh/v1alpha1
-kind: NodeOverlay
-metadata:
-  name: {name}
-spec:
-  weight: {weight}
-  requirements:
-    - key: karpenter.sh/capacity-type
-      operator: In
-      values: [spot]
-  priceAdjustment: "{adjustment}"
-"""
 
 
 def git(cwd: pathlib.Path, *args: str) -> None:
@@ -63,8 +57,8 @@ def test_pre_commit_hook(hook_repo: pathlib.Path, tmp_path: pathlib.Path) -> Non
     conflicting = tmp_path / "conflicting"
     overlays = conflicting / "overlays"
     overlays.mkdir(parents=True)
-    (overlays / "a.yaml").write_text(OVERLAY.format(name="team-a", weight=10, adjustment="-10%"))
-    (overlays / "b.yaml").write_text(OVERLAY.format(name="team-b", weight=10, adjustment="+5%"))
+    (overlays / "a.yaml").write_text(overlay("team-a", 10, "-10%"))
+    (overlays / "b.yaml").write_text(overlay("team-b", 10, "+5%"))
     (conflicting / "README.md").write_text("not checked\n")
     result = try_repo(hook_repo, conflicting, cache)
     output = result.stdout + result.stderr
@@ -73,8 +67,8 @@ def test_pre_commit_hook(hook_repo: pathlib.Path, tmp_path: pathlib.Path) -> Non
 
     clean = tmp_path / "clean"
     (clean / "overlays").mkdir(parents=True)
-    (clean / "overlays" / "a.yaml").write_text(OVERLAY.format(name="team-a", weight=10, adjustment="-10%"))
-    (clean / "overlays" / "b.yaml").write_text(OVERLAY.format(name="team-b", weight=20, adjustment="+5%"))
+    (clean / "overlays" / "a.yaml").write_text(overlay("team-a", 10, "-10%"))
+    (clean / "overlays" / "b.yaml").write_text(overlay("team-b", 20, "+5%"))
     (clean / "ci.yml").write_text("on: push\njobs: {}\n")
     result = try_repo(hook_repo, clean, cache)
     assert result.returncode == 0, result.stdout + result.stderr
