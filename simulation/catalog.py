@@ -57,9 +57,6 @@ class Catalog:
     description: str
     assumptions: tuple[str, ...] = ()
 
-    def by_name(self) -> dict[str, InstanceType]:
-        return {t.name: t for t in self.types}
-
 
 def default() -> Catalog:
     """The embedded AWS us-east-1 catalog (package data)."""

@@ -59,10 +59,6 @@ class Grid:
     all_present: int
     all_first: int
 
-    @property
-    def total(self) -> int:
-        return self.block * len(self.pools)
-
     def replicate(self, block_bits: int) -> int:
         """The same block pattern in every pool (blocks are byte-aligned, so this is a memcpy)."""
         return int.from_bytes(block_bits.to_bytes(self.block // 8, "little") * len(self.pools), "little")
@@ -93,13 +89,6 @@ class Grid:
         for s in range(1, self.slots):
             folded |= cells >> s
         return folded & self.all_first
-
-    def expand(self, type_cells: int) -> int:
-        """All offering cells of the given (pool, type) cells."""
-        spread = type_cells
-        for s in range(1, self.slots):
-            spread |= type_cells << s
-        return spread & self.all_cells()
 
     def witness(self, cells: int, with_offering: bool = True) -> findings.Witness | None:
         if not cells:

@@ -111,9 +111,6 @@ class Outcome:
     verdicts: Mapping[str, Verdict]
     claims: tuple[Claim, ...]
 
-    def claims_for(self, field: str) -> list[Claim]:
-        return [c for c in self.claims if c.field == field]
-
 
 def karpenter(entries: Sequence[Entry]) -> Outcome:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
