@@ -65,8 +65,8 @@ class Prepared:
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index(()))
-    # Error findings of the baseline per object, keyed for ratcheting.
-    ratchet: Mapping[findings.ObjectRef, frozenset[tuple[Any, ...]]] = dataclasses.field(default_factory=dict)
+    # Identities of the baseline's error findings, for ratcheting.
+    ratchet: frozenset[tuple[Any, ...]] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,15 +151,12 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
     snapshot = Prepared(catalog, grid, tuple(pools), overlays, {})
     snapshot = _digest(snapshot, reusable, changed)
-    report = _full(snapshot, ties=True, notes=())
-    keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
     index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
-    ratchet: dict[finding_types.ObjectRef, set[tuple[Any, ...]]] = {}
-    for f in report.findings:
-        if f.severity == finding_types.Severity.ERROR:
-            ratchet.setdefault(f.obj, set()).add(_ratchet_key(f))
+    report = _full(snapshot, index, ties=True, notes=())
+    keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
+    ratchet = frozenset(_identity(f) for f in report.findings if f.severity == finding_types.Severity.ERROR)
     return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
-                               index=index, ratchet={k: frozenset(v) for k, v in ratchet.items()})
+                               index=index, ratchet=ratchet)
 
 
 def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False,
@@ -189,7 +186,8 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     if snapshot.pools[0].implicit:
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
     if full or pool_docs or len(changed) > INCREMENTAL_LIMIT or not prepared.overlays:
-        report = _full(snapshot, ties=bool(pool_docs), notes=notes)
+        index = incremental.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
+        report = _full(snapshot, index, ties=bool(pool_docs), notes=notes)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed}
@@ -205,11 +203,11 @@ def _caused_by_pools(found: Sequence[finding_types.Finding], baseline: Sequence[
                      involved: set[finding_types.ObjectRef]) -> list[finding_types.Finding]:
     """Problems among existing overlays that a NodePool change creates. They are warnings: a
     NodePool is Karpenter's own object and is never refused on an overlay's account."""
-    before = {(f.code, f.obj, f.field, f.related) for f in baseline}
+    before = {_identity(f) for f in baseline}
     return [f.with_severity(finding_types.Severity.WARNING, "caused by this NodePool change")
             for f in found
             if not (f.obj in involved or involved.intersection(f.related))
-            and (f.code, f.obj, f.field, f.related) not in before]
+            and _identity(f) not in before]
 
 
 def _statuses(snapshot: Prepared, status: Mapping[str, str], verdicts: Mapping[str, merge.Verdict],
@@ -229,7 +227,7 @@ def _statuses(snapshot: Prepared, status: Mapping[str, str], verdicts: Mapping[s
     return out
 
 
-def _full(snapshot: Prepared, ties: bool, notes: tuple[str, ...]) -> Report:
+def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...]) -> Report:
     grid, entries = snapshot.grid, snapshot.entries
     found: list[findings.Finding] = []
     for name, c in snapshot.overlays.items():
@@ -241,7 +239,7 @@ def _full(snapshot: Prepared, ties: bool, notes: tuple[str, ...]) -> Report:
     for claim in outcome.claims:
         e = entries[claim.overlay]
         if not claim.cells:
-            around = [n for n in everything if n is not e and n.may_overlap(e)]
+            around = index.near(e, set(), ())
             shadow = checks.shadowed(grid, e, claim.field, around, outcome.status)
             found += [shadow] if shadow is not None else []
         elif claim.field == merge.PRICE:
@@ -301,14 +299,14 @@ def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
     return out
 
 
-def _ratchet_key(f: findings.Finding) -> tuple[Any, ...]:
-    return (f.code, f.field, f.related)
+def _identity(f: finding_types.Finding) -> tuple[Any, ...]:
+    """What makes two findings the same problem, whatever their wording or witness."""
+    return (f.code, f.obj, f.field, f.related)
 
 
-def _ratchet(found: Sequence[findings.Finding],
-             before: Mapping[findings.ObjectRef, frozenset[tuple[Any, ...]]]) -> list[findings.Finding]:
+def _ratchet(found: Sequence[finding_types.Finding], before: frozenset[tuple[Any, ...]]) -> list[finding_types.Finding]:
     """An error the stored version already had comes back as a warning, so a broken object
     can still be edited and fixed."""
-    return [f.with_severity(findings.Severity.WARNING, "already present before this change")
-            if f.severity == findings.Severity.ERROR and _ratchet_key(f) in before.get(f.obj, ()) else f
+    return [f.with_severity(finding_types.Severity.WARNING, "already present before this change")
+            if f.severity == finding_types.Severity.ERROR and _identity(f) in before else f
             for f in found]

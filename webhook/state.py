@@ -264,7 +264,8 @@ class Cache:
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
         plan = store.plan(snap.basis, snap.pending, key, operation, old, self._clock())
         prepared, note = await self._prepared_for(snap, key, plan)
-        held = {n: c for n, c in self._checked.items() if any(model.name_of(x) == n for x in plan.extras)}
+        extras = {model.name_of(x) for x in plan.extras}
+        held = {n: c for n, c in self._checked.items() if n in extras}
         report = await asyncio.to_thread(judge, prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
 
