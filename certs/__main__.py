@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from certs import generate, render
+from certs import atomic, generate, render
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,13 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         bundle = generate.write_bundle(args.out, args.namespace, extra_names=args.extra_san,
                                        renew_ca=args.renew_ca, days=args.days)
         docs = render.webhook_configurations(args.namespace, bundle.ca_pem)
-        generate.write_public(args.out / "webhook-configurations.yaml", render.dump(docs).encode())
+        atomic.write_public(args.out / "webhook-configurations.yaml", render.dump(docs).encode())
         secret = render.secret(args.namespace, bundle.ca_pem, bundle.cert_pem, bundle.key_pem)
-        generate.write_private(args.out / "secret.yaml", render.dump([secret]).encode())
+        atomic.write_private(args.out / "secret.yaml", render.dump([secret]).encode())
         written = ["ca.crt", "ca.key", "tls.crt", "tls.key", "secret.yaml", "webhook-configurations.yaml"]
         if (args.base / "kustomization.yaml").exists():
             base = os.path.relpath(args.base.resolve(), args.out.resolve())
-            generate.write_public(args.out / "kustomization.yaml",
+            atomic.write_public(args.out / "kustomization.yaml",
                                   render.dump([render.kustomization(base, args.namespace)]).encode())
             written.append("kustomization.yaml")
     except (OSError, ValueError) as err:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import ipaddress
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from certs import atomic
 
 SERVICE = "overlay-guard"
 CA_DAYS = 3650
@@ -134,21 +135,6 @@ def key_pem(key: Key) -> bytes:
                              serialization.NoEncryption())
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Write a key readable by its owner only, replacing any previous file atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
-def write_public(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 @dataclasses.dataclass(frozen=True)
 class Bundle:
     ca_pem: bytes
@@ -179,8 +165,8 @@ def write_bundle(out: Path, namespace: str, *, extra_names: Sequence[str] = (), 
     cert, key = issue(ca_cert, ca_key, namespace, extra_names=extra_names, days=days)
     bundle = Bundle(cert_pem(ca_cert), cert_pem(cert), key_pem(key), fresh)
     if fresh:
-        write_private(out / "ca.key", key_pem(ca_key))
-        write_public(out / "ca.crt", bundle.ca_pem)
-    write_private(out / "tls.key", bundle.key_pem)
-    write_public(out / "tls.crt", bundle.cert_pem)
+        atomic.write_private(out / "ca.key", key_pem(ca_key))
+        atomic.write_public(out / "ca.crt", bundle.ca_pem)
+    atomic.write_private(out / "tls.key", bundle.key_pem)
+    atomic.write_public(out / "tls.crt", bundle.cert_pem)
     return bundle
