@@ -10,6 +10,7 @@ from pathlib import Path
 
 from webhook import logs, server
 from webhook.config import Config
+from webhook.listener import Limits
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,6 +36,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--client-ca", type=Path, help="require API-server client certificates signed by this CA")
     p.add_argument("--pending-ttl", type=float, default=30.0,
                    help="seconds an admitted object is held until the watch confirms it (default 30)")
+    p.add_argument("--max-connections", type=int, default=Limits.max_connections,
+                   help="concurrent connections per port, TLS handshakes included; more are closed at once "
+                        f"(default {Limits.max_connections})")
+    p.add_argument("--tls-handshake-timeout", type=float, default=Limits.handshake_timeout,
+                   help=f"seconds a client has to finish the TLS handshake (default {Limits.handshake_timeout:g})")
+    p.add_argument("--request-header-timeout", type=float, default=Limits.header_timeout,
+                   help="seconds a client has to send a request's headers, from its first byte (from the "
+                        f"connection's start for the first request; default {Limits.header_timeout:g})")
+    p.add_argument("--idle-timeout", type=float, default=Limits.idle_timeout,
+                   help="seconds an idle keep-alive connection is kept; above the API server's 90 "
+                        f"(default {Limits.idle_timeout:g})")
     p.add_argument("--shutdown-timeout", type=float, default=25.0,
                    help="seconds to finish requests in flight after SIGTERM (default 25)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -46,14 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and usage errors; we return instead
         return exc.code if isinstance(exc.code, int) else 2
-    if args.port < 0 or args.metrics_port < 0 or args.pending_ttl <= 0:
-        print("overlay-webhook: ports must be >= 0 and --pending-ttl > 0", file=sys.stderr)
+    timeouts = (args.pending_ttl, args.tls_handshake_timeout, args.request_header_timeout, args.idle_timeout)
+    if args.port < 0 or args.metrics_port < 0 or min(timeouts) <= 0 or args.max_connections < 1:
+        print("overlay-webhook: ports must be >= 0, timeouts > 0 and --max-connections >= 1", file=sys.stderr)
         return 2
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
-        pending_ttl=args.pending_ttl, shutdown_timeout=args.shutdown_timeout)
+        pending_ttl=args.pending_ttl, shutdown_timeout=args.shutdown_timeout,
+        limits=Limits(max_connections=args.max_connections, handshake_timeout=args.tls_handshake_timeout,
+                      header_timeout=args.request_header_timeout, idle_timeout=args.idle_timeout))
     logs.setup(args.log_level)
     try:
         return asyncio.run(server.serve(config))

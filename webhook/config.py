@@ -6,6 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
+from webhook.listener import Limits
+
 Mode = Literal["enforce", "warn"]
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
@@ -35,6 +37,8 @@ class Config:
     nodepool_timeout: float = 4.0
     # How long an overlay request waits for the first sync before it is refused.
     ready_wait: float = 2.0
+    # Connection cap and timeouts, per listening port.
+    limits: Limits = dataclasses.field(default_factory=Limits)
 
     @property
     def enforce(self) -> bool:

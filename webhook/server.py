@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import ssl
@@ -14,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook import loader, store
+from webhook import listener, loader, store
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
 from webhook.metrics import Metrics
@@ -50,12 +51,14 @@ async def _announce_ready(cache: Cache, started: float) -> None:
     log.info("ready", extra={"fields": {"secondsSinceStart": round(time.monotonic() - started, 3)}})
 
 
-def _ports(runner: web.AppRunner) -> list[int]:
-    out = []
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            out.append(int(address[1]))
-    return out
+def _check_open_files(limits: listener.Limits) -> None:
+    soft = listener.raise_open_files_limit()
+    # Two listeners, each with its own cap.
+    wanted = 2 * limits.max_connections + listener.RESERVED_FILES
+    if soft < wanted:
+        log.warning("the open-files limit is below what the connection limit needs; accepts will fail "
+                    "(and be retried) when descriptors run out", extra={"fields": {
+                        "openFilesLimit": soft, "maxConnections": limits.max_connections, "needed": wanted}})
 
 
 async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
@@ -69,23 +72,30 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     cache = Cache(ttl=config.pending_ttl, debounce=config.debounce)
     metrics = Metrics(cache)
     app = create_app(config, cache, metrics)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_timeout)
+    limits = config.limits
+    _check_open_files(limits)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_timeout,
+                           keepalive_timeout=limits.idle_timeout)
     metrics_runner = web.AppRunner(create_metrics_app(metrics, app[HANDLERS]), access_log=None,
-                                   shutdown_timeout=1.0)
+                                   shutdown_timeout=1.0, keepalive_timeout=limits.idle_timeout)
     await runner.setup()
     await metrics_runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, ssl_context=tls.context, backlog=BACKLOG)
+    assert runner.server is not None and metrics_runner.server is not None
+    site = listener.Listener(runner.server, limits, ssl_context=tls.context, name="webhook")
+    metrics_site = listener.Listener(metrics_runner.server, limits, name="metrics")
     try:
-        await site.start()
-        await web.TCPSite(metrics_runner, config.host, config.metrics_port).start()
+        await site.start(config.host, config.port, BACKLOG)
+        await metrics_site.start(config.host, config.metrics_port, BACKLOG)
     except OSError as err:
         log.error("cannot listen", extra={"fields": {"error": str(err), "host": config.host}})
+        await site.stop()
         await runner.cleanup()
         await metrics_runner.cleanup()
         return 2
-    log.info("listening", extra={"fields": {"host": config.host, "port": _ports(runner)[0],
-                                            "metricsPort": _ports(metrics_runner)[0], "mode": config.mode,
-                                            "clientCA": config.client_ca is not None}})
+    log.info("listening", extra={"fields": {"host": config.host, "port": site.port,
+                                            "metricsPort": metrics_site.port, "mode": config.mode,
+                                            "clientCA": config.client_ca is not None,
+                                            **dataclasses.asdict(limits)}})
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -118,6 +128,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
         log.warning("requests still in flight at the shutdown timeout", extra={"fields": {
             "inflight": app[HANDLERS].inflight}})
     await runner.cleanup()
+    await metrics_site.stop()
     await metrics_runner.cleanup()
     if source is not None:
         source.stop()

@@ -1,8 +1,9 @@
 """TLS ≥ 1.2 with certificate rotation and no restart.
 
 The listening context never changes; its SNI callback (which OpenSSL runs for every
-ClientHello, with or without a server name) checks the files' mtimes and hands the
-handshake a freshly loaded context when they changed. A load that fails (the key written
+ClientHello, with or without a server name) checks the files' mtimes (the serving certificate,
+its key and the `--client-ca` bundle) and hands the handshake a freshly loaded context when
+they changed. A load that fails (the key written
 after the certificate, a half-written file) keeps the previous context, so a rotation in
 progress never fails a handshake; the next handshake tries again.
 """
@@ -33,7 +34,8 @@ def _stamp(*paths: Path) -> Stamp:
 class ReloadingContext:
     def __init__(self, cert: Path, key: Path, client_ca: Path | None = None) -> None:
         self.cert, self.key, self.client_ca = cert, key, client_ca
-        self._stamp = _stamp(cert, key)
+        self._files = (cert, key) if client_ca is None else (cert, key, client_ca)
+        self._stamp = _stamp(*self._files)
         self._failed: Stamp | None = None
         self.reloads = 0
         # Raises at start: a webhook without a usable certificate must not come up.
@@ -54,20 +56,21 @@ class ReloadingContext:
 
     def refresh(self) -> bool:
         """Reload if the files changed; True when a new certificate is now in use."""
-        stamp = _stamp(self.cert, self.key)
+        stamp = _stamp(*self._files)
         if stamp == self._stamp or stamp == self._failed:
             return False
         try:
             fresh = self._load()
         except (OSError, ssl.SSLError, ValueError) as err:
             if self._failed is None or self._failed != stamp:
-                log.warning("certificate files changed but do not load yet; keeping the previous ones",
+                log.warning("certificate or client-CA files changed but do not load yet; keeping the previous ones",
                             extra={"fields": {"error": str(err)[:300]}})
             self._failed = stamp
             return False
         self._current, self._stamp, self._failed = fresh, stamp, None
         self.reloads += 1
-        log.info("certificate reloaded", extra={"fields": {"cert": str(self.cert), "reloads": self.reloads}})
+        log.info("certificate reloaded", extra={"fields": {
+            "cert": str(self.cert), "clientCA": str(self.client_ca or ""), "reloads": self.reloads}})
         return True
 
     def current(self) -> ssl.SSLContext:
