@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint bench demo run certs e2e-assets clean
+.PHONY: install test unit lint bench demo run certs e2e-assets helm clean
 
 install: $(STAMP)
 
@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: install
+# The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
+test: install helm
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-unit: install
+unit: install helm
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 lint: install
@@ -32,6 +33,9 @@ bench: install
 demo: install
 	-$(BIN)/overlay-lint check examples/
 	$(BIN)/overlay-lint simulate examples/ --instance-type p5.48xlarge
+
+helm:
+	@bash hack/helm.sh >/dev/null
 
 CERTS_DIR := .certs
 

@@ -1,0 +1,84 @@
+"""The test-only tools hack/ builds into the cache (kubectl, helm, Karpenter's CRDs), located once per
+session. A missing tool is built, never skipped: `make test` builds them before pytest starts, so here
+the scripts only print their cached paths."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from tests.e2e import _cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+HACK = ROOT / "hack"
+CHART = ROOT / "charts" / "overlay-guard"
+# A cold build of helm or of the control plane is slow on two cores; past this it is hung.
+BUILD_TIMEOUT = 45 * 60.0
+
+
+def _script(name: str) -> str:
+    done = subprocess.run(["bash", str(HACK / name)], stdout=subprocess.PIPE, text=True,
+                          timeout=BUILD_TIMEOUT, check=True)
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"hack/{name} printed no path"
+    return lines[-1]
+
+
+@functools.cache
+def kubectl() -> str:
+    bundled = _cluster.locate_assets() / "kubectl"
+    if os.access(bundled, os.X_OK):
+        return str(bundled)
+    # KUBEBUILDER_ASSETS may hold only the control plane.
+    found = shutil.which("kubectl")
+    assert found, f"no kubectl in {bundled.parent} or on PATH"
+    return found
+
+
+@functools.cache
+def helm() -> str:
+    return _script("helm.sh")
+
+
+@functools.cache
+def karpenter_crds() -> Path:
+    """Directory with Karpenter's own karpenter.sh_{nodeoverlays,nodepools,nodeclaims}.yaml."""
+    return Path(_script("karpenter-crds.sh"))
+
+
+def helm_env(home: Path) -> dict[str, str]:
+    """helm's caches, config and data under `home`, never the user's; no proxy for loopback."""
+    env = {k: v for k, v in os.environ.items() if k not in _cluster._SCRUBBED_ENV}
+    for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
+        env[var] = str(home / sub)
+    return env
+
+
+def _documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in YAML(typ="safe", pure=True).load_all(text) if d]
+
+
+def kustomize(path: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize PATH` as objects."""
+    done = subprocess.run([kubectl(), "kustomize", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return _documents(done.stdout)
+
+
+def helm_template(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`helm template overlay-guard charts/overlay-guard --namespace overlay-guard ARGS`."""
+    done = subprocess.run([helm(), "template", "overlay-guard", str(CHART), "--namespace", "overlay-guard", *args],
+                          capture_output=True, text=True, timeout=120, env=helm_env(home))
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def chart(home: Path, *args: str) -> list[dict[str, Any]]:
+    return _documents(helm_template(home, *args).stdout)
