@@ -1,4 +1,4 @@
-"""`overlay-lint`: check, simulate and explain NodeOverlays offline (SPEC section 5).
+"""`overlay-lint`: check, simulate and explain NodeOverlays offline or against a cluster (SPEC section 5).
 
 Exit status: 0 nothing at or above --fail-on, 1 findings at or above it (for simulate and
 explain: the input had errors), 2 usage or I/O errors. `main` returns it and never exits, so
@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from lint import cluster, context, formats, reader, sarif, views
+from lint import cluster, completion, context, formats, junit, reader, sarif, views
 from lint.loader import Loaded, Loader
-from lint.positions import Table
-from simulation import catalog as cat
-from simulation import effects, explain, findings
+from lint.positions import Location, Table
 from simulation import evaluate as ev
+from simulation import findings
+from simulation.analysis import effects, explain
 from simulation.findings import Severity
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
 
 PROG = "overlay-lint"
+# An input that could not be read: reported with the rest, but the run exits 2 (an I/O error).
+UNREADABLE = "unreadable-input"
 
 
 class UsageError(Exception):
@@ -48,6 +54,26 @@ class _Parser(argparse.ArgumentParser):
         raise _Exit(status)
 
 
+class _Many(argparse.Action):
+    """An option that may be repeated and takes comma lists (`--nodepool a,b --nodepool c`). It
+    takes exactly one word each time, so it never swallows the paths that follow it."""
+
+    repeatable = True
+
+    def __init__(self, *args: Any, paths: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.paths = paths
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        value = str(values)
+        # A path that exists is taken whole: a comma is legal in a file name.
+        items = [value] if self.paths and os.path.exists(value) else [v.strip() for v in value.split(",")]
+        if not all(items):
+            raise argparse.ArgumentError(self, f"empty name in {value!r}")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *items])
+
+
 def _size(text: str) -> int:
     try:
         return reader.parse_size(text)
@@ -56,30 +82,33 @@ def _size(text: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH",
+    p.add_argument("paths", nargs="*", metavar="PATH",
                    help="files, directories (recursive: *.yaml, *.yml, *.json) or - for stdin")
     p.add_argument("--catalog", metavar="FILE",
                    help="instance types: a JSON catalog or YAML InstanceType documents "
                         "(default: embedded AWS us-east-1 data)")
     p.add_argument("--max-file-size", type=_size, default=reader.DEFAULT_MAX_BYTES, metavar="BYTES",
                    help="refuse input files larger than this (default 10Mi)")
+    p.add_argument("--cluster", action="store_true",
+                   help="read the NodeOverlays and NodePools in the cluster (with no PATH: audit them)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster (default: $KUBECONFIG, "
+                                                        "~/.kube/config, or the pod's service account)")
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster (default: the current one)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Lint and simulate Karpenter NodeOverlays offline.")
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="Lint and simulate Karpenter NodeOverlays offline or in a cluster.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {sarif.version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = sub.add_parser("check", help="report conflicts and invalid overlays",
                            description="Report what the webhook would deny or warn about.")
     _common(check)
-    check.add_argument("--existing", nargs="+", action="extend", default=[], metavar="PATH",
-                       help="objects already in the cluster (files); a candidate with the same name "
-                            "replaces its existing version")
-    check.add_argument("--cluster", action="store_true", help="read existing NodeOverlays and NodePools live")
-    check.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster")
-    check.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster")
-    check.add_argument("--format", choices=formats.FORMATS, default="text")
+    check.add_argument("--existing", action=_Many, paths=True, default=[], metavar="PATH",
+                       help="objects already in the cluster (files; repeat or comma-separate); a candidate "
+                            "with the same name replaces its existing version")
+    check.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default text)")
     check.add_argument("--fail-on", choices=("error", "warning"), default="error",
                        help="lowest severity that makes the exit status 1 (default error)")
 
@@ -87,17 +116,41 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Effective prices, capacities and templates per NodePool and "
                                           "instance type.")
     _common(simulate)
-    simulate.add_argument("--nodepool", nargs="+", action="extend", default=[], metavar="NAME")
-    simulate.add_argument("--instance-type", nargs="+", action="extend", default=[], metavar="NAME")
-    simulate.add_argument("--format", choices=("text", "json"), default="text")
+    simulate.add_argument("--nodepool", action=_Many, default=[], metavar="NAME",
+                          help="only these NodePools (repeat or comma-separate)")
+    simulate.add_argument("--instance-type", action=_Many, default=[], metavar="NAME",
+                          help="only these instance types (repeat or comma-separate)")
+    simulate.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
-    explain = sub.add_parser("explain", help="who sets each field of one instance type, and why",
-                             description="For one instance type: every overlay that matched or nearly "
-                                         "matched, per field, who won and why.")
-    _common(explain)
-    explain.add_argument("--instance-type", required=True, metavar="NAME")
-    explain.add_argument("--nodepool", metavar="NAME")
+    explain_ = sub.add_parser("explain", help="who sets each field of one instance type, and why",
+                              description="For one instance type: every overlay that matched or nearly "
+                                          "matched, per field, who won and why.")
+    _common(explain_)
+    explain_.add_argument("--instance-type", required=True, metavar="NAME", help="the instance type to explain")
+    explain_.add_argument("--nodepool", metavar="NAME", help="only this NodePool")
+
+    shells = sub.add_parser("completion", help="print a shell completion script",
+                            description="Print a completion script: source <(overlay-lint completion bash)")
+    shells.add_argument("shell", choices=completion.SHELLS)
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Options may stand before, between or after the paths, as in kubectl. argparse reads the
+    positionals of a subcommand in one run, so each subcommand is parsed intermixed."""
+    commands = completion.subcommands(parser)
+    if not argv or argv[0] not in commands:
+        return parser.parse_args(argv)  # --help, --version, or a usage error
+    command, words = commands[argv[0]], list(argv[1:])
+    # Everything after `--` is a path; the intermixed parser mishandles `--` itself.
+    tail = words[words.index("--") + 1:] if "--" in words else []
+    args = command.parse_intermixed_args(words[:len(words) - len(tail) - 1] if "--" in words else words)
+    if tail:
+        if not hasattr(args, "paths"):
+            command.error(f"unrecognized arguments: {' '.join(tail)}")
+        args.paths += tail
+    args.command = argv[0]
+    return args
 
 
 class _Run:
@@ -114,10 +167,40 @@ class _Run:
                      for obj, h in loaded.instance_types]
         return context.choose(self.args.catalog, documents)
 
-    def candidates(self) -> tuple[Loaded, ev.Report, cat.Catalog]:
-        loaded = self.loader.load(self.args.paths)
-        catalog = self.catalog(loaded)
-        return loaded, ev.evaluate(loaded.documents, ev.prepare([], catalog)), catalog
+    def inputs(self) -> tuple[Loaded, Loaded, list[str]]:
+        """The candidates (the paths) and what they are checked against (`--existing` files, the
+        cluster). With `--cluster` and no paths, the cluster's own objects are the candidates."""
+        args = self.args
+        if (args.kubeconfig or args.context) and not args.cluster:
+            raise UsageError("--kubeconfig and --context only apply with --cluster")
+        if not args.paths and not args.cluster:
+            raise UsageError("give at least one PATH (or - for stdin), or --cluster")
+        candidates = self.loader.load(args.paths) if args.paths else Loaded()
+        existing_paths = getattr(args, "existing", [])
+        existing = self.loader.load(existing_paths, candidate=False) if existing_paths else Loaded()
+        notes: list[str] = []
+        if args.cluster:
+            objects, notes = cluster.read(args.kubeconfig, args.context)
+            audit = not args.paths
+            (candidates if audit else existing).extend(self.loader.add_objects(objects, candidate=audit))
+        return candidates, existing, notes
+
+    def evaluate(self) -> tuple[Loaded, ev.Report, cat.Catalog, list[str]]:
+        candidates, existing, notes = self.inputs()
+        catalog = self.catalog(candidates, existing)
+        report = ev.evaluate(candidates.documents, ev.prepare(existing.documents, catalog))
+        candidates.problems += existing.problems
+        return candidates, report, catalog, [*notes, *report.notes]
+
+    def subjects(self, loaded: Loaded) -> list[junit.Subject]:
+        out = []
+        for obj, handle in [*((d.obj, d.source) for d in loaded.documents), *loaded.instance_types]:
+            origin = self.table[handle]
+            position = origin.locate(())
+            location = Location(origin.file, *(position if position is not None else (None, None)))
+            out.append(junit.Subject(findings.ObjectRef(model.kind_of(obj) or "", model.name_of(obj) or ""),
+                                     location))
+        return out
 
     def problems_to_stderr(self, problems: Sequence[findings.Finding]) -> int:
         """simulate/explain: input errors go to stderr so stdout stays the requested output."""
@@ -127,7 +210,7 @@ class _Run:
         for f, loc in result.located():
             place, subject = formats.where(f, loc), formats.subject(f, loc)
             self.err.write(f"{place}: {f.severity} {f.code} {subject}: {f.message}\n")
-        return 1
+        return 2 if any(f.code == UNREADABLE for f in problems) else 1
 
     def notes(self, notes: Sequence[str]) -> None:
         for note in notes:
@@ -136,22 +219,14 @@ class _Run:
 
 def _check(run: _Run) -> int:
     args = run.args
-    if (args.kubeconfig or args.context) and not args.cluster:
-        raise UsageError("--kubeconfig and --context only apply with --cluster")
-    candidates = run.loader.load(args.paths)
-    existing = run.loader.load(args.existing, candidate=False) if args.existing else Loaded()
-    notes: list[str] = []
-    if args.cluster:
-        objects, cluster_notes = cluster.read(args.kubeconfig, args.context)
-        existing.extend(run.loader.add_objects(objects))
-        notes += cluster_notes
-    catalog = run.catalog(candidates, existing)
-    report = ev.evaluate(candidates.documents, ev.prepare(existing.documents, catalog))
-    found = findings.ordered([*candidates.problems, *existing.problems, *report.findings])
-    result = formats.Result(found, run.table, candidates.objects, candidates.ignored, [*notes, *report.notes],
-                            candidates.skipped)
-    formats.render(args.format, result, run.out, run.err)
+    candidates, report, _, notes = run.evaluate()
+    found = findings.ordered([*candidates.problems, *report.findings])
     threshold = Severity.parse(args.fail_on)
+    result = formats.Result(found, run.table, candidates.objects, candidates.ignored, notes,
+                            candidates.skipped, run.subjects(candidates), threshold)
+    formats.render(args.format, result, run.out, run.err)
+    if any(f.code == UNREADABLE for f in found):
+        return 2
     return 1 if any(f.severity >= threshold for f in found) else 0
 
 
@@ -164,11 +239,11 @@ def _known(kind: str, names: Sequence[str], known: Sequence[str]) -> None:
 
 
 def _simulate(run: _Run) -> int:
-    loaded, report, catalog = run.candidates()
+    loaded, report, catalog, notes = run.evaluate()
     _known("NodePool", run.args.nodepool, [p.name for p in report.grid.pools])
     _known("instance type", run.args.instance_type, [t.name for t in catalog.types])
     status = run.problems_to_stderr(loaded.problems)
-    run.notes(report.notes)
+    run.notes(notes)
     cells = effects.effects(report, run.args.nodepool, run.args.instance_type)
     if run.args.format == "json":
         json.dump(views.simulation_json(report.status, cells), run.out, indent=2)
@@ -179,12 +254,12 @@ def _simulate(run: _Run) -> int:
 
 
 def _explain(run: _Run) -> int:
-    loaded, report, catalog = run.candidates()
+    loaded, report, catalog, notes = run.evaluate()
     _known("instance type", [run.args.instance_type], [t.name for t in catalog.types])
     if run.args.nodepool is not None:
         _known("NodePool", [run.args.nodepool], [p.name for p in report.grid.pools])
     status = run.problems_to_stderr(loaded.problems)
-    run.notes(report.notes)
+    run.notes(notes)
     try:
         data: dict[str, Any] = explain.explain(report, run.args.instance_type, run.args.nodepool)
     except explain.UnknownName as unknown:
@@ -196,36 +271,77 @@ def _explain(run: _Run) -> int:
 _COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain}
 
 
+def write_output(path: str, text: str) -> None:
+    """Replace `path` whole: a CI step never reads a half-written report."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".overlay-lint-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as err:
+        raise reader.InputError(f"--output {path}: {err.strerror or err}") from None
+
+
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: BinaryIO | None,
+              out: TextIO, err: TextIO) -> int:
+    if args.command == "completion":
+        out.write(completion.script(args.shell, parser))
+        return 0
+    if args.output is None:
+        return _COMMANDS[args.command](_Run(args, stdin, out, err))
+    buffer = io.StringIO()
+    status = _COMMANDS[args.command](_Run(args, stdin, buffer, err))
+    write_output(args.output, buffer.getvalue())
+    return status
+
+
 def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
-         stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+         stdout: TextIO | None = None, stderr: TextIO | None = None, prog: str = PROG) -> int:
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     try:
-        args = build_parser().parse_args(list(argv) if argv is not None else None)
-        return _COMMANDS[args.command](_Run(args, stdin, out, err))
+        parser = build_parser(prog)
+        args = parse(parser, list(argv) if argv is not None else sys.argv[1:])
+        return _dispatch(args, parser, stdin, out, err)
     except _Exit as done:
         return done.status
     except UsageError as usage:
         text = str(usage)
-        err.write((text if text.startswith("usage:") else f"{PROG}: error: {text}") + "\n")
+        err.write((text if text.startswith("usage:") else f"{prog}: error: {text}") + "\n")
         return 2
     except reader.InputError as problem:
-        err.write(f"{PROG}: error: {problem}\n")
+        err.write(f"{prog}: error: {problem}\n")
         return 2
     except KeyboardInterrupt:
-        err.write(f"{PROG}: interrupted\n")
+        err.write(f"{prog}: interrupted\n")
         return 130
     except BrokenPipeError:
         return 1
+    except Exception as bug:  # exit 1 means findings: a crash must never look like one
+        err.write(f"{prog}: internal error: {type(bug).__name__}: {_one_line(bug)}\n")
+        return 2
 
 
-def entrypoint() -> None:
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text[:300] + "..." if len(text) > 300 else text
+
+
+def prepare_streams() -> None:
     # A finding quotes user input; a terminal that cannot show a character must not crash the run.
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    status = main()
+
+
+def finish(status: int) -> NoReturn:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -234,3 +350,8 @@ def entrypoint() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = status or 1
     raise SystemExit(status)
+
+
+def entrypoint() -> None:
+    prepare_streams()
+    finish(main())

@@ -1,4 +1,4 @@
-"""Output formats of `overlay-lint check`: text, json, sarif and GitHub workflow commands."""
+"""Output formats of `overlay-lint check`: text, json, sarif, GitHub workflow commands and JUnit XML."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import os
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from lint import sarif
+from lint import junit, sarif
 from lint.positions import Location, Table
 from simulation.findings import Finding, Severity
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +23,9 @@ class Result:
     ignored: int = 0
     notes: Sequence[str] = ()
     skipped: int = 0
+    # The input objects (JUnit's testcases) and the --fail-on threshold (its failures).
+    subjects: Sequence[junit.Subject] = ()
+    threshold: Severity = Severity.ERROR
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -45,6 +48,8 @@ def render(fmt: str, result: Result, out: TextIO, err: TextIO) -> None:
         out.write("\n")
     elif fmt == "github":
         write_github(result, out)
+    elif fmt == "junit":
+        junit.write(result.subjects, result.located(), result.threshold, out)
     else:
         raise ValueError(f"unknown format {fmt!r}")
 

@@ -165,8 +165,8 @@ def test_editing_an_already_broken_overlay_is_ratcheted(tmp_path: pathlib.Path) 
 def test_existing_accepts_several_paths(tmp_path: pathlib.Path) -> None:
     a = write(tmp_path, "a.yaml", overlay("x1"))
     b = write(tmp_path, "b.yaml", nodepool("p"))
-    code, out, _ = run("check", write(tmp_path, "n.yaml", overlay("y", 99)), "--existing", a, b,
-                       "--existing", a.replace("a.yaml", "a.yaml"), "--format", "json")
+    code, out, _ = run("check", write(tmp_path, "n.yaml", overlay("y", 99)), "--existing", f"{a},{b}",
+                       "--existing", a, "--format", "json")
     assert code == 0 and "notes" in json.loads(out) and json.loads(out)["notes"] == []
 
 
@@ -276,7 +276,7 @@ def test_sarif_uri_outside_cwd_is_absolute(tmp_path: pathlib.Path, monkeypatch: 
 # --- simulate and explain ------------------------------------------------------------------------
 
 def test_simulate_filters_and_shape() -> None:
-    code, out, _ = run("simulate", BASIC, "--nodepool", "ml", "--instance-type", "m5.large", "c7g.large",
+    code, out, _ = run("simulate", BASIC, "--nodepool", "ml", "--instance-type", "m5.large,c7g.large",
                        "--format", "json")
     data = json.loads(out)
     assert code == 0 and set(data) == {"overlays", "nodepools"}
