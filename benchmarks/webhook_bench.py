@@ -2,7 +2,9 @@
 overlays) loaded with `--state`: time to ready, admissions/s over HTTPS keep-alive with the
 server pinned to one core, server-side p99 (from the webhook's own per-request log lines),
 RSS, and the latency the webhook adds over an aiohttp handler that only echoes allowed:true,
-both measured in the same run, rounds interleaved. `run()` returns medians over the rounds.
+both measured in the same run, rounds interleaved; and the same with 200 concurrent clients
+(one keep-alive connection each), the p99 an API server under a burst of applies sees.
+`run()` returns medians over the rounds.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 3
 ROUND_SECONDS = 8.0
 CONCURRENCY = 8
+MANY_CLIENTS = 200
 WARMUP = 40
 SEQUENTIAL_SECONDS = 3.0
 # Distinct objects admitted for real (held): within the core's incremental limit of 8 changes.
@@ -227,12 +230,16 @@ async def _measure(tmp: Path) -> dict[str, Any]:
             # One request at a time: latency without queueing, what a single kubectl apply sees.
             hook_one = await _load(hook_url, ctx, _reviews(400, f"one{r}", True), SEQUENTIAL_SECONDS, 1)
             echo_one = await _load(echo_url, ctx, _reviews(400, f"eone{r}", True), SEQUENTIAL_SECONDS, 1)
+            hook_many = await _load(hook_url, ctx, _reviews(400, f"many{r}", True), ROUND_SECONDS, MANY_CLIENTS)
+            echo_many = await _load(echo_url, ctx, _reviews(400, f"emany{r}", True), ROUND_SECONDS, MANY_CLIENTS)
             rounds.append(
                 {
                     "webhook": hook_round,
                     "echo": echo_round,
                     "webhook_one": hook_one,
                     "echo_one": echo_one,
+                    "webhook_many": hook_many,
+                    "echo_many": echo_many,
                     "server_median_ms": statistics.median(server) if server else float("nan"),
                     "server_p99_ms": _percentile(server, 0.99),
                 }
@@ -287,7 +294,17 @@ async def _measure(tmp: Path) -> dict[str, Any]:
         "sequential_echo_median_ms": one_echo,
         "sequential_added_ms": round(one_hook - one_echo, 3),
         "sequential_ratio_vs_echo": round(one_hook / one_echo, 2) if one_echo else None,
-        "failures": sum(x["webhook"]["failures"] + x["echo"]["failures"] for x in rounds) + held["failures"],
+        "clients_200": {
+            "clients": MANY_CLIENTS,
+            "per_s": med(lambda x: x["webhook_many"]["per_s"]),
+            "median_ms": med(lambda x: x["webhook_many"]["median_ms"]),
+            "p99_ms": med(lambda x: x["webhook_many"]["p99_ms"]),
+            "echo_per_s": med(lambda x: x["echo_many"]["per_s"]),
+            "echo_p99_ms": med(lambda x: x["echo_many"]["p99_ms"]),
+            "p99_ratio_vs_echo": med(lambda x: x["webhook_many"]["p99_ms"] / x["echo_many"]["p99_ms"]),
+        },
+        "failures": sum(x[k]["failures"] for x in rounds for k in ("webhook", "echo", "webhook_many", "echo_many"))
+        + held["failures"],
         "held_objects": HELD_OBJECTS,
         "held_admissions_per_s": round(held["per_s"], 1),
         "held_server_p99_ms": round(_percentile(held_server, 0.99), 3),
