@@ -1,0 +1,229 @@
+"""The CI integrations run as CI would run them: the GitHub Action's and the GitLab template's
+command lines are read from their files and executed here against examples/, and the krew
+archive is rebuilt and checked against its manifest."""
+
+from __future__ import annotations
+
+import collections.abc
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = "examples"
+CONFLICT = "examples/conflict-spot-gpu-pricing.yaml"
+
+
+def _yaml(path: pathlib.Path) -> Any:
+    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def installer(tmp_path_factory: pytest.TempPathFactory) -> collections.abc.Iterator[dict[str, str]]:
+    """A fresh virtualenv that sees the project's dependencies but not the project, and a copy of
+    the project to install into it: the integrations' own `pip install` lines run for real."""
+    base = tmp_path_factory.mktemp("install")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    import setuptools  # the project's build backend, already in the project's environment
+
+    deps = pathlib.Path(setuptools.__file__).resolve().parent.parent
+    # After the venv's own site-packages: pip, setuptools and the runtime dependencies are found,
+    # the project itself is not.
+    (site / "project-deps.pth").write_text(f"{deps}\n")
+    source = base / "overlay-guard"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "*.egg-info", "build", "dist", "__pycache__", ".mypy_cache", ".ruff_cache",
+        ".pytest_cache", ".hypothesis", "tests", "benchmarks", "out", ".certs"))
+    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "VIRTUAL_ENV": str(venv), "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONNOUSERSITE": "1"}
+    env.pop("PYTHONPATH", None)
+    yield {"env": json.dumps(env), "source": str(source), "bin": str(venv / "bin")}
+
+
+def _bash(script: str, env: dict[str, str], cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _expressions(text: str, values: dict[str, str]) -> str:
+    """GitHub's `${{ ... }}` substitution for the expressions the action uses."""
+    def one(match: re.Match[str]) -> str:
+        expression = match.group(1).strip()
+        assert expression in values, f"unexpected expression {expression!r} in action.yml"
+        return values[expression]
+    return re.sub(r"\$\{\{(.*?)\}\}", one, text)
+
+
+def _condition(expression: str, values: dict[str, str]) -> bool:
+    """A step's `if:` for the operators the action uses (==, &&, ||, always())."""
+    text = expression.strip()
+    if text.startswith("${{"):
+        text = text[3:-2]
+    for name in sorted(values, key=len, reverse=True):
+        text = text.replace(name, repr(values[name]))
+    text = text.replace("always()", "True").replace("&&", " and ").replace("||", " or ")
+    assert re.fullmatch(r"[\sA-Za-z0-9_'().=\-]*", text), text
+    return bool(eval(text, {"__builtins__": {}}, {}))
+
+
+def _inputs(inputs: dict[str, str], action_path: str) -> dict[str, str]:
+    action = _yaml(ROOT / "action.yml")
+    assert action["runs"]["using"] == "composite"
+    values = {f"inputs.{name}": inputs.get(name, spec.get("default", ""))
+              for name, spec in action["inputs"].items()}
+    values["github.action_path"] = action_path
+    return values
+
+
+def _run_action(installer: dict[str, str], tmp_path: pathlib.Path, inputs: dict[str, str]) -> tuple[
+        list[tuple[str, subprocess.CompletedProcess[str] | None]], dict[str, str]]:
+    """Every `run:` step in order, as the runner would: stop at the first failing one."""
+    env = json.loads(installer["env"])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    output_file = tmp_path / "github-output"
+    output_file.touch()
+    work = tmp_path / "workspace"
+    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
+    done = []
+    values = _inputs(inputs, installer["source"])
+    for step in _yaml(ROOT / "action.yml")["runs"]["steps"]:
+        outputs = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if line)
+        state = {**values, **{f"steps.lint.outputs.{k}": v for k, v in outputs.items()}}
+        if "if" in step and not _condition(str(step["if"]), {"steps.lint.outputs.exit-code": "", **state}):
+            continue
+        if "uses" in step:
+            assert step["uses"].startswith(("actions/setup-python@", "github/codeql-action/upload-sarif@"))
+            if "upload-sarif" in step["uses"]:
+                sarif_file = work / _expressions(step["with"]["sarif_file"], values)
+                done.append(("upload " + str(json.loads(sarif_file.read_text())["version"]), None))
+            continue
+        assert step["shell"] == "bash"
+        env_vars = {k: _expressions(str(v), values) for k, v in (step.get("env") or {}).items()}
+        result = _bash(_expressions(step["run"], values), {**env, **env_vars, "GITHUB_OUTPUT": str(output_file)},
+                       work)
+        done.append((step.get("name", ""), result))
+        if result.returncode != 0:
+            break
+    outputs = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if line)
+    return done, outputs
+
+
+Steps = list[tuple[str, subprocess.CompletedProcess[str] | None]]
+
+
+def _codes(done: Steps) -> list[tuple[str, int | None]]:
+    return [(name, None if r is None else r.returncode) for name, r in done]
+
+
+def _errors(done: Steps) -> list[tuple[str, str]]:
+    return [(name, r.stderr[-2000:]) for name, r in done if r is not None]
+
+
+def test_github_action_finds_the_conflict_and_writes_sarif(installer: dict[str, str],
+                                                           tmp_path: pathlib.Path) -> None:
+    done, outputs = _run_action(installer, tmp_path, {"paths": f"{EXAMPLES}/nodepools.yaml\n{CONFLICT}"})
+    assert _codes(done) == [("Install overlay-lint", 0), ("Run overlay-lint", 0), ("upload 2.1.0", None),
+                            ("Fail on findings", 1)], _errors(done)
+    assert outputs == {"exit-code": "1"}
+    sarif = json.loads((tmp_path / "workspace" / "overlay-lint.sarif").read_text())
+    results = sarif["runs"][0]["results"]
+    assert sarif["version"] == "2.1.0" and "same-weight-conflict" in {r["ruleId"] for r in results}
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"] for r in results for loc in r["locations"]}
+    assert uris == {CONFLICT}, "paths are relative to the repository root, as code scanning needs"
+
+
+def test_github_action_inputs(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    # Only warnings in these: clean at fail-on error, failing at warning; a catalog and an output name.
+    inputs = {"paths": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml", "sarif-file": "out.sarif",
+              "catalog": str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml"),
+              "existing": f"{EXAMPLES}/team-chargeback.yaml"}
+    done, outputs = _run_action(installer, tmp_path, inputs)
+    assert _codes(done) == [("Install overlay-lint", 0), ("Run overlay-lint", 0), ("upload 2.1.0", None)], (
+        _errors(done))
+    assert outputs == {"exit-code": "0"} and (tmp_path / "workspace" / "out.sarif").is_file()
+    # The catalog leaves one overlay matching nothing: a warning, which fails at fail-on warning.
+    done, outputs = _run_action(installer, tmp_path / "again", {**inputs, "fail-on": "warning"})
+    assert outputs == {"exit-code": "1"} and _codes(done)[-1] == ("Fail on findings", 1)
+    # A path that does not exist is an error of the step itself (2), not a finding: no upload.
+    done, outputs = _run_action(installer, tmp_path / "missing", {"paths": "no-such-dir"})
+    assert _codes(done) == [("Install overlay-lint", 0), ("Run overlay-lint", 2)]
+    assert outputs == {"exit-code": "2"}
+
+
+def _gitlab_script(variables: dict[str, str]) -> tuple[str, dict[str, str]]:
+    template = _yaml(ROOT / "ci" / "gitlab" / "overlay-lint.gitlab-ci.yml")
+    job = template["overlay-lint"]
+    assert job["artifacts"]["reports"]["junit"] == "overlay-lint.junit.xml"
+    assert job["artifacts"]["when"] == "always"
+    return "\n".join(job["script"]), {**template["variables"], **variables}
+
+
+def _run_gitlab(installer: dict[str, str], tmp_path: pathlib.Path,
+                variables: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], pathlib.Path]:
+    script, env_vars = _gitlab_script({"OVERLAY_LINT_PACKAGE": installer["source"], **variables})
+    work = tmp_path / "project"
+    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
+    # pip is the install environment's: GitLab's python image has it on PATH as `python -m pip`.
+    result = _bash(script, {**json.loads(installer["env"]), **env_vars}, work)
+    return result, work / "overlay-lint.junit.xml"
+
+
+def test_gitlab_template_fails_on_the_conflict_with_a_junit_report(installer: dict[str, str],
+                                                                   tmp_path: pathlib.Path) -> None:
+    result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_PATHS": EXAMPLES})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "same-weight-conflict" in result.stdout  # the job log shows the findings
+    root = ET.parse(report).getroot()
+    failures = [f.get("type") for f in root.iter("failure")]
+    assert "same-weight-conflict" in failures
+    assert int(root.get("tests", "0")) == len(list(root.iter("testcase"))) > 1
+
+
+def test_gitlab_template_clean_run(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    result, report = _run_gitlab(installer, tmp_path, {
+        "OVERLAY_LINT_PATHS": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml",
+        "OVERLAY_LINT_EXISTING": f"{EXAMPLES}/team-chargeback.yaml"})
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert ET.parse(report).getroot().get("failures") == "0"
+
+
+# --- krew ----------------------------------------------------------------------------------------
+
+def test_krew_manifest_matches_the_reproducible_archive(tmp_path: pathlib.Path) -> None:
+    manifest = _yaml(ROOT / "plugins" / "krew" / "overlay.yaml")
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "overlay"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert manifest["spec"]["version"] == f"v{project['version']}"
+    assert "kubectl-overlay" in project["scripts"]
+    archive = tmp_path / "kubectl-overlay.tar.gz"
+    built = subprocess.run([sys.executable, str(ROOT / "plugins" / "krew" / "archive.py"), str(archive)],
+                           capture_output=True, text=True, check=True, timeout=60)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert built.stdout.strip() == digest
+    (platform,) = manifest["spec"]["platforms"]
+    assert platform["sha256"] == digest, "rebuild the archive and update overlay.yaml's sha256"
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == [platform["bin"]]
+        tar.extractall(tmp_path / "x", filter="data")
+    launcher = tmp_path / "x" / platform["bin"]
+    assert os.access(launcher, os.X_OK)
+    assert f"overlay-guard=={project['version']}" in launcher.read_text()
+    # The launcher runs the installed plugin (here: the project's environment).
+    env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    shown = subprocess.run([str(launcher), "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: kubectl overlay")
