@@ -174,6 +174,30 @@ async def test_at_the_open_files_limit_the_log_stays_small_and_service_resumes(t
     assert all("exception" not in line for line in proc.lines())
 
 
+async def test_a_flood_of_malformed_requests_is_counted_not_logged_one_by_one(tmp_path: Path) -> None:
+    async with webhook(tmp_path) as (proc, keys):
+        before = proc.log.stat().st_size
+        began = time.monotonic()
+        url = f"https://127.0.0.1:{proc.port}/validate"
+        async with aiohttp.ClientSession() as session:
+            for _ in range(300):
+                async with session.post(url, data=b"{not json", ssl=client_context(keys.ca),
+                                        headers={"Content-Type": "application/json"}) as resp:
+                    assert resp.status == 400
+            async with session.post(url, data=BODY, ssl=client_context(keys.ca),
+                                    headers={"Content-Type": "application/json"}) as resp:
+                assert resp.status == 200
+        await asyncio.sleep(0.2)
+        logged = proc.log.stat().st_size - before
+        elapsed = time.monotonic() - began
+    lines = proc.lines()
+    counted = [line for line in lines if line.get("msg") == "malformed admission requests refused"]
+    # The first at once, then one per 10 s interval with the count.
+    assert 1 <= len(counted) <= elapsed / 10 + 1 and counted[0]["verdict"] == "bad_request", counted
+    assert any(line.get("msg") == "admission" and line.get("verdict") == "denied" for line in lines)
+    assert logged < 2000 + 1000 * len(counted), logged
+
+
 async def test_a_rotated_client_ca_is_used_without_restart(tmp_path: Path) -> None:
     keys = make_pki(tmp_path / "server")
     bundle = tmp_path / "client-ca.crt"

@@ -104,6 +104,35 @@ def test_hold_settle_and_expiry() -> None:
     assert store.settle(pending, {}, now=130.1) == {}
 
 
+def test_holds_are_capped_oldest_first() -> None:
+    pending: store.Holds = {}
+    for i in range(5):
+        pending = store.hold(pending, (NO, f"o{i}"), overlay(f"o{i}", price="1"), "u", now=float(i), ttl=30.0, cap=3)
+    assert sorted(k[1] for k in pending) == ["o2", "o3", "o4"]
+    # Holding a name again renews it instead of counting twice.
+    pending = store.hold(pending, (NO, "o2"), overlay("o2", price="2"), "u", now=9.0, ttl=30.0, cap=3)
+    assert sorted(k[1] for k in pending) == ["o2", "o3", "o4"]
+
+
+def test_a_watch_delete_releases_the_hold_of_that_incarnation() -> None:
+    a = {**overlay("a", price="1"), "metadata": {"name": "a", "uid": "new"}}
+    pending = store.hold({}, (NO, "a"), a, "u", 0.0, 30.0)
+    # The DELETE of an older object of the same name (kubectl replace --force) keeps the hold.
+    older = {**overlay("a", price="1"), "metadata": {"name": "a", "uid": "old"}}
+    assert store.release(pending, (NO, "a"), older) is pending
+    assert store.release(pending, (NO, "a"), a) == {}
+    # Without uids to tell them apart, the DELETE wins: a deleted object must never deny.
+    assert store.release(pending, (NO, "a"), overlay("a", price="1")) == {}
+    assert store.release(pending, (NO, "b"), overlay("b", price="1")) is pending
+
+
+def test_a_hold_is_confirmed_only_by_its_own_version() -> None:
+    held = store.hold({}, (NO, "a"), overlay("a", weight=3, price="1"), "u", 0.0, 30.0)[(NO, "a")]
+    assert store.confirms(held, with_rv(overlay("a", weight=3, price="1"), "9", uid="x"))
+    assert not store.confirms(held, overlay("a", weight=3, price="2"))
+    assert not store.confirms(held, None)
+
+
 def test_plan_extras_and_rebase() -> None:
     basis = store.build([overlay("a", price="1"), overlay("b", price="1")])
     pending = store.hold({}, (NO, "c"), overlay("c", price="1"), "u", 0.0, 30.0)

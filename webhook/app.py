@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from simulation import findings, model
-from webhook import patch, review, verdict
+from webhook import listener, patch, review, verdict
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.state import Cache, NotReady
@@ -35,6 +35,8 @@ class Handlers:
         self.state = state
         self.metrics = metrics
         self._admits = verdict.admits(config.enforce)
+        self._malformed = listener.Throttle("malformed admission requests refused", config.limits.warn_interval,
+                                            logging.INFO, log)
         self.inflight = 0
         self.draining = False
         self._idle = asyncio.Event()
@@ -122,8 +124,13 @@ class Handlers:
         kind = fields.get("kind", "")
         kind = kind if kind in (model.NODEOVERLAY, model.NODEPOOL, "") else "other"
         self.metrics.observe(endpoint, fields.get("operation", ""), kind, label, seconds)
-        log.info("admission", extra={"fields": {**fields, "verdict": label,
-                                                "durationMs": round(seconds * 1000, 3)}})
+        line = {**fields, "verdict": label, "durationMs": round(seconds * 1000, 3)}
+        if label == "bad_request":
+            # The API server never sends these: they come from whoever else reaches the port,
+            # as fast as they like, so they are counted rather than logged one by one.
+            self._malformed.hit(**line)
+        else:
+            log.info("admission", extra={"fields": line})
         return response
 
     async def _validate(self, req: review.Request) -> Answer:
@@ -199,7 +206,7 @@ HANDLERS = web.AppKey("handlers", Handlers)
 
 
 def create_app(config: Config, state: Cache, metrics: Metrics | None = None) -> web.Application:
-    app = web.Application(client_max_size=config.max_body_bytes)
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[listener.track])
     handlers = Handlers(config, state, metrics or Metrics(state))
     app[HANDLERS] = handlers
     app.router.add_post("/validate", handlers.validate)
@@ -216,7 +223,7 @@ def create_metrics_app(metrics: Metrics, handlers: Handlers | None = None) -> we
         body = await asyncio.to_thread(metrics.render)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
-    app = web.Application()
+    app = web.Application(middlewares=[listener.track])
     app.router.add_get("/metrics", serve)
     if handlers is not None:
         app.router.add_get("/healthz", handlers.healthz)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from webhook import logs, server
+from webhook import logs, server, store
 from webhook.config import Config
 from webhook.listener import Limits
 
@@ -47,6 +47,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=Limits.idle_timeout,
                    help="seconds an idle keep-alive connection is kept; above the API server's 90 "
                         f"(default {Limits.idle_timeout:g})")
+    p.add_argument("--max-pending", type=int, default=store.MAX_PENDING,
+                   help=f"admitted objects held at most; the oldest are dropped first (default {store.MAX_PENDING})")
+    p.add_argument("--confirm-window", type=float, default=1.0,
+                   help="seconds a held object a denial rests on is read again from the API server before "
+                        "it counts as never stored and the request is judged without it (default 1)")
     p.add_argument("--shutdown-timeout", type=float, default=25.0,
                    help="seconds to finish requests in flight after SIGTERM (default 25)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -59,14 +64,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits on --help and usage errors; we return instead
         return exc.code if isinstance(exc.code, int) else 2
     timeouts = (args.pending_ttl, args.tls_handshake_timeout, args.request_header_timeout, args.idle_timeout)
-    if args.port < 0 or args.metrics_port < 0 or min(timeouts) <= 0 or args.max_connections < 1:
-        print("overlay-webhook: ports must be >= 0, timeouts > 0 and --max-connections >= 1", file=sys.stderr)
+    counts = (args.max_connections, args.max_pending)
+    if args.port < 0 or args.metrics_port < 0 or min(timeouts) <= 0 or min(counts) < 1 or args.confirm_window < 0:
+        print("overlay-webhook: ports must be >= 0, timeouts > 0, --confirm-window >= 0, --max-connections and "
+              "--max-pending >= 1", file=sys.stderr)
         return 2
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
-        pending_ttl=args.pending_ttl, shutdown_timeout=args.shutdown_timeout,
+        pending_ttl=args.pending_ttl, max_pending=args.max_pending, confirm_window=args.confirm_window,
+        shutdown_timeout=args.shutdown_timeout,
         limits=Limits(max_connections=args.max_connections, handshake_timeout=args.tls_handshake_timeout,
                       header_timeout=args.request_header_timeout, idle_timeout=args.idle_timeout))
     logs.setup(args.log_level)

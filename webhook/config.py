@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from webhook.listener import Limits
+from webhook.store import MAX_PENDING
 
 Mode = Literal["enforce", "warn"]
 MAX_BODY_BYTES = 3 * 1024 * 1024
@@ -26,6 +27,10 @@ class Config:
     client_ca: Path | None = None
     # How long an admitted object is held before the watch must have confirmed it.
     pending_ttl: float = 30.0
+    # At most this many holds; the oldest go first.
+    max_pending: int = MAX_PENDING
+    # How long a held object a denial rests on is read again before it counts as never stored.
+    confirm_window: float = 1.0
     # Coalescing window for snapshot rebuilds after watch events.
     debounce: float = 0.1
     max_body_bytes: int = MAX_BODY_BYTES

@@ -29,6 +29,9 @@ RESOURCES: Mapping[str, tuple[str, str, str]] = {
 }
 WATCH_SECONDS = 240
 GONE = 410
+NOT_FOUND = 404
+# A confirming read happens while an admission waits (the API server gives up after 5 s).
+READ_TIMEOUT = 2.0
 
 
 class Sink(Protocol):
@@ -165,6 +168,18 @@ class KubeSource:
         body: Any = self._api.list_cluster_custom_object(group, version, plural, _request_timeout=30)
         meta = body.get("metadata") or {}
         return list(body.get("items") or []), meta.get("resourceVersion")
+
+    def read(self, kind: str, name: str) -> Mapping[str, Any] | None:
+        """One object by name, None when the API server does not have it (confirming a denial)."""
+        group, version, plural = RESOURCES[kind]
+        try:
+            obj: Any = self._api.get_cluster_custom_object(group, version, plural, name,
+                                                           _request_timeout=READ_TIMEOUT)
+        except Exception as exc:
+            if status_of(exc) == NOT_FOUND:
+                return None
+            raise
+        return store.with_kind(obj, kind) if isinstance(obj, Mapping) else None
 
     def _watch(self, kind: str, rv: str | None) -> Iterator[Mapping[str, Any]]:
         group, version, plural = RESOURCES[kind]

@@ -57,8 +57,9 @@ class Throttle:
     """A log line for a recurring event: the first at once, then at most one per interval,
     each with the number of events since the previous line."""
 
-    def __init__(self, message: str, interval: float, level: int = logging.WARNING) -> None:
-        self.message, self.interval, self.level = message, interval, level
+    def __init__(self, message: str, interval: float, level: int = logging.WARNING,
+                 logger: logging.Logger = log) -> None:
+        self.message, self.interval, self.level, self._log = message, interval, level, logger
         self.total = 0
         self._count = 0
         self._fields: dict[str, Any] = {}
@@ -75,7 +76,7 @@ class Throttle:
         self._timer = None
         if not self._count:
             return
-        log.log(self.level, self.message, extra={"fields": {
+        self._log.log(self.level, self.message, extra={"fields": {
             **self._fields, "count": self._count, "total": self.total, "intervalSeconds": self.interval}})
         self._count = 0
         self._timer = asyncio.get_running_loop().call_later(self.interval, self._flush)

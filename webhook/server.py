@@ -41,6 +41,11 @@ async def _load(config: Config, cache: Cache) -> Any:
     from webhook.informer import KubeSource
 
     source = await asyncio.to_thread(KubeSource, config.kubeconfig)
+
+    async def read(kind: str, name: str) -> Any:
+        return await asyncio.to_thread(source.read, kind, name)
+
+    cache.reader = read
     source.start(asyncio.get_running_loop(), cache)
     return source
 
@@ -69,7 +74,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     except (OSError, ssl.SSLError, ValueError) as err:
         log.error("cannot load the TLS certificate and key", extra={"fields": {"error": str(err)}})
         return 2
-    cache = Cache(ttl=config.pending_ttl, debounce=config.debounce)
+    cache = Cache(ttl=config.pending_ttl, debounce=config.debounce, max_pending=config.max_pending,
+                  confirm_window=config.confirm_window)
     metrics = Metrics(cache)
     app = create_app(config, cache, metrics)
     limits = config.limits

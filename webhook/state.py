@@ -4,8 +4,15 @@ Sources (the list+watch informers or `--state` files) feed `replace_kind`/`apply
 the event loop; a debounced background task rebuilds the Prepared off the loop, so requests
 always evaluate against the latest complete snapshot and a burst of watch events costs one
 rebuild. Admission decisions are serialised by one lock around evaluate+hold: an admitted
-candidate is held as pending until a rebuilt snapshot contains it (the watch confirmed it) or
-its TTL passes, so two conflicting creates racing on this replica cannot both pass.
+candidate is held as pending until a rebuilt snapshot contains it (the watch confirmed it), a
+watch DELETE ends it, or its TTL passes, so two conflicting creates racing on this replica
+cannot both pass.
+
+Anyone who can reach the port can send a review, and the watch lags the API server, so a
+denial is confirmed before it is given (`_confirmed`): each object it rests on is read from the
+API server. A held object the API server does not have (in the held version) after a short
+window is dropped; a cached object the API server no longer has is left out; the candidate is
+judged again without them. With `--state` there is no API server: denials stand as computed.
 """
 
 from __future__ import annotations
@@ -15,18 +22,29 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation import catalog as cat
 from simulation import evaluate as ev
 from simulation import findings, model
-from webhook import store
+from webhook import store, verdict
 from webhook.store import Key, Store
 
 log = logging.getLogger("overlay-guard.state")
 # How long an UPDATE of a still-pending object waits for a Prepared holding that version.
 REBASE_WAIT = 2.0
+# Objects confirmed per denial, and rounds of judging again without the missing ones: bounds
+# the reads one request can cause.
+MAX_CONFIRM = 10
+CONFIRM_ROUNDS = 3
+# When, as fractions of the confirmation window, a held object is read again while absent: a
+# CREATE the guard admitted is persisted within milliseconds, a forged one never.
+RECHECKS = (0.0, 0.1, 0.3, 0.6, 1.0)
+
+# Reads one object from the API server: the object, None when it does not exist; raises when
+# that cannot be told (the denial then stands).
+Reader = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +92,15 @@ class NotReady(Exception):
 
 
 class Cache:
-    def __init__(self, *, ttl: float = 30.0, debounce: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, ttl: float = 30.0, debounce: float = 0.1, max_pending: int = store.MAX_PENDING,
+                 confirm_window: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self.debounce = debounce
+        self.max_pending = max_pending
+        self.confirm_window = confirm_window
+        # Set by a live source; None (`--state`) leaves nothing to confirm against.
+        self.reader: Reader | None = None
+        self.confirmations = 0
         self._clock = clock
         self._catalog: cat.Catalog | None = None
         self._live: Store = {}
@@ -124,6 +147,13 @@ class Cache:
     def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Outcome:
         outcome = store.handle(self._live, kind, event)
         self._live = outcome.store
+        obj = event.get("raw_object", event.get("object"))
+        key = store.key_of(obj, kind) if event.get("type") == "DELETED" else None
+        if key is not None and isinstance(obj, Mapping):
+            snap = self._snapshot
+            pending = store.release(snap.pending, key, obj)
+            if pending is not snap.pending:
+                self._snapshot = dataclasses.replace(snap, pending=pending)
         self.last_sync = self._clock()
         if outcome.changed:
             self._mark_dirty()
@@ -257,17 +287,77 @@ class Cache:
         self._derived = {tag: task.result()}
 
     async def _evaluate(self, candidate: Mapping[str, Any], operation: str,
-                        old: Mapping[str, Any] | None) -> ev.Report:
+                        old: Mapping[str, Any] | None, without: frozenset[Key] = frozenset()) -> ev.Report:
+        """The verdict on the current snapshot; `without`: cached objects the API server no
+        longer has, judged as absent."""
         snap = self._snapshot
-        if snap.prepared is None or not self.synced:
+        if snap.prepared is None or self._catalog is None or not self.synced:
             raise NotReady("the cluster state has not been synced yet")
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
-        plan = store.plan(snap.basis, snap.pending, key, operation, old, self._clock())
-        prepared, note = await self._prepared_for(snap, key, plan)
+        basis = {k: v for k, v in snap.basis.items() if k not in without} if without else snap.basis
+        plan = store.plan(basis, snap.pending, key, operation, old, self._clock())
+        if without:
+            docs = documents(store.rebased(basis, key, plan.previous) if plan.rebase else basis)
+            prepared, note = await asyncio.to_thread(ev.prepare, docs, self._catalog, snap.prepared), ""
+        else:
+            prepared, note = await self._prepared_for(snap, key, plan)
         extras = {model.name_of(x) for x in plan.extras}
         held = {n: c for n, c in self._checked.items() if n in extras}
         report = await asyncio.to_thread(judge, prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
+
+    async def _confirmed(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
+                         report: ev.Report, admits: Callable[[ev.Report], bool]) -> ev.Report:
+        """The report again without the objects the API server does not have (see the module
+        docstring); unchanged when every object a denial rests on is confirmed."""
+        assert self.reader is not None
+        subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
+        checked: set[Key] = set()
+        gone: set[Key] = set()
+        for _ in range(CONFIRM_ROUNDS):
+            keys = [k for k in ((r.kind, r.name) for r in verdict.grounds(report, subject))
+                    if k not in checked and k[0] in store.KINDS][:MAX_CONFIRM]
+            if not keys:
+                return report
+            checked.update(keys)
+            self.confirmations += 1
+            snap = self._snapshot
+            results = await asyncio.gather(*(self._check(k, snap) for k in keys))
+            held = [k for k, (drop_hold, _) in zip(keys, results, strict=True) if drop_hold]
+            stale = [k for k, (_, absent) in zip(keys, results, strict=True) if absent]
+            if not held and not stale:
+                return report
+            gone.update(stale)
+            log.info("a denial rested on objects the API server does not have; judging again without them",
+                     extra={"fields": {"candidate": subject.name, "droppedHolds": [k[1] for k in held],
+                                       "staleInCache": [f"{k[0]}/{k[1]}" for k in stale]}})
+            self._snapshot = dataclasses.replace(self._snapshot, pending=store.drop(self._snapshot.pending, held))
+            report = await self._evaluate(candidate, operation, old, frozenset(gone))
+            if admits(report):
+                return report
+        return report
+
+    async def _check(self, key: Key, snap: Snapshot) -> tuple[bool, bool]:
+        """Whether to drop the object's hold, and whether the API server no longer has it at
+        all. A held version is read again over the confirmation window before it counts as
+        never stored; an object that cannot be read counts as confirmed."""
+        assert self.reader is not None
+        held = snap.pending.get(key)
+        waited = 0.0
+        live: Mapping[str, Any] | None = None
+        for at in (RECHECKS if held is not None else (0.0,)):
+            await asyncio.sleep(max(0.0, at * self.confirm_window - waited))
+            waited = at * self.confirm_window
+            try:
+                live = await self.reader(*key)
+            except Exception as err:
+                log.warning("cannot confirm an object a denial rests on; the denial stands", extra={
+                    "fields": {"object": f"{key[0]}/{key[1]}", "error": f"{type(err).__name__}: {err}"[:300]}})
+                return False, False
+            if held is None or store.confirms(held, live):
+                break
+        drop_hold = held is not None and not store.confirms(held, live)
+        return drop_hold, live is None and key in snap.basis
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
                        old: Mapping[str, Any] | None) -> ev.Report:
@@ -279,11 +369,15 @@ class Cache:
         async with self._lock:
             report = await self._evaluate(candidate, operation, old)
             allowed = admits(report)
+            if not allowed and self.reader is not None:
+                report = await self._confirmed(candidate, operation, old, report, admits)
+                allowed = admits(report)
             held = allowed and not dry_run
             if held:
                 key = (model.NODEOVERLAY, model.name_of(candidate) or "")
                 snap = self._snapshot
-                pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl)
+                pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl,
+                                     self.max_pending)
                 self._snapshot = dataclasses.replace(snap, pending=pending)
                 # Keep the held object's own checks for the requests that judge it as an extra.
                 self._checked = {n: c for n, c in self._checked.items() if (model.NODEOVERLAY, n) in pending}

@@ -129,12 +129,47 @@ class Pending:
 
 
 Holds = Mapping[Key, Pending]
+MAX_PENDING = 64
 
 
-def hold(pending: Holds, key: Key, obj: Mapping[str, Any], uid: str, now: float, ttl: float) -> Holds:
-    out = {k: p for k, p in pending.items() if p.expires > now}
+def hold(pending: Holds, key: Key, obj: Mapping[str, Any], uid: str, now: float, ttl: float,
+         cap: int = MAX_PENDING) -> Holds:
+    """Add a hold; past `cap` holds the oldest go first (each hold joins every later evaluation,
+    and anyone who can reach the port can add them)."""
+    out = {k: p for k, p in pending.items() if p.expires > now and k != key}
     out[key] = Pending(stored(obj), now + ttl, uid)
+    if len(out) > cap:
+        keep = sorted(out, key=lambda k: out[k].expires)[len(out) - cap:]
+        out = {k: out[k] for k in keep}
     return out
+
+
+def uid_of(obj: Any) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    return uid if isinstance(uid, str) and uid else None
+
+
+def release(pending: Holds, key: Key, deleted: Mapping[str, Any]) -> Holds:
+    """A watch DELETE of `key` ends its hold, unless both carry a uid and they differ (the
+    DELETE of an older incarnation, e.g. under `kubectl replace --force`)."""
+    held = pending.get(key)
+    if held is None:
+        return pending
+    gone, mine = uid_of(deleted), uid_of(held.stored.obj)
+    if gone is not None and mine is not None and gone != mine:
+        return pending
+    return {k: p for k, p in pending.items() if k != key}
+
+
+def drop(pending: Holds, keys: Iterable[Key]) -> Holds:
+    gone = set(keys)
+    return {k: p for k, p in pending.items() if k not in gone}
+
+
+def confirms(held: Pending, live: Mapping[str, Any] | None) -> bool:
+    """The API server's copy is the version that was held (what the simulation reads of it)."""
+    return live is not None and semantic(live) == held.stored.semantic
 
 
 def settle(pending: Holds, basis: Store, now: float) -> Holds:

@@ -120,6 +120,17 @@ def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool) ->
     return Verdict(True, "", tuple(lines[:MAX_WARNINGS]), len(errors))
 
 
+def grounds(report: ev.Report, subject: findings.ObjectRef) -> list[findings.ObjectRef]:
+    """The other objects the report's errors rest on, in order of first mention: a denial is
+    only as good as their existence."""
+    out: dict[findings.ObjectRef, None] = {}
+    for f in split(report)[0]:
+        for ref in (f.obj, *f.related):
+            if ref != subject:
+                out.setdefault(ref)
+    return list(out)
+
+
 def admits(enforce: bool) -> Callable[[ev.Report], bool]:
     """The predicate the cache applies under its lock: the verdict decides whether to hold."""
     def check(report: ev.Report) -> bool:
