@@ -1,0 +1,5 @@
+package main
+
+type draResult struct{}
+
+func dynamicResources(_ *input) ([]draResult, error) { return nil, nil }
