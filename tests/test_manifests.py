@@ -1,10 +1,11 @@
-"""manifests/: `kubectl kustomize` renders the base, the cert-manager variant and the folder
-`python -m certs` writes; the rendered objects have the properties the webhook relies on."""
+"""manifests/: `kubectl kustomize` renders the base, the cert-manager variant, the folder `python -m certs`
+writes and the opt-in components; the rendered objects have the properties the webhook relies on, and
+none of the default deployments installs a CRD (Karpenter owns them)."""
 
 from __future__ import annotations
 
 import base64
-import shutil
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -15,18 +16,13 @@ import pytest
 from ruamel.yaml import YAML
 
 from certs import render
+from tests import tools
+from tests.e2e import _readme
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "manifests"
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
-
-
-def kustomize(path: Path) -> list[dict[str, Any]]:
-    assert KUBECTL is not None
-    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return [d for d in YAML(typ="safe", pure=True).load_all(out.stdout) if d]
+COMPONENTS = MANIFESTS / "components"
+DRA_CRD = MANIFESTS / "crd" / "karpenter.sh_nodeoverlays.yaml"
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str = "overlay-guard") -> dict[str, Any]:
@@ -35,9 +31,8 @@ def one(docs: list[dict[str, Any]], kind: str, name: str = "overlay-guard") -> d
     return found[0]
 
 
-@needs_kubectl
 def test_base_renders_every_object() -> None:
-    docs = kustomize(MANIFESTS)
+    docs = tools.kustomize(MANIFESTS)
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     for kind in (
         "Namespace",
@@ -51,12 +46,10 @@ def test_base_renders_every_object() -> None:
         "MutatingWebhookConfiguration",
     ):
         assert (kind, "overlay-guard") in kinds, kind
-    assert ("CustomResourceDefinition", "nodeoverlays.karpenter.sh") in kinds
 
 
-@needs_kubectl
 def test_rbac_is_read_only_on_the_two_resources() -> None:
-    role = one(kustomize(MANIFESTS), "ClusterRole")
+    role = one(tools.kustomize(MANIFESTS), "ClusterRole")
     assert role["rules"] == [
         {
             "apiGroups": ["karpenter.sh"],
@@ -64,15 +57,14 @@ def test_rbac_is_read_only_on_the_two_resources() -> None:
             "verbs": ["get", "list", "watch"],
         }
     ]
-    binding = one(kustomize(MANIFESTS), "ClusterRoleBinding")
+    binding = one(tools.kustomize(MANIFESTS), "ClusterRoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "overlay-guard", "namespace": "overlay-guard"}
     ]
 
 
-@needs_kubectl
 def test_deployment_is_hardened_and_probed() -> None:
-    docs = kustomize(MANIFESTS)
+    docs = tools.kustomize(MANIFESTS)
     dep = one(docs, "Deployment")
     spec = dep["spec"]
     pod = spec["template"]["spec"]
@@ -112,9 +104,8 @@ def _hooks(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["rules"][0]["resources"][0]: h for h in doc["webhooks"]}
 
 
-@needs_kubectl
 def test_webhook_configurations() -> None:
-    docs = kustomize(MANIFESTS)
+    docs = tools.kustomize(MANIFESTS)
     for kind, path in (
         ("ValidatingWebhookConfiguration", "/validate"),
         ("MutatingWebhookConfiguration", "/mutate"),
@@ -144,9 +135,8 @@ def test_base_webhook_file_matches_the_renderer() -> None:
     )
 
 
-@needs_kubectl
 def test_cert_manager_variant() -> None:
-    docs = kustomize(MANIFESTS / "cert-manager")
+    docs = tools.kustomize(MANIFESTS / "cert-manager")
     serving = one(docs, "Certificate", "overlay-guard-serving")
     assert serving["spec"]["secretName"] == render.SECRET
     assert "overlay-guard.overlay-guard.svc" in serving["spec"]["dnsNames"]
@@ -156,17 +146,8 @@ def test_cert_manager_variant() -> None:
     assert one(docs, "Issuer", "overlay-guard-ca")["spec"]["ca"]["secretName"] == "overlay-guard-ca"
 
 
-@needs_kubectl
 def test_certs_cli_output_deploys_with_ca_bundle(tmp_path: Path) -> None:
-    out = tmp_path / "certs"
-    run = subprocess.run(
-        [sys.executable, "-m", "certs", "--out", str(out), "--namespace", "guard-system"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stderr
+    out = _certs_dir(tmp_path, "guard-system")
     for name in (
         "ca.crt",
         "ca.key",
@@ -178,7 +159,7 @@ def test_certs_cli_output_deploys_with_ca_bundle(tmp_path: Path) -> None:
     ):
         assert (out / name).is_file(), name
     assert (out / "tls.key").stat().st_mode & 0o077 == 0
-    docs = kustomize(out)
+    docs = tools.kustomize(out)
     ca = (out / "ca.crt").read_bytes()
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         for hook in one(docs, kind)["webhooks"]:
@@ -196,3 +177,94 @@ def test_dockerfile_runs_as_non_root() -> None:
     user = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
     assert user and not user[-1].startswith(("0", "root"))
     assert 'ENTRYPOINT ["overlay-webhook"]' in text
+
+
+def _certs_dir(tmp_path: Path, namespace: str = "overlay-guard") -> Path:
+    out = tmp_path / "certs"
+    run = subprocess.run([sys.executable, "-m", "certs", "--out", str(out), "--namespace", namespace],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return out
+
+
+def _kustomization(tmp_path: Path, resources: list[Path], components: list[Path]) -> Path:
+    """A user's own kustomization in tmp_path that builds on the given folders."""
+    rel = [os.path.relpath(p, tmp_path) for p in resources]
+    comps = [os.path.relpath(p, tmp_path) for p in components]
+    (tmp_path / "kustomization.yaml").write_text(render.dump([{
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": rel, "components": comps}]))
+    return tmp_path
+
+
+DEFAULT_DEPLOYMENTS = ("kustomize-base", "kustomize-cert-manager", "python-m-certs", "chart", "chart-cert-manager")
+
+
+def _render_default(kind: str, tmp_path: Path) -> list[dict[str, Any]]:
+    if kind == "kustomize-base":
+        return tools.kustomize(MANIFESTS)
+    if kind == "kustomize-cert-manager":
+        return tools.kustomize(MANIFESTS / "cert-manager")
+    if kind == "python-m-certs":
+        return tools.kustomize(_certs_dir(tmp_path))
+    if kind == "chart":
+        return tools.chart(tmp_path)
+    return tools.chart(tmp_path, "--set", "certificates.source=cert-manager")
+
+
+@pytest.mark.parametrize("kind", DEFAULT_DEPLOYMENTS)
+def test_default_deployments_install_no_crd(kind: str, tmp_path: Path) -> None:
+    docs = _render_default(kind, tmp_path)
+    assert one(docs, "ValidatingWebhookConfiguration") and one(docs, "Deployment")
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"] == []
+
+
+def test_dra_crd_component_opts_in(tmp_path: Path) -> None:
+    mine = _kustomization(tmp_path, [_certs_dir(tmp_path)], [COMPONENTS / "dra-crd"])
+    docs = tools.kustomize(mine)
+    crd = one(docs, "CustomResourceDefinition", "nodeoverlays.karpenter.sh")
+    shipped = [d for d in YAML(typ="safe", pure=True).load_all(DRA_CRD.read_text()) if d]
+    assert [crd] == shipped
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert "dynamicResources" in spec
+    # Everything else is still there.
+    assert one(docs, "Deployment") and one(docs, "Secret", render.SECRET)
+
+
+def test_dra_crd_stays_where_simulation_reads_it() -> None:
+    link = ROOT / "simulation" / "data" / "nodeoverlays.crd.yaml"
+    assert link.resolve() == DRA_CRD.resolve()
+    chart_copy = tools.CHART / "files" / "karpenter.sh_nodeoverlays.yaml"
+    assert chart_copy.is_symlink() and chart_copy.resolve() == DRA_CRD.resolve()
+
+
+def test_network_policy_component_admits_the_two_ports_only(tmp_path: Path) -> None:
+    docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "network-policy"]))
+    policy = one(docs, "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "overlay-guard"
+    assert policy["spec"]["podSelector"]["matchLabels"] == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    ports = [p for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert ports == [{"port": "https", "protocol": "TCP"}, {"port": "metrics", "protocol": "TCP"}]
+
+
+def test_client_ca_component_mounts_the_ca_and_moves_the_probes(tmp_path: Path) -> None:
+    docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "client-ca"]))
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert f"--client-ca={mounts['client-ca']}/ca.crt" in container["args"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["client-ca"]["configMap"] == {"name": "overlay-guard-client-ca"}
+    assert volumes["tls"]["secret"]["secretName"] == render.SECRET
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "metrics" and container[probe]["httpGet"]["scheme"] == "HTTP"
+
+
+def test_readme_installs_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
+    # tests/e2e/test_install.py and the dra_crd fixture run these blocks as written.
+    blocks = _readme.blocks()
+    assert list(blocks) == ["install-helm", "install-kustomize", "install-dra-crd"]
+    assert blocks["install-helm"].startswith("helm install overlay-guard charts/overlay-guard")
+    assert "kubectl apply -k .certs" in blocks["install-kustomize"]
+    assert "manifests/crd/karpenter.sh_nodeoverlays.yaml" in blocks["install-dra-crd"]
