@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint bench demo run certs e2e-assets helm clean
+.PHONY: install test unit lint bench demo run certs e2e-assets helm image clean
 
 install: $(STAMP)
 
@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
-test: install helm
+# The image tests run the OCI image of `make image`.
+test: install helm image
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 unit: install helm
@@ -48,6 +49,11 @@ run: certs
 	$(BIN)/python -m webhook.demo --certs $(CERTS_DIR) --state examples/ --port 9443
 	$(BIN)/overlay-webhook --tls-cert-file $(CERTS_DIR)/tls.crt --tls-private-key-file $(CERTS_DIR)/tls.key \
 		--host 127.0.0.1 --port 9443 --metrics-port 8080 --state examples/
+
+# The OCI image without a Docker daemon: dist/overlay-guard-<version>.oci.tar from Debian's packages and
+# the locked wheels (hack/image.sh); cached in ${OVERLAY_GUARD_CACHE:-$HOME/.cache/overlay-guard}/image.
+image: install
+	nice bash hack/image.sh build
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

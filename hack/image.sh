@@ -353,8 +353,11 @@ build_final() {
   (cd "$rootfs" && find . ! -type d -newermt "@$base_epoch" -print0 |
     xargs -0r cp -a --parents -t "$work/layer")
   clamp_mtimes "$work/layer" "$epoch"
-  umoci insert --image "$layout:base" --history.created "$created" \
-    --history.created_by "pip install overlay-guard==$version" "$work/layer" /
+  # GNU tar, not `umoci insert`, whose archives (umoci 0.4.7) lack the end-of-archive blocks.
+  (cd "$work/layer" && find . -mindepth 1 -maxdepth 1 -printf '%P\0' | LC_ALL=C sort -z |
+    tar --null -T - --sort=name --numeric-owner --format=gnu -cf "$work/layer.tar")
+  umoci raw add-layer --image "$layout:base" --history.created "$created" \
+    --history.created_by "pip install overlay-guard==$version" "$work/layer.tar"
 
   local labels=(
     --config.label "org.opencontainers.image.title=overlay-guard"

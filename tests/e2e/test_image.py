@@ -1,0 +1,88 @@
+"""Issue 7: the OCI image of `make image`, run by podman as the webhook, passes the admission scenarios.
+
+The scenarios of test_admission run again here with the API server calling the container instead of
+the `python -m webhook` process: this module's `guard` is the session's, routed to the image.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator
+
+import pytest
+
+from . import _image, test_admission
+from ._cluster import REPO_ROOT, ControlPlaneError
+from ._guard import Guard
+
+pytestmark = pytest.mark.e2e
+
+# What a container runtime could start as a shell, if the image shipped one.
+SHELLS = frozenset(f"{d}/{sh}" for d in ("bin", "usr/bin", "sbin", "usr/sbin")
+                   for sh in ("sh", "bash", "dash", "ash", "busybox"))
+
+# The admission scenarios, collected again in this module so they run against the image.
+test_1_valid_overlay_is_annotated = test_admission.test_1_valid_overlay_is_annotated
+test_2_same_weight_conflict_is_refused = test_admission.test_2_same_weight_conflict_is_refused
+test_2_admitted_dry_run_leaves_nothing_behind = test_admission.test_2_admitted_dry_run_leaves_nothing_behind
+test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted = (
+    test_admission.test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted)
+test_4_invalid_dra_is_refused_with_its_reason = test_admission.test_4_invalid_dra_is_refused_with_its_reason
+test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning = (
+    test_admission.test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning)
+
+
+@pytest.fixture(scope="module")
+def image() -> _image.Image:
+    try:
+        return _image.build()
+    except ControlPlaneError as exc:
+        pytest.fail(f"the image could not be built or loaded:\n{exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def guard(guard: Guard, image: _image.Image) -> Iterator[Guard]:
+    """The session's guard with the API server calling the image's container instead."""
+    hook = _image.ImageWebhook(guard.plane, guard.certs, "image", image)
+    # Among the extras, its log joins a failing test's report and the session's teardown stops it.
+    guard.extra.append(hook)
+    try:
+        hook.start()
+    except ControlPlaneError as exc:
+        hook.stop()
+        pytest.fail(f"the image's webhook did not start:\n{exc}", pytrace=False)
+    try:
+        with guard.routed_to(hook):
+            yield guard
+    finally:
+        hook.stop()
+
+
+def _container(guard: Guard) -> _image.ImageWebhook:
+    return next(h for h in guard.extra if isinstance(h, _image.ImageWebhook) and h.running)
+
+
+def test_image_config_runs_the_webhook_as_a_non_root_user(image: _image.Image) -> None:
+    config = image.config["config"]
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+
+    assert config["Entrypoint"] == ["/opt/overlay-guard/bin/overlay-webhook"]
+    assert config["User"] == "65532:65532"
+    assert config["Labels"]["org.opencontainers.image.version"] == project["version"]
+    assert config["Labels"]["org.opencontainers.image.revision"]
+    assert "9443/tcp" in config["ExposedPorts"]
+    paths = set(_image.layer_paths(image))
+    assert config["Entrypoint"][0].lstrip("/") in paths
+    assert not SHELLS & paths, "the image ships a shell"
+
+
+def test_the_container_answers_reviews_as_the_image_user(guard: Guard, image: _image.Image) -> None:
+    container = _container(guard)
+    before = container.admissions()
+
+    done, notes = guard.probe()
+
+    assert done.returncode == 0, done.stderr
+    assert any(k.startswith("overlay-guard.io/") for k in notes)
+    assert container.admissions() > before
+    assert container.process_ids() == (65532, 65532)
