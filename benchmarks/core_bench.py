@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import workload
-from simulation import catalog as cat
 from simulation import evaluate as ev
-from simulation import model
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
 from tests import reference
 
 REFERENCE_OVERLAYS = 8

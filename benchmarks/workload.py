@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from simulation import catalog as cat
+from simulation.semantics import catalog as cat
 
 POOLS = 20
 OVERLAYS = 2000

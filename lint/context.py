@@ -9,7 +9,7 @@ from typing import Any
 from lint import reader
 from lint.loader import Loader
 from lint.positions import Table
-from simulation import catalog as cat
+from simulation.semantics import catalog as cat
 
 # The catalog is trusted configuration rather than a file under review, and the embedded one
 # alone is over 1 MiB, so it gets its own, larger limit.

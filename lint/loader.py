@@ -12,8 +12,9 @@ from typing import Any, BinaryIO
 
 from lint import reader, tree
 from lint.positions import Origin, Table, split_items
-from simulation import findings, model
+from simulation import findings
 from simulation.evaluate import Document
+from simulation.semantics import model
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
 GROUP = "karpenter.sh"

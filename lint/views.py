@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from simulation.effects import CellEffect
+from simulation.analysis.effects import CellEffect
 
 
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:

@@ -14,40 +14,23 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from simulation import catalog as cat
-from simulation import cells, checks, dra, findings, incremental, merge, model, runtime, schema
+from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
+from simulation.analysis import checks, dra, incremental
+from simulation.analysis import report as rp
+from simulation.semantics import catalog as cat
+from simulation.semantics import cells, merge, model
+from simulation.validation import runtime, schema
+
+# The entry point's value types, defined below it so that the analyses of a report need not import it.
+Document = rp.Document
+Checked = rp.Checked
+Report = rp.Report
 
 # Beyond this many changed overlays a full run is cheaper than per-candidate neighbour scans.
 INCREMENTAL_LIMIT = 32
-
-
-@dataclasses.dataclass(frozen=True)
-class Document:
-    """One parsed object. `source` is the adapter's handle (e.g. a document number) that
-    findings carry back so it can point at a file and line."""
-
-    obj: Any
-    source: int
-    candidate: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class Checked:
-    """An overlay with the findings that depend on it alone."""
-
-    overlay: model.Overlay
-    raw: Mapping[str, Any]
-    findings: tuple[findings.Finding, ...]
-    candidate: bool
-    keys: frozenset[str] = frozenset()
-
-    @property
-    def invalid(self) -> bool:
-        return any(f.code == "runtime-invalid" or dict(f.detail).get("layer") == "apiserver"
-                   for f in self.findings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,20 +50,6 @@ class Prepared:
     index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index(()))
     # Identities of the baseline's error findings, for ratcheting.
     ratchet: frozenset[tuple[Any, ...]] = frozenset()
-
-
-@dataclasses.dataclass(frozen=True)
-class Report:
-    findings: tuple[finding_types.Finding, ...]
-    status: Mapping[str, tuple[str, str]]
-    outcome: merge.Outcome
-    entries: Mapping[str, merge.Entry]
-    overlays: Mapping[str, Checked]
-    grid: cells.Grid
-    notes: tuple[str, ...]
-
-    def errors(self) -> list[finding_types.Finding]:
-        return [f for f in self.findings if f.severity == finding_types.Severity.ERROR]
 
 
 def check_overlay(doc: Document) -> Checked:

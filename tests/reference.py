@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from simulation import catalog as cat
-from simulation import effects, model
-from simulation import requirements as reqs
+from simulation.analysis import effects
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
+from simulation.semantics import requirements as reqs
 
 WELL_KNOWN = reqs.WELL_KNOWN_LABELS
 

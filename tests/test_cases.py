@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from simulation import quantity
+from simulation.semantics import quantity
 from tests import casefmt
 
 MIN_CASES = 40

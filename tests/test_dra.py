@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from simulation import dra, findings
 from simulation import evaluate as ev
+from simulation import findings
+from simulation.analysis import dra
 
 PCIE = "resource.k8s.io/pcieRoot"
 TPL = ("spec", "dynamicResources", "resourceSliceTemplates")

@@ -8,9 +8,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulation import catalog as cat
-from simulation import effects, merge, model
 from simulation import evaluate as ev
+from simulation.analysis import effects
+from simulation.semantics import catalog as cat
+from simulation.semantics import merge, model
 from tests import reference
 
 ZONES = ["z-a", "z-b"]

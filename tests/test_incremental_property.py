@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulation import catalog as cat
 from simulation import evaluate as ev
+from simulation.semantics import catalog as cat
 from tests.test_engine_property import instance_types, overlay_docs, pool_docs
 
 

@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from simulation.quantity import (
+from simulation.semantics.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from simulation import findings, runtime, schema
+from simulation import findings
+from simulation.validation import runtime, schema, syntax
 
 REF = findings.ObjectRef("NodeOverlay", "test")
 R0 = "spec.requirements[0]"
@@ -124,7 +125,7 @@ def test_malformed_input_never_raises(obj: Any) -> None:
     ("a/b/c", False), ("-x", False), ("Example.com/x", False), ("d" * 254 + "/x", False),
 ])
 def test_qualified_name(text: str, valid: bool) -> None:
-    assert (runtime.qualified_name_errors(text) == []) == valid
+    assert (syntax.qualified_name_errors(text) == []) == valid
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -132,4 +133,4 @@ def test_qualified_name(text: str, valid: bool) -> None:
     ("9223372036854775808", None), ("1_000", None), (" 5", None), ("5.0", None), ("", None), ("\u0665", None),
 ])
 def test_go_integer_parsing(text: str, value: int | None) -> None:
-    assert runtime.parse_go_int(text) == value
+    assert syntax.parse_go_int(text) == value

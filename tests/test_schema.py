@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from simulation import cel, findings, legacy, schema
+from simulation import findings
+from simulation.validation import cel, legacy, schema
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REF = findings.ObjectRef("NodeOverlay", "test")

@@ -7,7 +7,8 @@ import copy
 import pytest
 from ruamel.yaml import YAML
 
-from simulation import findings, schema
+from simulation import findings
+from simulation.validation import schema
 from tests.test_schema import BIND, K0, REF, TPL, codes, run, with_edits
 
 # --- warnings, layers, determinism, input forms ---------------------------------------------------

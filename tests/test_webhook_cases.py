@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from simulation import catalog as cat
-from simulation import model
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
 from tests import casefmt
 from tests.test_webhook_support import Pki, default_catalog, linter_verdict, make_pki, review, serving
 from webhook import loader, patch

@@ -24,9 +24,9 @@ import aiohttp
 from aiohttp import web
 
 from certs import generate
-from simulation import catalog as cat
 from simulation import evaluate as ev
-from simulation import model
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
 from webhook import loader
 from webhook.app import create_app
 from webhook.config import Config, Mode

@@ -18,7 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
-from simulation import findings, model
+from simulation import findings
+from simulation.semantics import model
 from webhook import listener, patch, review, verdict
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simulation import evaluate as ev
-from simulation import model
+from simulation.semantics import model
 from webhook import loader, review
 
 

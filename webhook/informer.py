@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from simulation import model
+from simulation.semantics import model
 from webhook import store
 
 log = logging.getLogger("overlay-guard.informer")

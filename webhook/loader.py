@@ -15,8 +15,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from simulation import catalog as cat
-from simulation import model
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
 from webhook import store
 
 SUFFIXES = (".yaml", ".yml", ".json")

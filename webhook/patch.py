@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulation import evaluate as ev
-from simulation import merge
+from simulation.semantics import merge
 
 PREFIX = "overlay-guard.io/"
 STATUS = PREFIX + "status"

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from simulation import model
+from simulation.semantics import model
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from simulation import model
+from simulation.semantics import model
 
 Key = tuple[str, str]  # (kind, name)
 KINDS = (model.NODEOVERLAY, model.NODEPOOL)

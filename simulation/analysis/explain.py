@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulation import evaluate as ev
-from simulation import merge, model
-from simulation import requirements as reqs
+from simulation.analysis import report as rp
+from simulation.semantics import merge, model
+from simulation.semantics import requirements as reqs
 
 
 class UnknownName(ValueError):
@@ -20,7 +20,7 @@ def _fields(overlay: model.Overlay) -> list[str]:
     return out
 
 
-def explain(report: ev.Report, instance_type: str, nodepool: str | None = None) -> dict[str, Any]:
+def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) -> dict[str, Any]:
     grid = report.grid
     names = [t.name for t in grid.types]
     if instance_type not in names:
@@ -73,7 +73,7 @@ def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: str,
             "why": f"already set by higher-precedence {', '.join(winners) or 'another overlay'}"}
 
 
-def _near_miss(report: ev.Report, overlay: model.Overlay, mask: int) -> str | None:
+def _near_miss(report: rp.Report, overlay: model.Overlay, mask: int) -> str | None:
     """The one requirement that keeps the overlay off this type, if only one does."""
     specs = overlay.requirements
     failing = []

@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from simulation import cells, merge, quantity
-from simulation import evaluate as ev
-from simulation import requirements as reqs
+from simulation.analysis import report as rp
+from simulation.semantics import cells, merge, quantity
+from simulation.semantics import requirements as reqs
 
 
 def adjusted(base: float | None, change: str) -> float | None:
@@ -37,7 +37,7 @@ class CellEffect:
                 "resourceSliceTemplates": dict(self.templates)}
 
 
-def effects(report: ev.Report, pools: Collection[str] = (), types: Collection[str] = ()) -> list[CellEffect]:
+def effects(report: rp.Report, pools: Collection[str] = (), types: Collection[str] = ()) -> list[CellEffect]:
     """Per (NodePool, instance type): the effect of the applied overlays. Without filters only
     the cells some overlay touches are listed."""
     grid = report.grid
@@ -68,7 +68,7 @@ def _union(parts: Any) -> int:
     return out
 
 
-def _cell(report: ev.Report, first_bit: int, winners: Mapping[int, Mapping[str, str]]) -> CellEffect:
+def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[str, str]]) -> CellEffect:
     grid = report.grid
     pool_index, t, _ = grid.locate(first_bit)
     it = grid.types[t]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
-from simulation import cells, findings, merge, model
-from simulation import requirements as reqs
+from simulation import findings
+from simulation.semantics import cells, merge, model
+from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 

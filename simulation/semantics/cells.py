@@ -12,9 +12,10 @@ import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from simulation import catalog as cat
-from simulation import findings, model
-from simulation import requirements as reqs
+from simulation import findings
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
+from simulation.semantics import requirements as reqs
 
 OFFERING_KEYS = frozenset({reqs.ZONE, reqs.CAPACITY_TYPE})
 

@@ -12,8 +12,9 @@ from typing import Any, NamedTuple
 import jsonschema
 from ruamel.yaml import YAML
 
-from simulation import cel, findings, legacy
-from simulation.runtime import (
+from simulation import findings
+from simulation.validation import cel, legacy
+from simulation.validation.syntax import (
     dns_subdomain_errors,
     label_value_errors,
     plain_json,

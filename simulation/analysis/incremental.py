@@ -14,7 +14,9 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from simulation import cells, checks, dra, findings, merge
+from simulation import findings
+from simulation.analysis import checks, dra
+from simulation.semantics import cells, merge
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from simulation import legacy
-from simulation.runtime import parse_go_int
+from simulation.validation import legacy
+from simulation.validation.syntax import parse_go_int
 
 Path = tuple[str | int, ...]
 

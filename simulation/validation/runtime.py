@@ -1,66 +1,17 @@
 """Karpenter's RuntimeValidate for NodeOverlays (pkg/apis/v1alpha1/nodeoverlay_validation.go with v1's
 ValidateRequirement): what the API server accepts but Karpenter refuses at run time, marking the overlay
 ValidationSucceeded=False (reason RuntimeValidation) and ignoring it whole. Problems the API server layer
-already rejects are left to that layer, so each problem is reported once. Also home of the apimachinery
-name-syntax checks and of the YAML-to-JSON conversion that both layers start from."""
+already rejects are left to that layer, so each problem is reported once."""
 
 from __future__ import annotations
 
-import datetime
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ruamel.yaml.scalarbool import ScalarBoolean
-
 from simulation import findings
+from simulation.validation import schema, syntax
 
 Path = tuple[str | int, ...]
-
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*", re.ASCII)
-_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", re.ASCII)
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", re.ASCII)
-_GO_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
-def dns_subdomain_errors(value: str) -> list[str]:
-    errs = ["must be no more than 253 characters"] if len(value) > 253 else []
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        errs.append("must be a lowercase RFC 1123 subdomain (e.g. 'example.com')")
-    return errs
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    parts = value.split("/")
-    if len(parts) > 2:
-        return ["must be a name with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    errs: list[str] = []
-    if len(parts) == 2:
-        errs += ["prefix part must be non-empty"] if not parts[0] else [
-            f"prefix part {e}" for e in dns_subdomain_errors(parts[0])]
-    name = parts[-1]
-    if len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME_PART.fullmatch(name):
-        errs.append("name part must be alphanumerics, '-', '_' or '.', starting and ending alphanumeric")
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
-    if not _LABEL_VALUE.fullmatch(value):
-        errs.append("must be empty or alphanumerics, '-', '_' or '.', starting and ending alphanumeric")
-    return errs
-
-
-def parse_go_int(text: str) -> int | None:
-    """strconv.ParseInt(text, 10, 64), which both CEL's int() and Go's strconv.Atoi use."""
-    if not _GO_INT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
-
 
 SUPPORTED_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 WELL_KNOWN_LABELS = frozenset({
@@ -102,9 +53,6 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None, *
           apiserver: Iterable[findings.Finding] | None = None) -> list[findings.Finding]:
     """runtime-invalid findings for one raw NodeOverlay. `apiserver` is the schema layer's findings for the
     same object (computed here when not given), used to leave out what the API server already rejects."""
-    # Imported here because the schema layer imports this module's name-syntax checks.
-    from simulation import schema
-
     plain = schema.as_validated(obj)
     if apiserver is None:
         apiserver = schema.check(obj, ref, source)
@@ -141,14 +89,14 @@ def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> It
         key = NORMALIZED_LABELS.get(key, key)
         if not _under(rejected, (*at, "key")):
             why = [w for w in (restricted_label_error(key),) if w] + [
-                f"key is not a qualified name: {e}" for e in qualified_name_errors(key)]
+                f"key is not a qualified name: {e}" for e in syntax.qualified_name_errors(key)]
             if why:
                 yield (*at, "key"), "; ".join(why)
     # When the CRD's CEL rules reject this requirement's values, the values are the schema layer's problem.
     if not isinstance(values, list) or at in rejected:
         return
     for j, value in enumerate(values):
-        errors = label_value_errors(value) if isinstance(value, str) else []
+        errors = syntax.label_value_errors(value) if isinstance(value, str) else []
         if errors and not _under(rejected, (*at, "values", j)):
             yield (*at, "values", j), f"value \"{value}\" is not a valid label value: {'; '.join(errors)}"
     if not _under(rejected, (*at, "values")):  # a mistyped value would skew the count
@@ -162,28 +110,6 @@ def _values_for_operator(at: Path, key: Any, operator: Any, values: list[str]) -
         yield here, f"none of {', '.join(values)} is a value of {key}; use at least one of {', '.join(known)}"
     if operator in ("In", "NotIn") and not values:
         yield here, f"operator {operator} needs at least one value"
-    number = parse_go_int(values[0]) if len(values) == 1 else None
+    number = syntax.parse_go_int(values[0]) if len(values) == 1 else None
     if operator in _BOUNDS and (number is None or number < 0):
         yield here, f"operator {operator} needs a single non-negative integer value"
-
-
-def plain_json(value: Any) -> Any:
-    """The JSON value the API server would receive for a parsed YAML or JSON value, as kubectl converts it."""
-    if isinstance(value, Mapping):
-        return {_key(k): plain_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain_json(v) for v in value]
-    if isinstance(value, bool | ScalarBoolean):
-        return bool(value)
-    for plain in (int, float, str):
-        if isinstance(value, plain):
-            return plain(value)  # drops ruamel's scalar subclasses, which only carry formatting
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    return None if value is None else str(value)
-
-
-def _key(key: Any) -> str:
-    if isinstance(key, bool | ScalarBoolean):
-        return "true" if key else "false"
-    return key if isinstance(key, str) else str(plain_json(key))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulation import findings
-from simulation import requirements as reqs
+from simulation.semantics import requirements as reqs
 
 NODEOVERLAY = "NodeOverlay"
 NODEPOOL = "NodePool"

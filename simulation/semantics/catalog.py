@@ -9,8 +9,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from simulation import quantity
-from simulation import requirements as reqs
+from simulation.semantics import quantity
+from simulation.semantics import requirements as reqs
 
 DEFAULT_DATA = "aws-us-east-1-instance-types.json"
 CAPACITY_TYPES = ("on-demand", "spot")

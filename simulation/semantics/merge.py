@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 
-from simulation import cells, model
+from simulation.semantics import cells, model
 
 APPLIED, CONFLICT, INVALID = "Applied", "Conflict", "Invalid"
 PRICE = "price"

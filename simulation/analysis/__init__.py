@@ -1,0 +1,1 @@
+"""What the guard reports about a merge: conflicts, shadowing, DRA rules, effects and explanations."""

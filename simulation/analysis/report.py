@@ -1,0 +1,54 @@
+"""The values that pass through the entry point: parsed documents, per-overlay checks and the report
+the analyses (effects, explain) read."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from simulation import findings
+
+# Report has a field named `findings`; this alias keeps the module reachable in its body.
+from simulation import findings as finding_types
+from simulation.semantics import cells, merge, model
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """One parsed object. `source` is the adapter's handle (e.g. a document number) that
+    findings carry back so it can point at a file and line."""
+
+    obj: Any
+    source: int
+    candidate: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """An overlay with the findings that depend on it alone."""
+
+    overlay: model.Overlay
+    raw: Mapping[str, Any]
+    findings: tuple[findings.Finding, ...]
+    candidate: bool
+    keys: frozenset[str] = frozenset()
+
+    @property
+    def invalid(self) -> bool:
+        return any(f.code == "runtime-invalid" or dict(f.detail).get("layer") == "apiserver"
+                   for f in self.findings)
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    findings: tuple[finding_types.Finding, ...]
+    status: Mapping[str, tuple[str, str]]
+    outcome: merge.Outcome
+    entries: Mapping[str, merge.Entry]
+    overlays: Mapping[str, Checked]
+    grid: cells.Grid
+    notes: tuple[str, ...]
+
+    def errors(self) -> list[finding_types.Finding]:
+        return [f for f in self.findings if f.severity == finding_types.Severity.ERROR]

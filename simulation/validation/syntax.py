@@ -1,0 +1,77 @@
+"""Kubernetes' apimachinery syntax checks (DNS names, qualified names, label values, Go integers) and the
+YAML-to-JSON conversion kubectl performs, shared by the API-server and the runtime validation layers."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ruamel.yaml.scalarbool import ScalarBoolean
+
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*", re.ASCII)
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", re.ASCII)
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", re.ASCII)
+_GO_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def dns_subdomain_errors(value: str) -> list[str]:
+    errs = ["must be no more than 253 characters"] if len(value) > 253 else []
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        errs.append("must be a lowercase RFC 1123 subdomain (e.g. 'example.com')")
+    return errs
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    parts = value.split("/")
+    if len(parts) > 2:
+        return ["must be a name with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    errs: list[str] = []
+    if len(parts) == 2:
+        errs += ["prefix part must be non-empty"] if not parts[0] else [
+            f"prefix part {e}" for e in dns_subdomain_errors(parts[0])]
+    name = parts[-1]
+    if len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME_PART.fullmatch(name):
+        errs.append("name part must be alphanumerics, '-', '_' or '.', starting and ending alphanumeric")
+    return errs
+
+
+def label_value_errors(value: str) -> list[str]:
+    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
+    if not _LABEL_VALUE.fullmatch(value):
+        errs.append("must be empty or alphanumerics, '-', '_' or '.', starting and ending alphanumeric")
+    return errs
+
+
+def parse_go_int(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64), which both CEL's int() and Go's strconv.Atoi use."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def plain_json(value: Any) -> Any:
+    """The JSON value the API server would receive for a parsed YAML or JSON value, as kubectl converts it."""
+    if isinstance(value, Mapping):
+        return {_key(k): plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    if isinstance(value, bool | ScalarBoolean):
+        return bool(value)
+    for plain in (int, float, str):
+        if isinstance(value, plain):
+            return plain(value)  # drops ruamel's scalar subclasses, which only carry formatting
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return None if value is None else str(value)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, bool | ScalarBoolean):
+        return "true" if key else "false"
+    return key if isinstance(key, str) else str(plain_json(key))
