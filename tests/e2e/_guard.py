@@ -1,6 +1,7 @@
 """overlay-guard deployed onto the e2e control plane.
 
-The CRDs are installed with kubectl, the certificates come from `python -m certs`, the webhook runs
+Karpenter's own CRDs are installed with kubectl (tests/e2e/_crds.py), the certificates come from
+`python -m certs`, the webhook runs
 as `python -m webhook` processes on loopback, and it is registered by URL with the configurations
 of manifests/ as `kubectl kustomize` renders them (clientConfig.service swapped for a url, nothing
 else changed).
@@ -28,8 +29,6 @@ from ruamel.yaml import YAML
 from . import _cluster
 from ._cluster import LOOPBACK, REPO_ROOT, ControlPlane, ControlPlaneError
 
-NODEOVERLAY_CRD = REPO_ROOT / "manifests" / "crd" / "karpenter.sh_nodeoverlays.yaml"
-NODEPOOL_CRD = Path(__file__).resolve().parent / "crds" / "karpenter.sh_nodepools.yaml"
 CONFIG_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 CONFIG_NAME = "overlay-guard"
 ANNOTATIONS = "overlay-guard.io/"
@@ -47,26 +46,31 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def install_crds(plane: ControlPlane) -> None:
-    # Server-side apply: the NodeOverlay CRD is large enough that the client-side
-    # last-applied annotation would be wasteful.
-    plane.kubectl("apply", "--server-side", "-f", str(NODEOVERLAY_CRD), "-f", str(NODEPOOL_CRD))
-    plane.kubectl("wait", "--for=condition=Established", "crd/nodeoverlays.karpenter.sh",
-                  "crd/nodepools.karpenter.sh", "--timeout=60s")
-
-
 # --- objects ---------------------------------------------------------------------------------------
 
 def nodepool(name: str, labels: Mapping[str, str] | None = None, *, test: str = "") -> dict[str, Any]:
+    """A NodePool as operators write them and Karpenter's CRD requires: a node class reference,
+    requirements with Gt, limits, disruption, a taint. The guard reads its name, weight and template
+    labels; its requirements do not narrow the cells (SPEC section 3)."""
     meta: dict[str, Any] = {"name": name}
     if test:
         meta["labels"] = {TEST_LABEL: test}
-    template: dict[str, Any] = {"spec": {"requirements": [
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}}
+    template: dict[str, Any] = {"spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+            {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r", "p"],
+             "minValues": 2}],
+        "taints": [{"key": "e2e.overlay-guard.io/dedicated", "value": "batch", "effect": "NoSchedule"}],
+        "expireAfter": "720h"}}
     if labels:
         template["metadata"] = {"labels": dict(labels)}
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": meta,
-            "spec": {"template": template}}
+            "spec": {"template": template, "limits": {"cpu": "1000", "memory": "4000Gi"},
+                     "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
+                                    "budgets": [{"nodes": "10%"}]}}}
 
 
 def overlay(name: str, pool: str | None, *, weight: int | None = 10, family: str = "m5",

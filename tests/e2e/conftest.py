@@ -6,13 +6,15 @@ otherwise from hack/e2e-assets.sh, which builds them once into a cache.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from . import _crds
 from ._cluster import ControlPlane, ControlPlaneError, locate_assets, log_tail
-from ._guard import Guard, delete_labelled, install_crds, issue_certs, unique
+from ._guard import Guard, delete_labelled, issue_certs, unique
 
 # Remembered outside the fixture so the reporting hooks can name the logs
 # even when a test fails long after setup.
@@ -46,9 +48,20 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 @pytest.fixture(scope="session")
-def guard(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guard]:
-    """CRDs installed, the webhook running (`python -m webhook`) and registered by URL."""
-    install_crds(control_plane)
+def crds(control_plane: ControlPlane) -> _crds.Crds:
+    """Karpenter's own CRDs installed; see `dra_crd` for the project's extended NodeOverlay CRD."""
+    try:
+        installed = _crds.Crds(control_plane)
+        installed.use(_crds.KARPENTER)
+    except (ControlPlaneError, subprocess.CalledProcessError) as exc:
+        pytest.fail(f"Karpenter's CRDs could not be installed:\n{exc}", pytrace=False)
+    return installed
+
+
+@pytest.fixture(scope="session")
+def guard(control_plane: ControlPlane, crds: _crds.Crds,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guard]:
+    """Karpenter's CRDs installed, the webhook running (`python -m webhook`) and registered by URL."""
     certs = issue_certs(tmp_path_factory.mktemp("certs"))
     running = Guard(control_plane, certs)
     _guards.append(running)
@@ -62,6 +75,30 @@ def guard(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
         yield running
     finally:
         running.stop_all()
+
+
+def _swap(crds: _crds.Crds, guard: Guard, which: str) -> None:
+    if crds.current == which:
+        return
+    crds.use(which)
+    # A CRD update ends the API server's watches of its objects; the webhooks re-list.
+    for hook in (guard.webhook, *guard.extra):
+        if hook.running:
+            hook.wait_ready()
+
+
+@pytest.fixture
+def dra_crd(crds: _crds.Crds, guard: Guard) -> None:
+    """The project's DRA-extended NodeOverlay CRD in place of Karpenter's, installed with the README's
+    opt-in command; the next test without this fixture gets Karpenter's back."""
+    _swap(crds, guard, _crds.DRA)
+
+
+@pytest.fixture(autouse=True)
+def _karpenter_crds_unless_dra(request: pytest.FixtureRequest) -> None:
+    # Swapping only on a change keeps consecutive DRA tests on one swap, whatever the order.
+    if "guard" in request.fixturenames and "dra_crd" not in request.fixturenames:
+        _swap(request.getfixturevalue("crds"), request.getfixturevalue("guard"), _crds.KARPENTER)
 
 
 @pytest.fixture

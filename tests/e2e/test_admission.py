@@ -146,6 +146,8 @@ _DRA_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
 }
 
 
+# The DRA rules need the opt-in DRA-extended CRD; Karpenter's own refuses dynamicResources outright.
+@pytest.mark.usefixtures("dra_crd")
 @pytest.mark.parametrize("case", sorted(_DRA_CASES))
 def test_4_invalid_dra_is_refused_with_its_reason(guard: Guard, label: str, case: str) -> None:
     dra, layer, reasons = _DRA_CASES[case]
