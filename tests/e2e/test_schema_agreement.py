@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from lint import tree
-from simulation import model
 from simulation.evaluate import Document, check_overlay
+from simulation.semantics import model
 
 from ._cluster import REPO_ROOT, ControlPlane
 from ._guard import Guard
