@@ -6,6 +6,7 @@ the `python -m webhook` process: this module's `guard` is the session's, routed 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Iterator
 
@@ -86,3 +87,14 @@ def test_the_container_answers_reviews_as_the_image_user(guard: Guard, image: _i
     assert any(k.startswith("overlay-guard.io/") for k in notes)
     assert container.admissions() > before
     assert container.process_ids() == (65532, 65532)
+
+
+def test_the_dockerfile_agrees_with_the_image(image: _image.Image) -> None:
+    # The Dockerfile is the alternative for a Docker engine; what a Deployment relies on must match.
+    instructions = [line.split(None, 1) for line in (REPO_ROOT / "Dockerfile").read_text().splitlines()
+                    if line and not line.startswith((" ", "#"))]
+    last = {word.upper(): rest.strip() for word, rest in instructions}
+    config = image.config["config"]
+
+    assert last["USER"] == config["User"]
+    assert json.loads(last["ENTRYPOINT"]) == config["Entrypoint"]
