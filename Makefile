@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint bench demo run certs e2e-assets helm image clean
+.PHONY: install test unit lint bench demo run certs e2e-assets helm image karpenter-oracle clean
 
 install: $(STAMP)
 
@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
-# The image tests run the OCI image of `make image`.
-test: install helm image
+# The image tests run the OCI image of `make image`. The differential tests and `make bench` run
+# Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh).
+test: install helm image karpenter-oracle
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-unit: install helm
+unit: install helm karpenter-oracle
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 lint: install
@@ -28,7 +29,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: install
+bench: install karpenter-oracle
 	$(BIN)/python -m benchmarks
 
 demo: install
@@ -37,6 +38,9 @@ demo: install
 
 helm:
 	@bash hack/helm.sh >/dev/null
+
+karpenter-oracle:
+	@bash hack/karpenter-oracle.sh >/dev/null
 
 CERTS_DIR := .certs
 

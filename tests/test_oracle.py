@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from lint import views
 from simulation import evaluate as ev
@@ -182,7 +183,7 @@ def _readable(case: casefmt.Case) -> bool:
     try:
         case.input_documents()
         case.existing_documents()
-    except Exception:  # noqa: BLE001 - the parse-error cases are unreadable on purpose
+    except YAMLError:  # the parse-error cases are unreadable on purpose
         return False
     return True
 
@@ -191,7 +192,7 @@ CASES = [c for c in casefmt.discover() if _readable(c)]
 
 
 @pytest.fixture(scope="module")
-def case_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, Any], dict[str, Any], set[str]]]:
+def case_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Any, set[str]]]:
     """All cases through both sides: one oracle process for the whole corpus."""
     base = tmp_path_factory.mktemp("oracle-cases")
     catalog = cat.default()
@@ -222,8 +223,9 @@ def test_comparison_catches_a_one_ulp_price_difference() -> None:
     cell = {"offerings": [{"zone": "z", "capacityType": "spot", "price": price, "basePrice": 1.0,
                            "priceOverlay": "a"}], "capacity": {"cpu": "1"}, "capacityOverlays": {}}
     nudged = struct.unpack(">d", struct.pack(">Q", struct.unpack(">Q", struct.pack(">d", price))[0] + 1))[0]
-    oracle = {"offerings": [{"zone": "z", "capacityType": "spot", "price": nudged, "priceBits": _bits(nudged),
-                             "basePriceBits": _bits(1.0)}], "capacity": {"cpu": "1"}, "baseCapacity": {"cpu": "1"}}
+    offering = {"zone": "z", "capacityType": "spot", "price": nudged, "priceBits": _bits(nudged),
+                "basePriceBits": _bits(1.0)}
+    oracle: dict[str, Any] = {"offerings": [offering], "capacity": {"cpu": "1"}, "baseCapacity": {"cpu": "1"}}
     assert _compare_cell("p/t", cell, oracle)
     oracle["offerings"][0]["priceBits"] = _bits(price)
     assert not _compare_cell("p/t", cell, oracle)

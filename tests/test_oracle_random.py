@@ -1,0 +1,187 @@
+"""Random overlay sets through Karpenter's own controller and through the core (see
+tests/test_oracle.py for what is compared and which differences are deliberate).
+
+Each hypothesis example is a batch of sets, so one oracle process serves the whole batch; a
+failure shrinks to the smallest batch and set that still disagree. The generator keeps to
+overlays the API server accepts and leans on what makes Karpenter's store interesting: few
+weights (ties), every requirement operator on instance type, family, capacity type, zone,
+NodePool, NodePool template labels, integer labels and undefined keys, and every effect form.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulation.semantics import catalog as cat
+from tests import test_oracle as oracle
+
+FAMILIES = ("m5", "c6i", "r7g", "p5", "g5", "t3")
+SETS_PER_BATCH = 40
+BATCHES = 8
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+FAMILY = "karpenter.k8s.aws/instance-family"
+CPU = "karpenter.k8s.aws/instance-cpu"
+GENERATION = "karpenter.k8s.aws/instance-generation"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+ZONE = "topology.kubernetes.io/zone"
+NODEPOOL = "karpenter.sh/nodepool"
+POOLS = ("general", "gpu", "batch")
+TEMPLATE_LABELS = {"team": ("ml", "web"), "example.com/tier": ("1", "2", "3")}
+
+
+def _catalog_data() -> dict[str, Any]:
+    data = json.loads(oracle.DEFAULT_CATALOG.read_text(encoding="utf-8"))
+    data["instanceTypes"] = [t for t in data["instanceTypes"]
+                             if t["labels"].get(FAMILY) in FAMILIES and not t["name"].endswith("metal")]
+    return dict(data)
+
+
+CATALOG_DATA = _catalog_data()
+TYPE_NAMES = tuple(t["name"] for t in CATALOG_DATA["instanceTypes"])
+
+# key -> values to pick from (In/NotIn); integer keys also take Gt/Lt/Gte/Lte.
+VALUES: dict[str, tuple[str, ...]] = {
+    INSTANCE_TYPE: (*TYPE_NAMES[:12], "x9.huge"),
+    FAMILY: (*FAMILIES, "z1d"),
+    # "dedicated" alone is no capacity type Karpenter knows: RuntimeValidation fails.
+    CAPACITY_TYPE: ("on-demand", "spot", "reserved", "dedicated"),
+    ZONE: ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"),
+    NODEPOOL: (*POOLS, "default", "other"),
+    "team": TEMPLATE_LABELS["team"] + ("ops",),
+    "example.com/tier": TEMPLATE_LABELS["example.com/tier"],
+    CPU: ("2", "4", "8", "96", "192"),
+    GENERATION: ("5", "6", "7"),
+    "example.com/undefined": ("a",),
+}
+BOUND_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
+
+
+@st.composite
+def requirement(draw: st.DrawFn) -> dict[str, Any]:
+    key = draw(st.sampled_from(sorted(VALUES)))
+    op = draw(st.sampled_from(("In", "In", "NotIn", "Exists", "DoesNotExist", *BOUND_OPERATORS)))
+    if op in ("Exists", "DoesNotExist"):
+        return {"key": key, "operator": op}
+    if op in BOUND_OPERATORS:
+        # Bounds on non-integer labels (zone, family) are legal too and match nothing there.
+        return {"key": key, "operator": op, "values": [str(draw(st.sampled_from((0, 1, 4, 6, 8, 100))))]}
+    values = draw(st.lists(st.sampled_from(VALUES[key]), min_size=1, max_size=3, unique=True))
+    return {"key": key, "operator": op, "values": values}
+
+
+PRICES = ("0", "0.5", "1.25", "3", "0.0421", "10.123456789")
+ADJUSTMENTS = ("+0.1", "-0.05", "-1", "+10%", "-25%", "-100%", "+0.5%", "-33.3%", "+.7", "-99%", "+0")
+CAPACITIES = ({"example.com/widget": "2"}, {"example.com/widget": "500m"}, {"example.com/gadget": "1Gi"},
+              {"example.com/widget": "3", "example.com/gadget": "1k"}, {"nvidia.com/gpu": "8"},
+              {"hugepages-2Mi": "64Mi"})
+
+
+@st.composite
+def overlay(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    weight = draw(st.sampled_from((None, 1, 1, 10)))
+    if weight is not None:
+        spec["weight"] = weight
+    # The CRD requires the field; an empty list is allowed and matches everything.
+    spec["requirements"] = draw(st.lists(requirement(), max_size=3))
+    price = draw(st.sampled_from(("none", "price", "adjustment", "adjustment")))
+    if price == "price":
+        spec["price"] = draw(st.sampled_from(PRICES))
+    elif price == "adjustment":
+        spec["priceAdjustment"] = draw(st.sampled_from(ADJUSTMENTS))
+    if draw(st.booleans()):
+        spec["capacity"] = dict(draw(st.sampled_from(CAPACITIES)))
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": spec}
+
+
+@st.composite
+def nodepool(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    labels = {k: draw(st.sampled_from(v)) for k, v in TEMPLATE_LABELS.items() if draw(st.booleans())}
+    template: dict[str, Any] = {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                          "name": "default"}}}
+    if labels:
+        template["metadata"] = {"labels": labels}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"template": template}}
+
+
+@st.composite
+def overlay_set(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(min_value=2, max_value=10))
+    names = draw(st.permutations([f"ov-{c}" for c in "abcdefghij"]))[:count]
+    pools = draw(st.lists(st.sampled_from(POOLS), max_size=3, unique=True))
+    return [*(draw(nodepool(p)) for p in pools), *(draw(overlay(n)) for n in names)]
+
+
+@functools.cache
+def core_catalog() -> cat.Catalog:
+    return cat.from_json(CATALOG_DATA)
+
+
+@pytest.fixture(scope="module")
+def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("oracle-catalog") / "catalog.json"
+    path.write_text(json.dumps(CATALOG_DATA), encoding="utf-8")
+    return path
+
+
+def test_generator_covers_the_catalog() -> None:
+    assert len(TYPE_NAMES) >= 30
+    assert any(t.startswith("p5.") for t in TYPE_NAMES) and any(t.startswith("r7g.") for t in TYPE_NAMES)
+
+
+def test_random_sets_agree_with_karpenter(catalog_file: Path) -> None:
+    catalog = core_catalog()
+    seen: collections.Counter[str] = collections.Counter()
+
+    @settings(max_examples=BATCHES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(batch=st.lists(overlay_set(), min_size=SETS_PER_BATCH // 2, max_size=SETS_PER_BATCH))
+    def agree(batch: list[list[dict[str, Any]]]) -> None:
+        with oracle.tempdir() as tmp:
+            ours, dirs = [], []
+            for i, objects in enumerate(batch):
+                simulated, refused = oracle.project(objects, catalog)
+                assert not refused, f"the generator made an overlay the API server refuses: {sorted(refused)}"
+                ours.append(simulated)
+                dirs.append(oracle.write_objects(Path(tmp) / f"set-{i}", objects))
+            theirs = oracle.run_oracle(dirs, catalog_file)
+        for objects, mine, other in zip(batch, ours, theirs, strict=True):
+            problems = oracle.compare(mine, other)
+            assert not problems, "\n  ".join(["disagreement:", *problems, "set:", _dump(objects)])
+            seen.update(o["status"] for o in other["overlays"].values())
+            seen.update(_changes(other))
+        seen["sets"] += len(batch)
+
+    agree()
+    # The comparison is only worth as much as what the sets make Karpenter do.
+    assert seen["sets"] >= BATCHES * SETS_PER_BATCH // 2, seen
+    for outcome in ("Applied", "Conflict", "Invalid", "price", "capacity"):
+        assert seen[outcome] > 0, f"no random set produced {outcome}: {seen}"
+    print(f"random sets compared with Karpenter: {seen['sets']} ({dict(seen)})")
+
+
+def _changes(result: Mapping[str, Any]) -> set[str]:
+    out = set()
+    for cells in (result.get("nodepools") or {}).values():
+        for cell in cells.values():
+            if any(o["priceBits"] != o["basePriceBits"] for o in cell["offerings"]):
+                out.add("price")
+            if cell["capacity"] != cell["baseCapacity"]:
+                out.add("capacity")
+    return out
+
+
+def _dump(objects: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(json.dumps(o, sort_keys=True) for o in objects)
