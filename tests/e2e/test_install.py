@@ -163,6 +163,18 @@ def test_readme_helm_install_enforces(unrouted: Guard, label: str, tmp_path: Pat
         for key in ("ca.crt", "tls.crt", "tls.key"):
             assert (kept.directory / key).read_bytes() == (issued.directory / key).read_bytes(), key
         _denies_a_conflict(guard, hook, label)
+
+        # Near expiry (its renew-after in the past), the next upgrade re-issues the serving certificate
+        # from the same CA: the caBundle the API server holds stays valid.
+        plane.kubectl("annotate", "--overwrite", "secret", "-n", NAMESPACE, "overlay-guard-tls",
+                      "overlay-guard.io/renew-after=1")
+        _helm(plane, home, "upgrade", RELEASE, "charts/overlay-guard", "--namespace", NAMESPACE, "--reuse-values")
+        renewed = _secret_files(plane, tmp_path / "renewed")
+        assert (renewed.directory / "tls.crt").read_bytes() != (issued.directory / "tls.crt").read_bytes()
+        assert (renewed.directory / "ca.crt").read_bytes() == (issued.directory / "ca.crt").read_bytes()
+        config = json.loads(plane.kubectl("get", "validatingwebhookconfiguration", RELEASE, "-o", "json").stdout)
+        bundle = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"])
+        assert bundle == (issued.directory / "ca.crt").read_bytes()
     finally:
         _helm(plane, home, "uninstall", RELEASE, "--namespace", NAMESPACE)
         if hook is not None:
