@@ -114,3 +114,24 @@ async def test_a_watch_delete_clears_the_hold(tmp_path: Path) -> None:
         assert srv.cache.pending_count() == 0
         # No reader needed: the hold is gone.
         assert (await post(srv, review(conflicting("after", "1"))))[0] is True
+
+
+async def test_every_hold_is_confirmed_at_once(tmp_path: Path) -> None:
+    """More invented holds than the confirmation rounds would reach ten at a time, each on its own
+    offering (so they do not conflict with each other) and all conflicting with one real write."""
+    types = [f"m5.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")]
+    offerings = [(t, z, ct) for t in types for z in ("us-east-1a", "us-east-1b", "us-east-1c")
+                 for ct in ("on-demand", "spot")][:35]
+    async with serving(tmp_path, [nodepool("p")]) as srv:
+        for i, (t, zone, ct) in enumerate(offerings):
+            forged = overlay(f"forged-{i}", weight=50, family="m5", price="9", extra=[
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [t]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [ct]}])
+            assert (await post(srv, review(forged)))[0] is True, i
+        assert srv.cache.pending_count() == len(offerings)
+        api = FakeApi([nodepool("p")])
+        srv.cache.reader, srv.cache.confirm_window = api.read, 0.5
+        allowed, seconds = await post(srv, review(overlay("real", weight=50, family="m5", price="1")))
+        assert allowed is True and seconds < 5, seconds
+        assert set(srv.cache.snapshot.pending) == {(NO, "real")}

@@ -25,18 +25,17 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from simulation import catalog as cat
 from simulation import evaluate as ev
-from simulation import findings
-from simulation.semantics import catalog as cat
-from simulation.semantics import model
+from simulation import findings, model
 from webhook import store, verdict
 from webhook.store import Key, Store
 
 log = logging.getLogger("overlay-guard.state")
 # How long an UPDATE of a still-pending object waits for a Prepared holding that version.
 REBASE_WAIT = 2.0
-# Objects confirmed per denial, and rounds of judging again without the missing ones: bounds
-# the reads one request can cause.
+# Cached objects confirmed per round (held ones are all confirmed at once, see `_confirmed`),
+# and rounds of judging again without the missing ones: bounds the reads one request causes.
 MAX_CONFIRM = 10
 CONFIRM_ROUNDS = 3
 # When, as fractions of the confirmation window, a held object is read again while absent: a
@@ -316,13 +315,19 @@ class Cache:
         checked: set[Key] = set()
         gone: set[Key] = set()
         for _ in range(CONFIRM_ROUNDS):
+            snap = self._snapshot
             keys = [k for k in ((r.kind, r.name) for r in verdict.grounds(report, subject))
                     if k not in checked and k[0] in store.KINDS][:MAX_CONFIRM]
+            if any(k in snap.pending for k in keys):
+                # Every hold at once: held objects are what anyone can invent, and a batch of
+                # them must not outlast the rounds by being confirmed ten at a time.
+                now, own = self._clock(), (model.NODEOVERLAY, subject.name)
+                keys += [k for k, p in snap.pending.items()
+                         if p.expires > now and k != own and k not in checked and k not in keys]
             if not keys:
                 return report
             checked.update(keys)
             self.confirmations += 1
-            snap = self._snapshot
             results = await asyncio.gather(*(self._check(k, snap) for k in keys))
             held = [k for k, (drop_hold, _) in zip(keys, results, strict=True) if drop_hold]
             stale = [k for k, (_, absent) in zip(keys, results, strict=True) if absent]
