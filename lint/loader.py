@@ -1,7 +1,9 @@
 """Input files to core Documents, with a handle table that maps findings back to file positions.
 
-Everything that can go wrong with the content of an input becomes a `parse-error` finding; only
-inputs that cannot be read at all (missing, unreadable) raise InputError.
+Everything that can go wrong with the content of an input becomes a `parse-error` finding, whatever
+type any field holds. A path met in a directory walk that cannot be read becomes an
+`unreadable-input` finding (the run then exits 2); only inputs named on the command line that
+cannot be read raise InputError.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from lint import reader, tree
+from lint import reader, shapes, tree
 from lint.positions import Origin, Table, split_items
 from simulation import findings
 from simulation.evaluate import Document
@@ -31,6 +33,8 @@ class Loaded:
     problems: list[findings.Finding] = dataclasses.field(default_factory=list)
     ignored: int = 0
     skipped: int = 0
+    # Paths found in a directory walk that could not be read: the run exits 2.
+    unreadable: int = 0
 
     @property
     def objects(self) -> int:
@@ -42,6 +46,7 @@ class Loaded:
         self.problems += other.problems
         self.ignored += other.ignored
         self.skipped += other.skipped
+        self.unreadable += other.unreadable
 
 
 def cannot_matter(text: str) -> bool:
@@ -80,6 +85,13 @@ class Loader:
     def load_text(self, text: reader.Text, candidate: bool = True) -> Loaded:
         out = Loaded()
         name = text.source.name
+        if text.unreadable:
+            handle = self.table.add(Origin(name, 0))
+            out.problems.append(findings.make(
+                "unreadable-input", findings.ObjectRef(FILE_KIND, name), (),
+                f"{name}: {text.problem or 'cannot be read'}; the rest of the input is checked", source=handle))
+            out.unreadable += 1
+            return out
         if text.text is None:
             out.problems.append(self._problem(name, 0, text.problem or "unreadable", text.position))
             return out
@@ -115,39 +127,65 @@ class Loader:
             out.problems.append(self._problem(
                 name, parsed.index, f"a document must be a mapping (an object), not {_describe(obj)}", where))
             return
-        if obj.get("kind") in LIST_KINDS and "items" in obj:
+        if model.kind_of(obj) in LIST_KINDS and "items" in obj:
             items = obj["items"]
             if not isinstance(items, list):
                 where = parsed.positions.get(("items",), where)
-                out.problems.append(self._problem(name, parsed.index, "the items of a List must be a list",
-                                                  where))
+                out.problems.append(self._problem(
+                    name, parsed.index, f"the items of a List must be a list, not {_describe(items)}", where))
                 return
             item_positions = split_items(parsed.positions, "items")
+            item_plain = split_items(parsed.plain, "items")
             for i, item in enumerate(items):
                 origin = Origin(name, parsed.index, item_positions.get(i, {}), item=i)
-                self._object(out, name, item, origin, candidate)
+                self._object(out, name, item, origin, item_plain.get(i, {}), candidate)
             return
-        self._object(out, name, obj, Origin(name, parsed.index, parsed.positions), candidate)
+        self._object(out, name, obj, Origin(name, parsed.index, parsed.positions), parsed.plain, candidate)
 
-    def _object(self, out: Loaded, name: str, obj: Any, origin: Origin, candidate: bool) -> None:
+    def _object(self, out: Loaded, name: str, obj: Any, origin: Origin, plain: Mapping[tree.Path, str],
+                candidate: bool) -> None:
+        what = f"List item {origin.item}" if origin.item is not None else "the document"
         if not isinstance(obj, dict):
-            what = f"List item {origin.item}" if origin.item is not None else "a document"
-            handle = self.table.add(origin)
-            out.problems.append(findings.make(
-                "parse-error", findings.ObjectRef(FILE_KIND, name), (),
-                f"{what} must be a mapping (an object), not {_describe(obj)}", source=handle))
+            self._wrong(out, name, origin, FILE_KIND, (), f"{what} must be a mapping (an object), "
+                                                         f"not {_describe(obj)}")
             return
+        # Without a string kind a document cannot be told apart from any other: it is reported
+        # rather than guessed at. The apiVersion of other kinds is none of our business.
+        fields = ("kind", "apiVersion") if model.kind_of(obj) in RELEVANT_KINDS else ("kind",)
+        for field in fields:
+            if field in obj and not isinstance(obj[field], str):
+                self._wrong(out, name, origin, FILE_KIND, (field,),
+                            f"{field} must be a string, not {_describe(obj[field])}; {what} is not checked")
+                return
         if not is_relevant(obj):
             out.ignored += 1
             return
-        handle = self.table.add(origin)
         kind = model.kind_of(obj) or FILE_KIND
-        if model.name_of(obj) is None:
-            out.problems.append(findings.make(
-                "parse-error", findings.ObjectRef(kind, name), ("metadata", "name"),
-                f"{kind} without metadata.name: every object needs a name; ignored", source=handle))
+        meta = obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            self._wrong(out, name, origin, kind, ("metadata",),
+                        f"{kind} metadata must be a mapping (an object), not {_describe(meta)}; not checked")
             return
-        self._keep(out, obj, handle, candidate)
+        handle = self.table.add(origin)
+        # First, as it repairs quoting slips (`name: on`) that the checks below would trip on.
+        problems, usable = shapes.check(obj, plain)
+        ref = findings.ObjectRef(kind, model.name_of(obj) or name)
+        out.problems += [findings.make("parse-error", ref, p.path, p.message, source=handle) for p in problems]
+        if model.name_of(obj) is None:
+            raw = None if meta is None else meta.get("name")
+            message = (f"{kind} without metadata.name: every object needs a name; ignored" if raw in (None, "")
+                       else f"{kind} metadata.name must be a string, not {_describe(raw)}; not checked")
+            if not any(p.path == ("metadata", "name") for p in problems):
+                out.problems.append(findings.make("parse-error", findings.ObjectRef(kind, name),
+                                                  ("metadata", "name"), message, source=handle))
+            return
+        if usable:
+            self._keep(out, obj, handle, candidate)
+
+    def _wrong(self, out: Loaded, name: str, origin: Origin, kind: str, path: tuple[str, ...],
+               message: str) -> None:
+        out.problems.append(findings.make("parse-error", findings.ObjectRef(kind, name), path, message,
+                                          source=self.table.add(origin)))
 
     def _keep(self, out: Loaded, obj: Mapping[str, Any], handle: int, candidate: bool) -> None:
         if model.kind_of(obj) == model.INSTANCETYPE:
@@ -163,6 +201,8 @@ class Loader:
 def _describe(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
     if isinstance(value, str):
         return "a string"
     if isinstance(value, bool):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TypeVar
 
 from lint.tree import Path, Position
 from simulation import findings
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,10 +69,11 @@ class Table:
         return Location(origin.file, *(found if found is not None else (None, None)))
 
 
-def split_items(positions: Mapping[Path, Position], key: str) -> dict[int, dict[Path, Position]]:
-    """Positions of every element of the list under `key`, relative to the element, in one pass
-    (a `kind: List` with thousands of items must not rescan the map per item)."""
-    out: dict[int, dict[Path, Position]] = {}
+def split_items(positions: Mapping[Path, T], key: str) -> dict[int, dict[Path, T]]:
+    """Entries (positions, or anything else keyed by path) of every element of the list under
+    `key`, relative to the element, in one pass (a `kind: List` with thousands of items must not
+    rescan the map per item)."""
+    out: dict[int, dict[Path, T]] = {}
     for p, pos in positions.items():
         if len(p) >= 2 and p[0] == key and isinstance(p[1], int):
             out.setdefault(p[1], {})[p[2:]] = pos

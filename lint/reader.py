@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import errno
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
@@ -32,6 +34,8 @@ class Source:
     path: str | None  # None for stdin
     # Found by walking a directory rather than named by the user.
     walked: bool = False
+    # Why a walked path cannot be read (it is reported, and the rest of the walk is read).
+    problem: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Text:
     # Why the file was refused before parsing, and where.
     problem: str | None = None
     position: Position = (1, 1)
+    # The file could not be read at all (as opposed to content refused).
+    unreadable: bool = False
 
 
 def discover(args: Sequence[str]) -> Iterator[Source]:
@@ -58,19 +64,47 @@ def discover(args: Sequence[str]) -> Iterator[Source]:
 
 
 def _walk(root: str) -> Iterator[Source]:
-    def fail(err: OSError) -> None:
-        raise InputError(f"{err.filename or root}: {err.strerror or err}")
+    found: list[tuple[tuple[str, ...], Source]] = []
 
-    found: list[tuple[tuple[str, ...], str]] = []
-    for directory, subdirs, files in os.walk(root, onerror=fail):
+    def key(path: str) -> tuple[str, ...]:
+        return tuple(os.path.relpath(path, root).split(os.sep))
+
+    def unlistable(err: OSError) -> None:
+        # A subdirectory that cannot be listed: reported, and the walk goes on.
+        path = err.filename or root
+        found.append((key(path), Source(path, path, walked=True, problem=_reason(err))))
+
+    for directory, subdirs, files in os.walk(root, onerror=unlistable):
         subdirs[:] = [d for d in subdirs if d not in _SKIPPED_DIRS]
         for name in files:
             if name.lower().endswith(SUFFIXES):
                 path = os.path.join(directory, name)
-                found.append((tuple(os.path.relpath(path, root).split(os.sep)), path))
+                found.append((key(path), Source(path, path, walked=True, problem=_unreadable(path))))
     # Sorted as a tree (component by component), as `ls -R` or an editor shows it.
-    for _, path in sorted(found):
-        yield Source(path, path, walked=True)
+    for _, source in sorted(found, key=lambda pair: pair[0]):
+        yield source
+
+
+def _unreadable(path: str) -> str | None:
+    """Why a file met in a directory walk cannot be read, judged without opening it: opening a
+    FIFO blocks until a writer comes, and a device can be endless."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        if os.path.islink(path) and err.errno == errno.ENOENT:
+            return f"dangling symbolic link to {os.readlink(path)!r}"
+        return _reason(err)
+    if stat.S_ISREG(mode):
+        return None
+    what = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+    return f"{what}, not read"
+
+
+def _reason(err: OSError) -> str:
+    if err.errno == errno.ELOOP:
+        return "symbolic link loop"
+    return err.strerror or str(err)
 
 
 def read(source: Source, max_bytes: int, stdin: BinaryIO | None = None) -> Text:
@@ -85,17 +119,32 @@ def read(source: Source, max_bytes: int, stdin: BinaryIO | None = None) -> Text:
         if len(data) > max_bytes:
             return _too_big(source, max_bytes)
         return decode(source, data)
+    if source.problem is not None:
+        return Text(source, None, source.problem, unreadable=True)
     try:
-        with open(source.path, "rb") as handle:
-            # Checked before reading: a huge file is refused without loading it.
-            if os.fstat(handle.fileno()).st_size > max_bytes:
-                return _too_big(source, max_bytes)
-            data = handle.read(max_bytes + 1)  # files that lie about their size (pipes, /proc)
+        data = _read_file(source.path, max_bytes, regular_only=source.walked)
     except OSError as err:
-        raise InputError(f"{source.name}: {err.strerror or err}") from None
-    if len(data) > max_bytes:
+        if source.walked:
+            return Text(source, None, _reason(err), unreadable=True)
+        raise InputError(f"{source.name}: {_reason(err)}") from None
+    if data is None or len(data) > max_bytes:
         return _too_big(source, max_bytes)
     return decode(source, data)
+
+
+def _read_file(path: str, max_bytes: int, *, regular_only: bool) -> bytes | None:
+    """The file's bytes, or None when it is larger than max_bytes. A file named on the command
+    line may be a pipe (`<(...)`); one met in a walk must be a regular file, and is opened
+    non-blocking in case it was swapped for a FIFO since it was looked at."""
+    extra = os.O_NONBLOCK if regular_only else 0
+    with open(path, "rb", opener=lambda name, flags: os.open(name, flags | extra)) as handle:
+        info = os.fstat(handle.fileno())
+        if regular_only and not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file, not read", path)
+        # Checked before reading: a huge file is refused without loading it.
+        if info.st_size > max_bytes:
+            return None
+        return handle.read(max_bytes + 1)  # files that lie about their size (pipes, /proc)
 
 
 def _too_big(source: Source, max_bytes: int) -> Text:

@@ -18,7 +18,8 @@ TOOL = "overlay-lint"
 
 # One line per code: the "when" column of the contract (SPEC section 4).
 DESCRIPTIONS = {
-    "parse-error": "YAML or JSON input that cannot be read",
+    "parse-error": "YAML or JSON input that cannot be read, or a field of the wrong type",
+    "unreadable-input": "A path inside a given directory that cannot be read (dangling link, permission, FIFO)",
     "schema": "The API server would reject the object (CRD schema or CEL rules)",
     "runtime-invalid": "Karpenter's runtime validation marks the overlay Invalid and ignores it",
     "duplicate-object": "Two inputs with the same kind and name",

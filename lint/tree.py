@@ -52,6 +52,9 @@ class Parsed:
     value: Any = None
     positions: dict[Path, Position] = dataclasses.field(default_factory=dict)
     problem: Problem | None = None
+    # Unquoted scalars that YAML typed as a boolean or number, with the text as written: where a
+    # string belongs, the user meant the text (`team: on`) and is told to quote it.
+    plain: dict[Path, str] = dataclasses.field(default_factory=dict)
 
 
 class _Refused(Exception):
@@ -264,7 +267,9 @@ class _Builder:
             return
         value = scalar(event, self.version)
         self._remember(event.anchor, value, 1)
-        self._child_path(pos)
+        path = self._child_path(pos)
+        if event.style is None and event.tag is None and isinstance(value, bool | int | float):
+            self.parsed.plain[path] = event.value
         self._attach(value, 1, pos)
 
     def _start(self, event: events.CollectionStartEvent) -> None:
@@ -332,7 +337,7 @@ def documents(text: str) -> Iterator[Parsed]:
                 try:
                     builder.feed(event)
                 except _Refused as refused:
-                    yield dataclasses.replace(builder.parsed, value=None, positions={},
+                    yield dataclasses.replace(builder.parsed, value=None, positions={}, plain={},
                                               problem=refused.problem)
                     if refused.fatal:
                         return

@@ -25,6 +25,7 @@ class Severity(enum.IntEnum):
 # code -> severity; the stable contract of SPEC section 4.
 CODES: Mapping[str, Severity] = {
     "parse-error": Severity.ERROR,
+    "unreadable-input": Severity.ERROR,
     "schema": Severity.ERROR,
     "runtime-invalid": Severity.ERROR,
     "duplicate-object": Severity.ERROR,

@@ -5,8 +5,12 @@ from __future__ import annotations
 import builtins
 import io
 import json
+import os
 import pathlib
+import socket
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -400,3 +404,149 @@ def test_json_surrogate_escapes(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, "s.json", text)
     assert cli.main(["check", path, "--catalog", CATALOG], stdout=out, stderr=err) == 1
     out.getvalue().encode("utf-8")  # printable: no lone surrogates reach the output
+
+
+# --- paths inside a directory that cannot be read --------------------------------------------------
+
+def _dangling(d: pathlib.Path) -> pathlib.Path:
+    (d / "gone.yaml").symlink_to(d / "deleted.yaml")
+    return d / "gone.yaml"
+
+
+def _loop(d: pathlib.Path) -> pathlib.Path:
+    (d / "loop.yaml").symlink_to("loop.yaml")
+    return d / "loop.yaml"
+
+
+def _fifo(d: pathlib.Path) -> pathlib.Path:
+    os.mkfifo(d / "pipe.yaml")  # nobody ever writes: opening it for reading would block
+    return d / "pipe.yaml"
+
+
+def _device(d: pathlib.Path) -> pathlib.Path:
+    (d / "zero.yaml").symlink_to("/dev/zero")  # endless
+    return d / "zero.yaml"
+
+
+def _socket(d: pathlib.Path) -> pathlib.Path:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(d / "s.yaml"))
+    sock.close()
+    return d / "s.yaml"
+
+
+UNREADABLE: dict[str, tuple[Callable[[pathlib.Path], pathlib.Path], str]] = {
+    "dangling symlink": (_dangling, "dangling symbolic link"),
+    "symlink loop": (_loop, "symbolic link loop"),
+    "fifo": (_fifo, "FIFO"),
+    "device": (_device, "device"),
+    "socket": (_socket, "socket"),
+}
+
+
+def _conflicting_pair(d: pathlib.Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    write(d, "a.yaml", OVERLAY.format(name="a", weight=7))
+    write(d, "sub/b.yaml", OVERLAY.format(name="b", weight=7))
+
+
+def _run_bounded(*args: str) -> tuple[int, dict[str, Any], str]:
+    """`run`, failing (instead of hanging the suite) if a read blocks."""
+    box: list[tuple[int, dict[str, Any], str]] = []
+    worker = threading.Thread(target=lambda: box.append(run(*args)), daemon=True)
+    worker.start()
+    worker.join(BOUND)
+    assert box, "overlay-lint blocked on an input"
+    return box[0]
+
+
+def _assert_unreadable_reported(data: dict[str, Any], path: pathlib.Path, needle: str) -> None:
+    unreadable = [f for f in data["findings"] if f["code"] == "unreadable-input"]
+    assert [f["file"] for f in unreadable] == [str(path)], data["findings"]
+    assert needle in unreadable[0]["message"] and unreadable[0]["severity"] == "error"
+    # The rest of the directory was read and checked.
+    assert "same-weight-conflict" in {f["code"] for f in data["findings"]}
+    assert data["summary"]["objects"] == 2
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_unreadable_path_in_a_directory(tmp_path: pathlib.Path, case: str) -> None:
+    make, needle = UNREADABLE[case]
+    root = tmp_path / "repo"
+    _conflicting_pair(root)
+    bad = make(root / "sub")
+    code, data, err = _run_bounded(str(root))
+    assert code == 2, err
+    _assert_unreadable_reported(data, bad, needle)
+
+
+def test_permission_denied_in_a_directory(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Root reads anything, so the denial is injected rather than made with chmod.
+    root = tmp_path / "repo"
+    _conflicting_pair(root)
+    secret = pathlib.Path(write(root, "secret.yaml", OVERLAY.format(name="s", weight=1)))
+    real_open = builtins.open
+
+    def deny(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) == str(secret):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "open", deny, raising=False)
+    code, data, _ = run(str(root))
+    assert code == 2
+    _assert_unreadable_reported(data, secret, "Permission denied")
+
+
+def test_unlistable_subdirectory(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    _conflicting_pair(root)
+    locked = root / "locked"
+    locked.mkdir()
+    write(locked, "hidden.yaml", OVERLAY.format(name="h", weight=1))
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, data, _ = run(str(root))
+    assert code == 2
+    _assert_unreadable_reported(data, locked, "Permission denied")
+
+
+@pytest.mark.parametrize("fmt", ["text", "sarif", "github", "junit"])
+def test_unreadable_input_in_every_format(tmp_path: pathlib.Path, fmt: str) -> None:
+    root = tmp_path / "repo"
+    _conflicting_pair(root)
+    bad = _dangling(root)
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["check", str(root), "--catalog", CATALOG, "--format", fmt], stdout=out, stderr=err)
+    assert code == 2 and "unreadable-input" in out.getvalue() and str(bad) in out.getvalue()
+
+
+def test_simulate_exits_2_on_an_unreadable_input(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "repo"
+    _conflicting_pair(root)
+    _fifo(root)
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["simulate", str(root), "--catalog", CATALOG], stdout=out, stderr=err)
+    assert code == 2 and "unreadable-input" in err.getvalue() and "pipe.yaml" in err.getvalue()
+
+
+def test_a_fifo_named_on_the_command_line_is_read(tmp_path: pathlib.Path) -> None:
+    """`overlay-lint check <(kustomize build)`: a pipe given by name is input, not a problem."""
+    pipe = tmp_path / "named.yaml"
+    os.mkfifo(pipe)
+
+    def feed() -> None:
+        with pipe.open("w") as fh:
+            fh.write(OVERLAY.format(name="piped", weight=1))
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    code, data, _ = _run_bounded(str(pipe))
+    writer.join(BOUND)
+    assert code == 0 and data["summary"]["objects"] == 1
