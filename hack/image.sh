@@ -237,8 +237,9 @@ build_base() {
 
   drop_packages "$rootfs" "$tmp/debs" "${dropped_packages[@]}"
   write_status "$rootfs" "$tmp/debs" "${dropped_packages[@]}" >"$dir/packages.txt"
+  # apt's directories go too: the image has no apt, and their owner (_apt) varies between builds.
   rm -rf "$rootfs"/usr/share/{doc,man,info,locale,lintian,bug} "$rootfs"/var/cache/* "$rootfs"/var/log/* \
-    "$rootfs"/etc/{hostname,resolv.conf} "$rootfs"/dev/*
+    "$rootfs"/etc/{hostname,resolv.conf,apt} "$rootfs"/var/lib/apt "$rootfs"/dev/*
   printf 'root:x:0:0:root:/root:/nonexistent\nnonroot:x:%d:%d:nonroot:/home/nonroot:/nonexistent\n' \
     "$uid" "$uid" >"$rootfs/etc/passwd"
   printf 'root:x:0:\nnonroot:x:%d:\n' "$uid" >"$rootfs/etc/group"
