@@ -25,9 +25,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from simulation import catalog as cat
 from simulation import evaluate as ev
-from simulation import findings, model
+from simulation import findings
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
 from webhook import store, verdict
 from webhook.store import Key, Store
 
