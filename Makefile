@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint bench demo run certs e2e-assets helm image karpenter-oracle clean
+.PHONY: install test unit lint bench demo run certs e2e-assets helm image karpenter-oracle clean fuzz
 
 install: $(STAMP)
 
@@ -25,9 +25,17 @@ unit: install helm karpenter-oracle
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 lint: install
-	$(BIN)/ruff check simulation lint webhook certs tests
+	$(BIN)/ruff check simulation lint webhook certs tests fuzz
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# Coverage-guided fuzzing (atheris/libFuzzer) of the loader, the admission handler, the core against
+# tests/reference.py and the quantity parser: FUZZ_SECONDS per target, nice'd, one after another;
+# corpus, crashes and logs under ${OVERLAY_GUARD_CACHE:-~/.cache/overlay-guard}/fuzz. `make test` runs
+# each for a few seconds (tests/test_fuzz.py).
+FUZZ_SECONDS ?= 300
+fuzz: install
+	$(BIN)/python -m fuzz --seconds $(FUZZ_SECONDS) --nice 10 --keep-going
 
 bench: install karpenter-oracle
 	$(BIN)/python -m benchmarks
