@@ -18,7 +18,6 @@ def test_target_runs_briefly_without_a_crash(tmp_path: pathlib.Path, target: str
     result = driver.run(target, BRIEF_SECONDS, tmp_path)
     assert result.ok, result.log.read_text(errors="replace")[-3000:]
     assert result.inputs > 0 and 0 < result.peak_rss_mb < driver.RSS_LIMIT_MB
-    assert list((tmp_path / "corpus" / target).iterdir()), "the run kept no corpus"
 
 
 def test_a_failing_target_is_reported_with_its_input(tmp_path: pathlib.Path) -> None:
