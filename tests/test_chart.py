@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,18 @@ def test_schema_rejects_bad_values(tmp_path: Path, bad: tuple[str, ...]) -> None
     done = tools.helm_template(tmp_path, *args, check=False)
     assert done.returncode == 1, done.stdout[:500]
     assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+
+
+def test_packaged_chart_carries_the_linked_crd(tmp_path: Path) -> None:
+    # files/ links to manifests/crd/; a packaged chart must hold the file itself.
+    env = tools.helm_env(tmp_path)
+    done = subprocess.run([tools.helm(), "package", str(tools.CHART), "-d", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    (archive,) = tmp_path.glob("overlay-guard-*.tgz")
+    rendered = subprocess.run([tools.helm(), "template", "overlay-guard", str(archive), "--set", "draCRD.enabled=true"],
+                              capture_output=True, text=True, timeout=120, env=env)
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in YAML(typ="safe", pure=True).load_all(rendered.stdout) if d]
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 1 and "dynamicResources" in json.dumps(crds[0])
