@@ -67,6 +67,7 @@ async def test_a_forged_hold_is_dropped_and_the_real_write_admitted(tmp_path: Pa
         assert (NO, "forged") in api.reads
         # The forged hold is gone; the real one is held instead.
         assert set(srv.cache.snapshot.pending) == {(NO, "real")}
+        assert (srv.cache.dropped_holds, srv.cache.stale_objects) == (1, 0)
 
 
 async def test_a_real_create_in_flight_still_wins_the_race(tmp_path: Path) -> None:
@@ -88,6 +89,7 @@ async def test_a_cached_object_the_api_server_no_longer_has_does_not_deny(tmp_pa
         srv.cache.reader = api.read
         allowed, seconds = await post(srv, review(conflicting("replacement", "1")))
         assert allowed is True and seconds < 2, seconds
+        assert (srv.cache.dropped_holds, srv.cache.stale_objects) == (0, 1)
         # While it does exist, the denial stands.
         api.put(deleted)
         assert (await post(srv, review(conflicting("another", "1"), dry_run=True)))[0] is False

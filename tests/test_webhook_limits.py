@@ -49,6 +49,15 @@ async def webhook(tmp: Path, *flags: str) -> AsyncIterator[tuple[Process, Pki]]:
         assert proc.stop() == 0
 
 
+async def rejected(proc: Process, reason: str) -> float:
+    """overlay_guard_connections_rejected_total of the webhook port for `reason`."""
+    async with aiohttp.ClientSession() as session, session.get(
+            f"http://127.0.0.1:{proc.metrics_port}/metrics") as resp:
+        text = await resp.text()
+    needle = f'overlay_guard_connections_rejected_total{{port="webhook",reason="{reason}"}} '
+    return float(next(line for line in text.splitlines() if line.startswith(needle)).split()[-1])
+
+
 async def closed_after(reader: asyncio.StreamReader, limit: float, began: float | None = None) -> float:
     """Seconds from `began` (default now) until the server closes the connection (EOF or reset)."""
     began = time.monotonic() if began is None else began
@@ -89,6 +98,7 @@ async def test_silent_and_half_sent_requests_are_closed_after_the_header_timeout
         assert await response(kept_r) == 200
         for w in (silent_w, half_w, raw_w, kept_w):
             w.close()
+        assert await rejected(proc, "header_timeout") == 2 and await rejected(proc, "handshake") == 1
     messages = {line.get("msg") for line in proc.lines()}
     assert "connections closed: no complete request headers in time" in messages
     assert "TLS handshakes failed or timed out" in messages
@@ -125,6 +135,7 @@ async def test_connections_over_the_cap_are_refused_at_once(tmp_path: Path) -> N
         assert await response(r) == 200
         for s in held:
             s.close()
+        assert await rejected(proc, "at_limit") >= 1
     refused = [line for line in proc.lines() if line.get("msg") == "connection refused: at the connection limit"]
     assert refused and refused[0]["maxConnections"] == 5
 

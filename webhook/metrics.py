@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from webhook.listener import Listener
 from webhook.state import Cache
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -42,6 +43,38 @@ class _CacheCollector(Collector):
                                 value=int(self._cache.ready))
         yield GaugeMetricFamily("overlay_guard_snapshot_generation", "Snapshots built so far.",
                                 value=self._cache.snapshot.generation)
+        yield CounterMetricFamily("overlay_guard_denial_confirmations",
+                                  "Rounds of reading the objects a denial rests on from the API server.",
+                                  value=self._cache.confirmations)
+        missing = CounterMetricFamily(
+            "overlay_guard_denial_objects_missing",
+            "Objects a denial rested on that the API server did not have: held (an admitted version never "
+            "stored, e.g. a review not sent by the API server) or cached (deleted, the watch not there yet).",
+            labels=["state"])
+        missing.add_metric(["held"], self._cache.dropped_holds)
+        missing.add_metric(["cached"], self._cache.stale_objects)
+        yield missing
+
+
+class _ConnectionCollector(Collector):
+    def __init__(self, listeners: Sequence[Listener]) -> None:
+        self._listeners = listeners
+
+    def collect(self) -> Iterator[Metric]:
+        open_now = GaugeMetricFamily("overlay_guard_connections",
+                                     "Open connections, TLS handshakes included, by port.", labels=["port"])
+        rejected = CounterMetricFamily(
+            "overlay_guard_connections_rejected",
+            "Connections refused or cut off, by port and reason: at_limit (over --max-connections), "
+            "out_of_files (accept failed, e.g. EMFILE), handshake (TLS handshake failed or timed out), "
+            "header_timeout (no complete request headers in time).", labels=["port", "reason"])
+        for site in self._listeners:
+            open_now.add_metric([site.name], site.active)
+            for reason, throttle in (("at_limit", site.refused), ("out_of_files", site.exhausted),
+                                     ("handshake", site.failed), ("header_timeout", site.slow)):
+                rejected.add_metric([site.name, reason], throttle.total)
+        yield open_now
+        yield rejected
 
 
 class Metrics:
@@ -60,6 +93,9 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=self.registry)
         self.registry.register(_CacheCollector(cache, clock))
         cache.on_rebuild = self.rebuild.observe
+
+    def watch_connections(self, listeners: Sequence[Listener]) -> None:
+        self.registry.register(_ConnectionCollector(listeners))
 
     def observe(self, endpoint: str, operation: str, kind: str, verdict: str, seconds: float) -> None:
         self.requests.labels(endpoint, operation or "-", kind or "-", verdict).inc()

@@ -89,6 +89,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     assert runner.server is not None and metrics_runner.server is not None
     site = listener.Listener(runner.server, limits, ssl_context=tls.context, name="webhook")
     metrics_site = listener.Listener(metrics_runner.server, limits, name="metrics")
+    metrics.watch_connections([site, metrics_site])
     try:
         await site.start(config.host, config.port, BACKLOG)
         await metrics_site.start(config.host, config.metrics_port, BACKLOG)

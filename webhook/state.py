@@ -102,6 +102,8 @@ class Cache:
         # Set by a live source; None (`--state`) leaves nothing to confirm against.
         self.reader: Reader | None = None
         self.confirmations = 0
+        self.dropped_holds = 0
+        self.stale_objects = 0
         self._clock = clock
         self._catalog: cat.Catalog | None = None
         self._live: Store = {}
@@ -335,6 +337,8 @@ class Cache:
             if not held and not stale:
                 return report
             gone.update(stale)
+            self.dropped_holds += len(held)
+            self.stale_objects += len(stale)
             log.info("a denial rested on objects the API server does not have; judging again without them",
                      extra={"fields": {"candidate": subject.name, "droppedHolds": [k[1] for k in held],
                                        "staleInCache": [f"{k[0]}/{k[1]}" for k in stale]}})
