@@ -146,6 +146,10 @@ class Handlers:
         if req.obj is None:
             return "denied", review.response(req.uid, False, code=400, reason="BadRequest",
                                              message=f"overlay-guard: {req.operation} without request.object")
+        problem = review.malformed(req.obj)
+        if problem is not None:
+            return "denied", review.response(req.uid, False, code=400, reason="BadRequest",
+                                             message=f"overlay-guard: {problem}")
         candidate = review.candidate(req)
         subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
         try:
@@ -190,7 +194,7 @@ class Handlers:
     async def _mutate(self, req: review.Request) -> Answer:
         plain = "allowed", review.response(req.uid, True)
         if (req.sub_resource or req.operation not in ("CREATE", "UPDATE") or req.obj is None
-                or req.target != model.NODEOVERLAY):
+                or req.target != model.NODEOVERLAY or review.malformed(req.obj) is not None):
             return plain
         candidate = review.candidate(req)
         try:

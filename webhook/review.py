@@ -92,6 +92,26 @@ def parse(body: bytes) -> Request:
         dry_run=req.get("dryRun") is True)
 
 
+def malformed(obj: Mapping[str, Any]) -> str | None:
+    """Why request.object cannot be the object it is sent as, or None. The API server decodes
+    every object before admission, so only a forged or broken review carries one such; it is
+    denied with this reason rather than judged as something it is not."""
+    for field in ("apiVersion", "kind"):
+        if field in obj and not isinstance(obj[field], str):
+            return f"request.object.{field} must be a string, not {_type(obj[field])}"
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        return f"request.object.metadata must be an object, not {_type(meta)}"
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if name is not None and not isinstance(name, str):
+        return f"request.object.metadata.name must be a string, not {_type(name)}"
+    return None
+
+
+def _type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+
+
 def candidate(req: Request) -> Mapping[str, Any]:
     """request.object as the core expects it: apiVersion, kind and a name.
 
