@@ -4,11 +4,13 @@ reports what a target raises, and every crash the fuzzers found stays fixed."""
 from __future__ import annotations
 
 import pathlib
+from decimal import Decimal
 
 import pytest
 
 from fuzz import __main__ as driver
 from fuzz import engine, provider, targets
+from simulation.semantics import quantity
 
 BRIEF_SECONDS = 4
 
@@ -54,7 +56,20 @@ def test_structured_inputs_replay() -> None:
 REGRESSIONS: list[tuple[str, bytes]] = [
     ("loader", b"kind: [NodeOverlay]\nmetadata: {name: a}\n"),
     ("loader", b"apiVersion: v1\nkind: {a: 1}\nitems: []\n"),
+    # Canonical forms past the exponent bound (see test_canonical_form_past_the_exponent_bound).
+    ("quantity", b"\0" + b"1" + b"0" * 38 + b"E" + b"0" * 70 + b"1000"),
+    ("quantity", b"\0" + b"551" + b"0" * 11 + b"E" + b"0" * 16 + b"1000"),
 ]
+
+
+def test_canonical_form_past_the_exponent_bound() -> None:
+    """What the quantity target found: an accepted quantity whose canonical spelling the parser
+    refuses, because trailing zeros move into the exponent past MAX_EXPONENT."""
+    text = "551" + "0" * 11 + "e1000"
+    assert quantity.parse(text) == Decimal(551) * Decimal(10) ** 1011
+    assert quantity.normalize(text) == "551e1011"
+    with pytest.raises(quantity.QuantityError):
+        quantity.parse("551e1011")
 
 
 @pytest.mark.parametrize(("target", "data"), REGRESSIONS)
