@@ -32,7 +32,8 @@ venv=/opt/overlay-guard
 uid=65532
 # Extracted, never configured: no maintainer script runs, so no shell is needed to build the rootfs
 # and none ends up in it. dpkg and tar come along as python3's pre-dependencies and are dropped again.
-debian_packages=(python3-minimal python3.11 libpython3.11-stdlib)
+# libstdc++6 belongs to the manylinux platform: wheels with C++ extensions (google-re2) load it from the system.
+debian_packages=(python3-minimal python3.11 libpython3.11-stdlib libstdc++6)
 dropped_packages=(dpkg tar)
 
 chroot="$(command -v chroot || echo /usr/sbin/chroot)"
