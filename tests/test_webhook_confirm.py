@@ -137,3 +137,19 @@ async def test_every_hold_is_confirmed_at_once(tmp_path: Path) -> None:
         allowed, seconds = await post(srv, review(overlay("real", weight=50, family="m5", price="1")))
         assert allowed is True and seconds < 5, seconds
         assert set(srv.cache.snapshot.pending) == {(NO, "real")}
+
+
+async def test_a_confirmation_does_not_hold_up_other_decisions(tmp_path: Path) -> None:
+    async with serving(tmp_path, [nodepool("p")]) as srv:
+        api = FakeApi([nodepool("p")])
+        srv.cache.reader, srv.cache.confirm_window = api.read, 2.0
+        assert (await post(srv, review(conflicting("forged", "9"))))[0] is True
+        confirming = asyncio.create_task(post(srv, review(conflicting("real", "1"))))
+        await asyncio.sleep(0.3)
+        assert not confirming.done()
+        allowed, seconds = await post(srv, review(overlay("unrelated", weight=7, family="c5", price="1")))
+        assert allowed is True and seconds < 1.0, seconds
+        assert not confirming.done()
+        allowed, seconds = await confirming
+        assert allowed is True and seconds >= 2.0
+        assert set(srv.cache.snapshot.pending) == {(NO, "real"), (NO, "unrelated")}

@@ -9,8 +9,8 @@ watch DELETE ends it, or its TTL passes, so two conflicting creates racing on th
 cannot both pass.
 
 Anyone who can reach the port can send a review, and the watch lags the API server, so a
-denial is confirmed before it is given (`_confirmed`): each object it rests on is read from the
-API server. A held object the API server does not have (in the held version) after a short
+denial is confirmed before it is given (`decide`): each object it rests on is read from the API
+server, outside the lock. A held object the API server does not have (in the held version) after a short
 window is dropped; a cached object the API server no longer has is left out; the candidate is
 judged again without them. With `--state` there is no API server: denials stand as computed.
 """
@@ -309,44 +309,40 @@ class Cache:
         report = await asyncio.to_thread(judge, prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
 
-    async def _confirmed(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
-                         report: ev.Report, admits: Callable[[ev.Report], bool]) -> ev.Report:
-        """The report again without the objects the API server does not have (see the module
-        docstring); unchanged when every object a denial rests on is confirmed."""
-        assert self.reader is not None
-        subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
-        checked: set[Key] = set()
-        gone: set[Key] = set()
-        for _ in range(CONFIRM_ROUNDS):
-            snap = self._snapshot
-            keys = [k for k in ((r.kind, r.name) for r in verdict.grounds(report, subject))
-                    if k not in checked and k[0] in store.KINDS][:MAX_CONFIRM]
-            if any(k in snap.pending for k in keys):
-                # Every hold at once: held objects are what anyone can invent, and a batch of
-                # them must not outlast the rounds by being confirmed ten at a time.
-                now, own = self._clock(), (model.NODEOVERLAY, subject.name)
-                keys += [k for k, p in snap.pending.items()
-                         if p.expires > now and k != own and k not in checked and k not in keys]
-            if not keys:
-                return report
-            checked.update(keys)
-            self.confirmations += 1
-            results = await asyncio.gather(*(self._check(k, snap) for k in keys))
-            held = [k for k, (drop_hold, _) in zip(keys, results, strict=True) if drop_hold]
-            stale = [k for k, (_, absent) in zip(keys, results, strict=True) if absent]
-            if not held and not stale:
-                return report
-            gone.update(stale)
-            self.dropped_holds += len(held)
-            self.stale_objects += len(stale)
-            log.info("a denial rested on objects the API server does not have; judging again without them",
-                     extra={"fields": {"candidate": subject.name, "droppedHolds": [k[1] for k in held],
-                                       "staleInCache": [f"{k[0]}/{k[1]}" for k in stale]}})
-            self._snapshot = dataclasses.replace(self._snapshot, pending=store.drop(self._snapshot.pending, held))
-            report = await self._evaluate(candidate, operation, old, frozenset(gone))
-            if admits(report):
-                return report
-        return report
+    def _to_confirm(self, report: ev.Report, subject: findings.ObjectRef, checked: set[Key]) -> list[Key]:
+        """The objects a denial rests on that this request has not read yet."""
+        snap = self._snapshot
+        keys = [k for k in ((r.kind, r.name) for r in verdict.grounds(report, subject))
+                if k not in checked and k[0] in store.KINDS][:MAX_CONFIRM]
+        if any(k in snap.pending for k in keys):
+            # Every hold at once: held objects are what anyone can invent, and a batch of them
+            # must not outlast the rounds by being confirmed ten at a time.
+            now, own = self._clock(), (model.NODEOVERLAY, subject.name)
+            keys += [k for k, p in snap.pending.items()
+                     if p.expires > now and k != own and k not in checked and k not in keys]
+        return keys
+
+    async def _confirm(self, keys: list[Key], subject: findings.ObjectRef) -> set[Key] | None:
+        """Read `keys` (outside the decision lock: the reads and the window take up to about a
+        second, and other decisions must not wait for them). Drops the holds the API server does
+        not have; returns the cached objects it no longer has, or None when nothing was missing."""
+        snap = self._snapshot
+        self.confirmations += 1
+        results = await asyncio.gather(*(self._check(k, snap) for k in keys))
+        held = [k for k, (drop_hold, _) in zip(keys, results, strict=True) if drop_hold]
+        stale = {k for k, (_, absent) in zip(keys, results, strict=True) if absent}
+        if not held and not stale:
+            return None
+        self.dropped_holds += len(held)
+        self.stale_objects += len(stale)
+        log.info("a denial rested on objects the API server does not have; judging again without them",
+                 extra={"fields": {"candidate": subject.name, "droppedHolds": held,
+                                   "staleInCache": sorted(f"{k[0]}/{k[1]}" for k in stale)}})
+        # Only the holds that were read: one taken meanwhile (a new request) is a different hold.
+        current = self._snapshot.pending
+        self._snapshot = dataclasses.replace(self._snapshot, pending=store.drop(
+            current, [k for k in held if current.get(k) is snap.pending.get(k)]))
+        return stale
 
     async def _check(self, key: Key, snap: Snapshot) -> tuple[bool, bool]:
         """Whether to drop the object's hold, and whether the API server no longer has it at
@@ -377,24 +373,41 @@ class Cache:
 
     async def decide(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
                      *, uid: str, dry_run: bool, admits: Callable[[ev.Report], bool]) -> Decision:
-        async with self._lock:
-            report = await self._evaluate(candidate, operation, old)
-            allowed = admits(report)
-            if not allowed and self.reader is not None:
-                report = await self._confirmed(candidate, operation, old, report, admits)
+        """Evaluate and hold under the lock, so two conflicting requests cannot both pass; a
+        denial is confirmed between rounds, with the lock released (module docstring)."""
+        subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
+        checked: set[Key] = set()
+        gone: frozenset[Key] = frozenset()
+        rounds = 0
+        while True:
+            async with self._lock:
+                report = await self._evaluate(candidate, operation, old, gone)
                 allowed = admits(report)
-            held = allowed and not dry_run
-            if held:
-                key = (model.NODEOVERLAY, model.name_of(candidate) or "")
-                snap = self._snapshot
-                pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl,
-                                     self.max_pending)
-                self._snapshot = dataclasses.replace(snap, pending=pending)
-                # Keep the held object's own checks for the requests that judge it as an extra.
-                self._checked = {n: c for n, c in self._checked.items() if (model.NODEOVERLAY, n) in pending}
-                if key[1] in report.overlays:
-                    self._checked[key[1]] = report.overlays[key[1]]
-            return Decision(report, allowed, held)
+                confirmable = not allowed and self.reader is not None and rounds < CONFIRM_ROUNDS
+                keys = self._to_confirm(report, subject, checked) if confirmable else []
+                if not keys:
+                    held = allowed and not dry_run
+                    if held:
+                        self._hold(candidate, uid, report)
+                    return Decision(report, allowed, held)
+            rounds += 1
+            checked.update(keys)
+            stale = await self._confirm(keys, subject)
+            if stale is None:
+                # Every object the denial rests on exists: deny. (Judged again it could only
+                # come out the same or stricter, e.g. a conflicting object admitted meanwhile.)
+                return Decision(report, False, False)
+            gone |= stale
+
+    def _hold(self, candidate: Mapping[str, Any], uid: str, report: ev.Report) -> None:
+        key = (model.NODEOVERLAY, model.name_of(candidate) or "")
+        snap = self._snapshot
+        pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl, self.max_pending)
+        self._snapshot = dataclasses.replace(snap, pending=pending)
+        # Keep the held object's own checks for the requests that judge it as an extra.
+        self._checked = {n: c for n, c in self._checked.items() if (model.NODEOVERLAY, n) in pending}
+        if key[1] in report.overlays:
+            self._checked[key[1]] = report.overlays[key[1]]
 
     async def nodepool_findings(self, pool: Mapping[str, Any]) -> list[findings.Finding]:
         snap = self._snapshot
