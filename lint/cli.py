@@ -26,6 +26,7 @@ from simulation.analysis import effects, explain
 from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
+from simulation.validation import crds
 
 PROG = "overlay-lint"
 # An input that could not be read: reported with the rest, but the run exits 2 (an I/O error).
@@ -87,6 +88,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog", metavar="FILE",
                    help="instance types: a JSON catalog or YAML InstanceType documents "
                         "(default: embedded AWS us-east-1 data)")
+    p.add_argument("--crd", metavar="FILE",
+                   help="the NodeOverlay CRD to validate against, e.g. Karpenter's own (default: the cluster's "
+                        "with --cluster, else the embedded DRA-extended CRD)")
     p.add_argument("--max-file-size", type=_size, default=reader.DEFAULT_MAX_BYTES, metavar="BYTES",
                    help="refuse input files larger than this (default 10Mi)")
     p.add_argument("--cluster", action="store_true",
@@ -185,10 +189,20 @@ class _Run:
             (candidates if audit else existing).extend(self.loader.add_objects(objects, candidate=audit))
         return candidates, existing, notes
 
+    def crd(self, notes: list[str]) -> crds.Crd:
+        raw = None
+        if self.args.cluster and self.args.crd is None:
+            raw, unread = cluster.read_crd(self.args.kubeconfig, self.args.context)
+            notes += unread
+        crd = context.choose_crd(self.args.crd, raw)
+        notes += context.crd_notes(crd)
+        return crd
+
     def evaluate(self) -> tuple[Loaded, ev.Report, cat.Catalog, list[str]]:
         candidates, existing, notes = self.inputs()
         catalog = self.catalog(candidates, existing)
-        report = ev.evaluate(candidates.documents, ev.prepare(existing.documents, catalog))
+        crd = self.crd(notes)
+        report = ev.evaluate(candidates.documents, ev.prepare(existing.documents, catalog, crd=crd))
         candidates.problems += existing.problems
         return candidates, report, catalog, [*notes, *report.notes]
 

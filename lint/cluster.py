@@ -6,6 +6,7 @@ would otherwise pay.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ RESOURCES = (
     ("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay"),
     ("karpenter.sh", "v1", "nodepools", "NodePool"),
 )
+CRD = "nodeoverlays.karpenter.sh"
 PAGE = 500
 TIMEOUT_SECONDS = 30
 
@@ -50,6 +52,33 @@ def read(kubeconfig: str | None = None, context: str | None = None) -> tuple[lis
     finally:
         api_client.close()
     return objects, notes
+
+
+def read_crd(kubeconfig: str | None = None, context: str | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The cluster's NodeOverlay CRD (apiextensions.k8s.io/v1), or None with a note saying why not."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api_client = _api_client(config, client, kubeconfig, context)
+    except Exception as err:  # the config loaders raise many unrelated types
+        raise InputError(f"cannot load the Kubernetes configuration: {_one_line(err)}") from None
+    try:
+        api = client.ApiextensionsV1Api(api_client)
+        # Raw JSON: the client's models would drop or reject parts of an arbitrary schema.
+        response: Any = api.read_custom_resource_definition(
+            CRD, _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
+        found: dict[str, Any] = json.loads(response.data)
+        return found, []
+    except ApiException as err:
+        if err.status == 404:  # no NodeOverlays are served either, which the listing has noted
+            return None, []
+        return None, [f"cannot read the CRD {CRD} ({err.status} {err.reason}); checking against the embedded "
+                      "DRA-extended CRD"]
+    except Exception as err:  # connection refused, TLS, timeouts: urllib3 raises its own types
+        raise InputError(f"cannot reach the cluster: {_one_line(err)}") from None
+    finally:
+        api_client.close()
 
 
 def _api_client(config: Any, client: Any, kubeconfig: str | None, context: str | None) -> Any:

@@ -1,4 +1,5 @@
-"""The catalog a run uses: `--catalog`, InstanceType documents among the inputs, or the default."""
+"""What a run checks against: the catalog (`--catalog`, InstanceType documents among the inputs, or the
+default) and the NodeOverlay CRD (`--crd`, the cluster's with `--cluster`, or the embedded one)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lint import reader
+from lint import cluster, reader, tree
 from lint.loader import Loader
 from lint.positions import Table
 from simulation.semantics import catalog as cat
+from simulation.validation import crds, syntax
 
 # The catalog is trusted configuration rather than a file under review, and the embedded one
 # alone is over 1 MiB, so it gets its own, larger limit.
@@ -62,3 +64,49 @@ def choose(catalog_path: str | None, documents: Sequence[tuple[Mapping[str, Any]
         except cat.CatalogError as err:
             raise reader.InputError(f"InstanceType documents: {err}") from None
     return cat.default()
+
+
+# --- the NodeOverlay CRD: `--crd`, the cluster's, or the embedded DRA-extended one --------------------
+
+def read_crd(path: str) -> crds.Crd:
+    """The NodeOverlay CRD in a YAML or JSON file; the file may hold other CRDs too (all of Karpenter's)."""
+    source = reader.Source(path, None if path == reader.STDIN else path)
+    try:
+        text = reader.read(source, CATALOG_MAX_BYTES)
+    except reader.InputError as err:
+        raise reader.InputError(f"--crd {err}") from None
+    if text.text is None:
+        raise reader.InputError(f"--crd {path}: {text.problem}")
+    found: list[Any] = []
+    for parsed in tree.documents(text.text):
+        if parsed.problem is not None:
+            line, column = parsed.problem.position
+            raise reader.InputError(f"--crd {path}:{line}:{column}: {parsed.problem.message}")
+        listed = isinstance(parsed.value, Mapping) and str(parsed.value.get("kind", "")).endswith("List")
+        items = parsed.value.get("items") if listed else [parsed.value]
+        found += [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
+    named = [c for c in found if isinstance(c.get("metadata"), Mapping) and c["metadata"].get("name") == cluster.CRD]
+    if not (named or found):
+        raise reader.InputError(f"--crd {path}: no CustomResourceDefinition in the file")
+    return _compiled((named or found)[0], f"--crd {path}")
+
+
+def choose_crd(path: str | None, cluster_crd: Mapping[str, Any] | None) -> crds.Crd:
+    """`--crd` first, then the cluster's (with `--cluster`), else the embedded DRA-extended CRD."""
+    if path is not None:
+        return read_crd(path)
+    if cluster_crd is not None:
+        return _compiled(cluster_crd, f"the cluster's {cluster.CRD}")
+    return crds.embedded()
+
+
+def _compiled(raw: Mapping[str, Any], origin: str) -> crds.Crd:
+    try:
+        return crds.load(syntax.plain_json(raw), origin)
+    except crds.CrdError as err:
+        raise reader.InputError(str(err)) from None
+
+
+def crd_notes(crd: crds.Crd) -> list[str]:
+    """What the run cannot check of the CRD it uses: the API server may still refuse what passes."""
+    return [f"{crd.origin}: rule {rule!r} is not checked: it {why}" for rule, why in crd.unchecked()]

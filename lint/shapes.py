@@ -23,7 +23,7 @@ from typing import Any
 
 from simulation import findings
 from simulation.semantics import model
-from simulation.validation import schema as crd
+from simulation.validation import crds
 
 Path = tuple[str | int, ...]
 Schema = Mapping[str, Any]
@@ -59,7 +59,7 @@ _INSTANCETYPE = _object(metadata=_METADATA, spec=_object(
 
 @functools.cache
 def _nodeoverlay() -> Schema:
-    schema = dict(crd.openapi_schema())
+    schema = dict(crds.embedded().openapi)
     schema["properties"] = {**schema.get("properties", {}), "metadata": _METADATA}
     return schema
 

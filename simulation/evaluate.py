@@ -22,7 +22,7 @@ from simulation.analysis import checks, dra, incremental
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, merge, model
-from simulation.validation import runtime, schema
+from simulation.validation import crds, runtime, schema
 
 # The entry point's value types, defined below it so that the analyses of a report need not import it.
 Document = rp.Document
@@ -50,15 +50,21 @@ class Prepared:
     index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index(()))
     # Identities of the baseline's error findings, for ratcheting.
     ratchet: frozenset[tuple[Any, ...]] = frozenset()
+    # The NodeOverlay CRD the schema layer checks against (None: the embedded one).
+    crd: crds.Crd | None = None
 
 
-def check_overlay(doc: Document) -> Checked:
+def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     obj = doc.obj if isinstance(doc.obj, Mapping) else {}
     overlay = model.overlay(obj, doc.source)
     ref = overlay.ref
-    layer = schema.check(obj, ref, doc.source)
-    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer), *dra.check_overlay(obj, ref, doc.source)]
-    return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj))
+    crd = crd or crds.embedded()
+    layer = schema.check(obj, ref, doc.source, crd)
+    # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies.
+    extended = crd.defines(*crds.DRA_FIELD)
+    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer),
+             *(dra.check_overlay(obj, ref, doc.source) if extended else ())]
+    return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj) if extended else frozenset())
 
 
 def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
@@ -98,27 +104,30 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Iterable[str]) 
     return dataclasses.replace(snapshot, entries=entries, local=local)
 
 
-def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None) -> Prepared:
+def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
+            crd: crds.Crd | None = None) -> Prepared:
     """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
-    unchanged overlays keep their checks, and their cells too while the NodePools are the same."""
+    unchanged overlays keep their checks, and their cells too while the NodePools are the same.
+    `crd`: the NodeOverlay CRD to validate against (default: the embedded DRA-extended one)."""
     docs = [dataclasses.replace(d, candidate=False) for d in existing]
     pools = _pools(docs)
     if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:
         grid = previous.grid
     else:
         grid = cells.build(catalog, pools)
-    known = previous.overlays if previous is not None and previous.catalog is catalog else {}
+    comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
+    known = previous.overlays if comparable and previous is not None else {}
     overlays: dict[str, Checked] = {}
     for doc in docs:
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in overlays:
             before = known.get(name)
             same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
-            overlays[name] = before if same and before is not None else check_overlay(doc)
+            overlays[name] = before if same and before is not None else check_overlay(doc, crd)
     reusable = previous if previous is not None and previous.grid is grid else None
     changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]
     changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
-    snapshot = Prepared(catalog, grid, tuple(pools), overlays, {})
+    snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd)
     snapshot = _digest(snapshot, reusable, changed)
     index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
     report = _full(snapshot, index, ties=True, notes=())
@@ -149,7 +158,8 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in changed:
             changed.append(name)
             earlier = (checked or {}).get(name)
-            overlays[name] = earlier if earlier is not None and earlier.raw == doc.obj else check_overlay(doc)
+            reuse = earlier is not None and earlier.raw == doc.obj
+            overlays[name] = earlier if reuse and earlier is not None else check_overlay(doc, prepared.crd)
     snapshot = _digest(dataclasses.replace(snapshot, overlays=overlays), prepared, changed)
     notes: tuple[str, ...] = ()
     if snapshot.pools[0].implicit:

@@ -110,8 +110,8 @@ def test_cluster_objects_are_existing(tmp_path: pathlib.Path, fake_cluster: Clus
     assert finding["object"]["name"] == "live"
     assert finding["related"] == [{"kind": "NodeOverlay", "name": "new"}]
     assert finding["file"] is None and finding["line"] is None
-    # overlays, then NodePools in two pages: the continue token was followed
-    assert len(api.requests) == 3 and "continue=1" in api.requests[2]
+    # overlays, then NodePools in two pages (the continue token was followed), then the NodeOverlay CRD
+    assert len(api.requests) == 4 and "continue=1" in api.requests[2]
     assert data["notes"] == []  # the cluster's NodePools replace the implicit default
     code, out, _ = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake")
     assert out.startswith("<cluster>: error same-weight-conflict NodeOverlay/live: ")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from simulation import findings
-from simulation.validation import cel, legacy, schema
+from simulation.validation import crds, legacy, schema
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REF = findings.ObjectRef("NodeOverlay", "test")
@@ -95,17 +95,21 @@ def test_package_data_is_a_relative_symlink_to_the_manifest() -> None:
     assert link.is_symlink()
     assert os.readlink(link) == "../../manifests/crd/karpenter.sh_nodeoverlays.yaml"
     assert link.resolve() == (ROOT / "manifests" / "crd" / "karpenter.sh_nodeoverlays.yaml").resolve()
-    assert (schema.crd()["kind"], schema.crd()["spec"]["scope"]) == ("CustomResourceDefinition", "Cluster")
+    raw = crds.raw_embedded()
+    assert (raw["kind"], raw["spec"]["scope"]) == ("CustomResourceDefinition", "Cluster")
 
 
-def test_every_cel_rule_has_an_implementation_and_none_is_stale() -> None:
-    in_crd = {rule for _, rule, _ in schema.validation_rules()}
-    assert in_crd - set(cel.CEL_RULES) == set()
-    assert set(cel.CEL_RULES) - in_crd == set()
+def test_every_cel_rule_of_the_crd_is_evaluated() -> None:
+    rules = crds.embedded().rules()
+    assert len(rules) == 30 and crds.embedded().unchecked() == []
+
+
+def openapi_schema() -> dict[str, Any]:
+    return dict(crds.embedded().openapi)
 
 
 def test_upstream_fields_and_quirks_are_kept() -> None:
-    spec = schema.openapi_schema()["properties"]["spec"]
+    spec = openapi_schema()["properties"]["spec"]
     assert set(spec["properties"]) == {"capacity", "dynamicResources", "price", "priceAdjustment",
                                        "requirements", "weight"}
     assert spec["required"] == ["requirements"]
@@ -114,7 +118,7 @@ def test_upstream_fields_and_quirks_are_kept() -> None:
     assert values["type"] == "array" and "maxLength" in values and "pattern" in values
     assert "pattern" not in values["items"]
     gt = "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value"
-    assert gt in {message for _, _, message in schema.validation_rules()}
+    assert gt in {rule.message for rule in crds.embedded().rules()}
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:
@@ -131,7 +135,7 @@ def _excluded(node: dict[str, Any]) -> bool:
 
 
 def _excluded_content(node: dict[str, Any]) -> bool:
-    spec = schema.openapi_schema()["properties"]["spec"]["properties"]["dynamicResources"]["properties"][
+    spec = openapi_schema()["properties"]["spec"]["properties"]["dynamicResources"]["properties"][
         "resourceSliceTemplates"]["items"]["properties"]["spec"]
     device = spec["properties"]["devices"]["items"]
     excluded = [v for n in (spec, device) for v in n["properties"].values() if _excluded(v)]
@@ -139,7 +143,7 @@ def _excluded_content(node: dict[str, Any]) -> bool:
 
 
 def test_schema_is_structural_and_prunes_unknown_fields() -> None:
-    for node in _nodes(schema.openapi_schema()):
+    for node in _nodes(openapi_schema()):
         assert "type" in node or node.get("x-kubernetes-int-or-string"), node
         # Only the fields the RFC excludes keep their contents: they are refused whole anyway.
         assert not node.get("x-kubernetes-preserve-unknown-fields") or _excluded_content(node)
@@ -149,7 +153,7 @@ def test_schema_is_structural_and_prunes_unknown_fields() -> None:
 
 def test_rfc_excluded_fields_are_declared_only_to_be_refused_with_the_rfc_reason() -> None:
     """The API server rejects them with the RFC's reason, not as unknown fields."""
-    template = schema.openapi_schema()["properties"]["spec"]["properties"]["dynamicResources"]["properties"][
+    template = openapi_schema()["properties"]["spec"]["properties"]["dynamicResources"]["properties"][
         "resourceSliceTemplates"]["items"]["properties"]["spec"]
     device = template["properties"]["devices"]["items"]
     for node, fields in ((template, legacy.EXCLUDED_TEMPLATE_SPEC_FIELDS), (device, legacy.EXCLUDED_DEVICE_FIELDS)):
@@ -173,8 +177,9 @@ CAPS = {f"c{i}": {"value": "1"} for i in range(12)}
 TERMS = f"{TPL}[0].spec.nodeSelector.nodeSelectorTerms"
 Edits = tuple[str, Any] | list[tuple[str, Any]]
 
-# (id, edits to valid(), the one expected (code, field) or None)
-CASES: list[tuple[str, Edits, tuple[str, str] | None]] = [
+Expected = tuple[str, str] | list[tuple[str, str]] | None
+# (id, edits to valid(), the one expected (code, field), several, or None)
+CASES: list[tuple[str, Edits, Expected]] = [
     ("capacity ok", ("spec.capacity", {"example.com/x": "1"}), None),
     ("capacity cpu", ("spec.capacity", {"cpu": "1", "x": "1"}), (SC, "spec.capacity.cpu")),
     ("capacity pods", ("spec.capacity", {"pods": 3}), (SC, "spec.capacity.pods")),
@@ -206,8 +211,10 @@ CASES: list[tuple[str, Edits, tuple[str, str] | None]] = [
      (TE, DEV)),
     ("no term", (TERMS, []), (TE, TERMS)),
     ("two terms", (TERMS, [{}, {}]), (TE, TERMS)),
-    ("duplicate template", (f"{TPL}[1].metadata.name", "gpu"), (TE, f"{TPL}[1].metadata.name")),
-    ("duplicate device", (f"{TPL}[0].spec.devices[1].name", "gpu-0"), (TE, f"{TPL}[0].spec.devices[1].name")),
+    # Every element for which `self.all(x, ...)` fails: both duplicates.
+    ("duplicate template", (f"{TPL}[1].metadata.name", "gpu"), [(TE, f"{TPL}[0]"), (TE, f"{TPL}[1]")]),
+    ("duplicate device", (f"{TPL}[0].spec.devices[1].name", "gpu-0"),
+     [(TE, f"{TPL}[0].spec.devices[0]"), (TE, f"{TPL}[0].spec.devices[1]")]),
     ("one selector", (f"{BIND}[0].deviceSelectors", [{"resourceSliceTemplate": "gpu", "device": "gpu-0"}]),
      (AB, f"{BIND}[0].deviceSelectors")),
     ("attribute name", (f"{ATTRS}.a/b/c", {"int": 1}), (TE, f"{ATTRS}['a/b/c']")),
@@ -261,9 +268,9 @@ CASES: list[tuple[str, Edits, tuple[str, str] | None]] = [
 
 
 @pytest.mark.parametrize(("edits", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_cel_rules_and_openapi_validations(edits: Edits, expected: tuple[str, str] | None) -> None:
-    assert codes(run(with_edits(*(edits if isinstance(edits, list) else [edits])))) == (
-        {expected} if expected else set())
+def test_cel_rules_and_openapi_validations(edits: Edits, expected: Expected) -> None:
+    wanted = set(expected) if isinstance(expected, list) else {expected} if expected else set()
+    assert codes(run(with_edits(*(edits if isinstance(edits, list) else [edits])))) == wanted
 
 
 # --- wrong types: findings, never exceptions ------------------------------------------------------
@@ -324,8 +331,8 @@ def _legacy(field: str, value: Any, **spec: Any) -> findings.Finding:
 def test_price_percent_migrates_to_price_adjustment(percent: Any, adjustment: str | None) -> None:
     replacement = json.loads(dict(_legacy("pricePercent", percent).detail).get("replacement", "{}"))
     assert replacement.get("priceAdjustment") == adjustment
-    pattern = schema.openapi_schema()["properties"]["spec"]["properties"]["priceAdjustment"]["pattern"]
-    assert adjustment is None or cel.go_regex(pattern).search(adjustment)
+    pattern = openapi_schema()["properties"]["spec"]["properties"]["priceAdjustment"]["pattern"]
+    assert adjustment is None or crds.go_regex(pattern).search(adjustment)
 
 
 def test_selector_migrates_to_requirements() -> None:

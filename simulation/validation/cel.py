@@ -1,154 +1,291 @@
-"""The CRD's CEL rules in Python, keyed by each rule's exact text (a test checks that every rule in the
-CRD has exactly one implementation here, so a new rule cannot go unchecked)."""
+"""A CRD's x-kubernetes-validations rules, compiled once per CRD and evaluated as the API server does:
+`self` is the value at the rule's place in the schema, a rule that is false or fails to evaluate rejects
+the object with the rule's message (or messageExpression) at the rule's place (or its fieldPath).
+
+Two refinements name a more precise field than the API server does, so that a finding's line points at
+the culprit. Both follow from the form of a rule, never from what it checks: a rule `self.all(v, body)`
+is reported at each element (or map key) whose body fails, and a rule `!has(self.f)` at field `f`."""
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
-from simulation.validation import legacy
-from simulation.validation.syntax import parse_go_int
+from simulation.validation import celexpr
 
 Path = tuple[str | int, ...]
 
-@functools.cache
-def go_regex(pattern: str) -> re.Pattern[str]:
-    # Go's `$` matches only at the very end and its `\d` is ASCII; Python needs \Z and re.ASCII for the same.
-    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern), re.ASCII)
+# Bounds the per-rule memory of verdicts on values (4096 of at most 1 KiB each).
+_MEMO_LIMIT = 4096
+_MEMO_KEY_LIMIT = 1024
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+# `.field`, and whether a call follows (then it is a method or macro, not a field).
+_FIELD = re.compile(rf"\s*\.\s*({_IDENT})\s*(\()?")
+_MACRO = re.compile(rf"\s*\.\s*(?:all|exists|exists_one|filter|map)\s*\(\s*({_IDENT})\s*,")
+_FIELD_PATH_STEP = re.compile(rf"\.({_IDENT})|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
 
-
-# --- CEL rules: exact rule text -> where the rule fails -------------------------------------------
 
 class Violation(NamedTuple):
-    """Where a rule fails, relative to the value it validates; `code` overrides the code of the area."""
+    """Where a rule fails, relative to the value it validates, and what the API server would say."""
 
-    at: Path = ()
-    note: str = ""
-    code: str | None = None
-
-
-Rule = Callable[[Any], Iterator[Violation]]
-_ABSENT = object()
-_QN = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z_][A-Za-z0-9_]{0,31}$"
+    at: Path
+    message: str
+    # The rule could not be evaluated (no such key, a bad conversion) rather than being false.
+    error: bool = False
 
 
-def _unless(holds: Callable[[Any], bool]) -> Rule:
-    def rule(value: Any) -> Iterator[Violation]:
-        if not holds(value):
-            yield Violation()
-    return rule
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    text: str
+    message: str
+    whole: celexpr.Expression
+    message_expression: celexpr.Expression | None = None
+    field_path: Path = ()
+    # `self.all(v, body)`: v and body, to name the failing elements.
+    each: tuple[str, celexpr.Expression] | None = None
+    # `!has(self.f)`: the field whose presence breaks the rule.
+    forbids: str | None = None
+    # The only fields of `self` the rule reads, when it reads nothing else of it: the rest need not be
+    # converted to CEL values, which is most of an evaluation's cost for a large object.
+    reads: frozenset[str] | None = None
+    # For `self.all(v, body)` on a list: the only fields of its elements the rule reads, or None. Each
+    # comprehension step copies its element, so a rule comparing elements pairwise costs as much as the
+    # elements are large.
+    element_reads: frozenset[str] | None = None
+    # Why the guard does not evaluate the rule, or None.
+    skipped: str | None = None
+    memo: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
-def _karpenter_domain(key: str) -> bool:
-    # The rule looks at the text before the first slash (the whole key when there is none), at its end only:
-    # "notkarpenter.sh/x" and "mykarpenter.sh" are rejected too, which Karpenter's own check would allow.
-    found = go_regex("^([^/]+)").search(key)
-    return key in ("karpenter.sh/capacity-type", "karpenter.sh/nodepool") or \
-        not (found.group(0) if found else "").endswith("karpenter.sh")
+def compile_rule(raw: Mapping[str, Any]) -> Rule:
+    text = str(raw.get("rule", ""))
+    message = str(raw.get("message") or "").strip() or f"failed rule: {text}"
+    try:
+        whole = celexpr.compile_expression(text)
+    except celexpr.CompileError as error:
+        placeholder = celexpr.Expression(text, None, frozenset(), {})
+        return Rule(text, message, placeholder, skipped=f"does not compile: {error}")
+    skipped = None
+    if "oldSelf" in whole.variables:
+        # A transition rule runs only when an update changes an existing value; the guard's checks are of
+        # one version of an object, which is what the API server validates on create.
+        skipped = "is a transition rule (it reads oldSelf)"
+    elif whole.unsupported:
+        skipped = f"calls {', '.join(whole.unsupported)}, which the guard does not implement"
+    return Rule(text, message, whole, _message_expression(raw), _field_path(raw.get("fieldPath")),
+                _each(text), _forbids(text), _fields_read(text), _element_fields_read(text), skipped)
 
 
-def _requirement_rule(operators: tuple[str, ...], ok: Callable[[list[Any]], bool | None]) -> Rule:
-    # `ok` returns None when a value has the wrong type: the schema reports that, and CEL would not run.
-    def rule(requirements: list[Any]) -> Iterator[Violation]:
-        for i, req in enumerate(requirements):
-            if not isinstance(req, dict) or req.get("operator") not in operators:
-                continue
-            values = req.get("values", _ABSENT)
-            # A missing optional list is CEL's "no such key" error, which rejects the object as well.
-            if values is _ABSENT or (isinstance(values, list) and ok(values) is False):
-                yield Violation((i,), f"operator {req['operator']}")
-    return rule
-
-
-def _single_non_negative(values: list[Any]) -> bool | None:
-    if len(values) != 1:
-        return False
-    if not isinstance(values[0], str):
+def _message_expression(raw: Mapping[str, Any]) -> celexpr.Expression | None:
+    source = raw.get("messageExpression")
+    if not isinstance(source, str) or not source.strip():
         return None
-    number = parse_go_int(values[0])
-    return number is not None and number >= 0
+    try:
+        return celexpr.compile_expression(source)
+    except celexpr.CompileError:
+        return None
 
 
-def _one_attribute_value(attribute: dict[str, Any]) -> Iterator[Violation]:
-    present = [k for k in ("string", "int", "bool", "version", "bindingKey") if k in attribute]
-    if len(present) != 1:
-        note = f"has {', '.join(present) or 'none'}"
-        # A bindingKey beside a concrete value breaks a bindingKey rule: reported where the DRA checks put it.
-        binding = "bindingKey" in present
-        yield Violation(("bindingKey",), note, "invalid-binding-key") if binding else Violation((), note)
+def _field_path(text: Any) -> Path:
+    if not isinstance(text, str):
+        return ()
+    steps: list[str | int] = []
+    position = 0
+    while position < len(text):
+        step = _FIELD_PATH_STEP.match(text, position)
+        if step is None:
+            return ()  # the API server refuses such a CRD; the rule's own place is the best answer
+        steps.append(next(g for g in step.groups() if g is not None))
+        position = step.end()
+    return tuple(steps)
 
 
-def _combined_size(device: dict[str, Any]) -> Iterator[Violation]:
-    maps = [device.get(k, {}) for k in ("attributes", "capacity")]
-    if all(isinstance(m, dict) for m in maps) and sum(map(len, maps)) > 32:
-        yield Violation((), f"has {sum(map(len, maps))}")
+def _each(text: str) -> tuple[str, celexpr.Expression] | None:
+    head = re.match(rf"\s*self\s*\.\s*all\s*\(\s*({_IDENT})\s*,", text)
+    if head is None or _closing_paren(text, text.index("(", head.start())) != len(text.rstrip()) - 1:
+        return None
+    try:
+        body = celexpr.compile_expression(text[head.end():len(text.rstrip()) - 1])
+    except celexpr.CompileError:
+        return None
+    return head.group(1), body
 
 
-def _unique(name_path: tuple[str, ...]) -> Rule:
-    def rule(items: list[Any]) -> Iterator[Violation]:
-        first: dict[str, int] = {}
-        for i, item in enumerate(items):
-            name = dig(item, *name_path)
-            if isinstance(name, str) and first.setdefault(name, i) != i:
-                yield Violation((i, *name_path), f'"{name}" is also item {first[name]}')
-    return rule
+def _forbids(text: str) -> str | None:
+    found = re.fullmatch(rf"\s*!\s*has\s*\(\s*self\s*\.\s*({_IDENT})\s*\)\s*", text)
+    return found.group(1) if found else None
 
 
-def _size(holds: Callable[[int], bool]) -> Rule:
-    def rule(items: list[Any]) -> Iterator[Violation]:
-        if not holds(len(items)):
-            yield Violation((), f"has {len(items)}")
-    return rule
+def _fields_read(text: str) -> frozenset[str] | None:
+    """The fields of `self` that `text` reads, when it reads nothing else of `self`; else None."""
+    fields: set[str] = set()
+    for at in _identifier(text, "self"):
+        access = _FIELD.match(text, at + len("self"))
+        if access is None or access.group(2):  # `self` whole, or a method or macro call on it
+            return None
+        fields.add(access.group(1))
+    return frozenset(fields)
 
 
-def _each_key(holds: Callable[[str], bool]) -> Rule:
-    def rule(mapping: dict[str, Any]) -> Iterator[Violation]:
-        yield from (Violation((key,)) for key in mapping if not holds(key))
-    return rule
+def _element_fields_read(text: str) -> frozenset[str] | None:
+    """The fields of the elements of list `self` that `text` reads, when it reads them only through
+    variables of macros on `self` (`self.all(x, x.a)`, `self.exists_one(y, y.b)`); else None."""
+    names: set[str] = set()
+    declared: set[int] = set()
+    for at in _identifier(text, "self"):
+        macro = _MACRO.match(text, at + len("self"))
+        if macro is None:
+            return None
+        names.add(macro.group(1))
+        declared.add(macro.start(1))
+    fields: set[str] = set()
+    for name in names:
+        for at in _identifier(text, name):
+            access = _FIELD.match(text, at + len(name))
+            if at in declared:
+                continue
+            if access is None or access.group(2):
+                return None
+            fields.add(access.group(1))
+    return frozenset(fields)
 
 
-def _absent(name: str) -> Rule:
-    """A field the DRA RFC excludes: the CRD declares it only to reject it with the RFC's reason."""
-    def rule(node: dict[str, Any]) -> Iterator[Violation]:
-        if name in node:
-            yield Violation((name,), "", "invalid-resource-slice-template")
-    return rule
+def _identifier(text: str, name: str) -> Iterator[int]:
+    """Where identifier `name` stands in `text` (not as a field name, not inside a literal)."""
+    for at in _code_positions(text):
+        if text.startswith(name, at) and not re.match(r"[A-Za-z0-9_]", text[at + len(name):at + len(name) + 1]) \
+                and (at == 0 or not re.match(r"[A-Za-z0-9_.]", text[at - 1])):
+            yield at
 
 
-def dig(value: Any, *keys: str) -> Any:
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
+def _code_positions(text: str) -> Iterator[int]:
+    """Every index of `text` outside string literals and comments."""
+    i = 0
+    while i < len(text):
+        if text[i] in "'\"":
+            i = _string_end(text, i)
+        elif text.startswith("//", i):
+            newline = text.find("\n", i)
+            i = len(text) if newline < 0 else newline
+        else:
+            yield i
+            i += 1
 
 
-CEL_RULES: Mapping[str, Rule] = {
-    "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))":
-        _each_key(lambda name: name not in ("cpu", "memory", "ephemeral-storage", "pods")),
-    'self in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || '
-    '!self.find("^([^/]+)").endsWith("karpenter.sh")': _unless(_karpenter_domain),
-    'self != "kubernetes.io/hostname"': _unless(lambda key: key != "kubernetes.io/hostname"),
-    "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)":
-        _requirement_rule(("NotIn",), lambda values: len(values) != 0),
-    "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)":
-        _requirement_rule(("In",), lambda values: len(values) != 0),
-    "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? "
-    "(x.values.size() == 1 && int(x.values[0]) >= 0) : true)":
-        _requirement_rule(("Gt", "Lt", "Gte", "Lte"), _single_non_negative),
-    "!has(self.price) || !has(self.priceAdjustment)":
-        _unless(lambda spec: "price" not in spec or "priceAdjustment" not in spec),
-    "self.indexOf('/') <= 63": _unless(lambda name: name.find("/") <= 63),
-    "self.size() >= 2": _size(lambda n: n >= 2),
-    "(has(self.string) ? 1 : 0) + (has(self.int) ? 1 : 0) + (has(self.bool) ? 1 : 0) + "
-    "(has(self.version) ? 1 : 0) + (has(self.bindingKey) ? 1 : 0) == 1": _one_attribute_value,
-    f"self.all(k, k.matches('{_QN}') && k.indexOf('/') <= 63)":
-        _each_key(lambda key: bool(go_regex(_QN).search(key)) and key.find("/") <= 63),
-    "(has(self.attributes) ? self.attributes.size() : 0) + (has(self.capacity) ? self.capacity.size() : 0) "
-    "<= 32": _combined_size,
-    "self.all(d, self.exists_one(e, e.name == d.name))": _unique(("name",)),
-    "self.size() == 1": _size(lambda n: n == 1),
-    "self.all(t, self.exists_one(u, u.metadata.name == t.metadata.name))": _unique(("metadata", "name")),
-    **{f"!has(self.{name})": _absent(name)
-       for name in {*legacy.EXCLUDED_TEMPLATE_SPEC_FIELDS, *legacy.EXCLUDED_DEVICE_FIELDS}},
-}
+def _closing_paren(text: str, start: int) -> int:
+    """Index of the parenthesis closing the one at `start`, outside string literals and comments; -1 if none."""
+    depth = 0
+    for i in _code_positions(text[start:]):
+        depth += {"(": 1, ")": -1}.get(text[start + i], 0)
+        if depth == 0:
+            return start + i
+    return -1
+
+
+def _string_end(text: str, start: int) -> int:
+    quote = text[start] * 3 if text.startswith(text[start] * 3, start) else text[start]
+    raw = start > 0 and text[start - 1] in "rR"
+    i = start + len(quote)
+    while i < len(text):
+        if text[i] == "\\" and not raw:
+            i += 2
+            continue
+        if text.startswith(quote, i):
+            return i + len(quote)
+        i += 1
+    return len(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleSet:
+    """The rules at one place in the schema, evaluated together so that `self` is converted once."""
+
+    rules: tuple[Rule, ...]
+    reads: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, raw_rules: Iterable[Mapping[str, Any]]) -> RuleSet:
+        rules = tuple(compile_rule(r) for r in raw_rules if isinstance(r, Mapping))
+        active = [r for r in rules if r.skipped is None]
+        reads: frozenset[str] | None = frozenset()
+        for rule in active:
+            reads = None if reads is None or rule.reads is None else reads | rule.reads
+        return cls(rules, reads)
+
+
+def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
+    """Where the rules at a place in the schema holding `value` reject it."""
+    scope: celexpr.Scope | None = None
+    for rule in rule_set.rules:
+        if rule.skipped is not None:
+            continue
+        if rule.each is not None and isinstance(value, list | dict):
+            yield from _each_violations(rule, rule.each, value)
+            continue
+        if isinstance(value, str | int | float | bool):
+            outcome = _memoised(rule, ("self", rule.whole), value)
+        else:
+            if scope is None:
+                scope = celexpr.Scope({"self": _pruned(value, rule_set.reads)},
+                                      [r.whole for r in rule_set.rules if r.skipped is None])
+            outcome = scope.run(rule.whole)
+        if outcome is not True:
+            at = rule.field_path or ((rule.forbids,) if rule.forbids else ())
+            yield Violation(at, _message(rule, value, outcome), isinstance(outcome, celexpr.Failure))
+
+
+def _each_violations(rule: Rule, each: tuple[str, celexpr.Expression],
+                     value: list[Any] | dict[str, Any]) -> Iterator[Violation]:
+    """`self.all(v, body)` holds where body holds for every element: the body is evaluated per element
+    (per key of a map), and each element for which it fails is reported."""
+    name, body = each
+    elements = [_pruned(e, rule.element_reads) for e in value] if isinstance(value, list) else list(value)
+    if "self" not in body.variables:
+        # The verdict on an element depends on the element alone, and names, keys and requirements recur
+        # across objects: it is remembered.
+        outcomes = [_memoised(rule, each, element) for element in elements]
+    else:
+        scope = celexpr.Scope({"self": elements if isinstance(value, list) else value}, (body,))
+        outcomes = [_run_with(scope, name, element, body) for element in elements]
+    for index, (element, outcome) in enumerate(zip(value, outcomes, strict=True)):
+        if outcome is not True:
+            yield Violation((*rule.field_path, element if isinstance(value, dict) else index),
+                            _message(rule, value, outcome), isinstance(outcome, celexpr.Failure))
+
+
+def _run_with(scope: celexpr.Scope, name: str, element: Any, body: celexpr.Expression) -> Any:
+    scope.bind(name, element)
+    return scope.run(body)
+
+
+def _pruned(value: Any, reads: frozenset[str] | None) -> Any:
+    return {k: value[k] for k in reads if k in value} if reads is not None and isinstance(value, dict) else value
+
+
+def _memoised(rule: Rule, expression: tuple[str, celexpr.Expression], value: Any) -> Any:
+    # By type too: True and 1 are equal keys in Python, not in CEL.
+    key = (expression[0], json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else
+           (type(value).__name__, value))
+    if len(str(key[1])) > _MEMO_KEY_LIMIT:
+        return celexpr.evaluate(expression[1], {expression[0]: value})
+    if key not in rule.memo:
+        if len(rule.memo) >= _MEMO_LIMIT:
+            rule.memo.clear()
+        outcome = celexpr.evaluate(expression[1], {expression[0]: value})
+        # Only the verdict and an error's text are kept.
+        rule.memo[key] = outcome if outcome is True or isinstance(outcome, celexpr.Failure) else False
+    return rule.memo[key]
+
+
+def _message(rule: Rule, value: Any, outcome: Any) -> str:
+    if isinstance(outcome, celexpr.Failure):
+        return f"{rule.message}: {outcome.message}"
+    if rule.message_expression is not None:
+        said = celexpr.evaluate(rule.message_expression, {"self": value})
+        # The API server falls back to the message for a messageExpression that fails or says nothing.
+        if isinstance(said, str) and said.strip() and "\n" not in said:
+            return said.strip()
+    return rule.message

@@ -79,8 +79,9 @@ def excluded_reason(parent: Path, name: str) -> str | None:
 
 def suggestion(parent: Path, name: str, defined: Iterable[str]) -> str | None:
     """A defined field the user probably meant: a draft-RFC name's successor, else one edit away."""
-    if (parent, name) in DRAFT_NAMES:
-        return DRAFT_NAMES[(parent, name)]
+    successor = DRAFT_NAMES.get((parent, name))
+    if successor is not None and successor.split(".")[0] in defined:  # the CRD in use has it
+        return successor
     close = sorted(d for d in defined if _within_one_edit(name, d))
     return close[0] if close else None
 

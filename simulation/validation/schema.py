@@ -1,19 +1,14 @@
-"""The API server's verdict on a NodeOverlay, offline: the CRD's OpenAPI schema (through jsonschema), each of
-its CEL rules (re-implemented in cel.py, keyed by the rule's exact text), object-metadata checks, and the
-strict field validation kubectl asks for. The CRD shipped as package data is the only source of the schema."""
+"""The API server's verdict on a NodeOverlay, offline: the CRD's OpenAPI schema (through jsonschema), its CEL
+rules (evaluated by cel.py), object-metadata checks, and the strict field validation kubectl asks for; against
+the CRD given (crds.py), the embedded DRA-extended one by default."""
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-import jsonschema
-from ruamel.yaml import YAML
-
 from simulation import findings
-from simulation.validation import cel, legacy
+from simulation.validation import cel, crds, legacy
 from simulation.validation.syntax import (
     dns_subdomain_errors,
     label_value_errors,
@@ -25,88 +20,19 @@ Path = tuple[str | int, ...]
 _LAYER = {"layer": "apiserver"}
 
 
-@functools.cache
-def crd() -> dict[str, Any]:
-    text = (importlib.resources.files("simulation") / "data" / "nodeoverlays.crd.yaml").read_text("utf-8")
-    loaded: dict[str, Any] = YAML(typ="safe", pure=True).load(text)
-    return loaded
-
-
-def openapi_schema() -> dict[str, Any]:
-    """The openAPIV3Schema of the storage version."""
-    version = next(v for v in crd()["spec"]["versions"] if v.get("storage"))
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def validation_rules() -> list[tuple[Path, str, str]]:
-    """Every x-kubernetes-validations rule of the CRD as (schema location, rule, message)."""
-    out: list[tuple[Path, str, str]] = []
-
-    def visit(node: Mapping[str, Any], at: Path) -> None:
-        out.extend((at, r["rule"], r.get("message", "")) for r in node.get("x-kubernetes-validations", ()))
-        for name, child in node.get("properties", {}).items():
-            visit(child, (*at, "properties", name))
-        for key in ("items", "additionalProperties"):
-            if isinstance(node.get(key), Mapping):
-                visit(node[key], (*at, key))
-
-    visit(openapi_schema(), ())
-    return out
-
-
-# --- jsonschema over the OpenAPI schema -----------------------------------------------------------
-
-_KEPT = ("type", "required", "enum", "maxLength", "minLength", "maximum", "minimum", "maxItems", "minItems",
-         "maxProperties", "minProperties", "multipleOf", "uniqueItems")
-
-
-def _to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: node[k] for k in _KEPT if k in node}
-    if "pattern" in node:
-        out["goPattern"] = node["pattern"]
-    if "properties" in node:
-        out["properties"] = {k: _to_json_schema(v) for k, v in node["properties"].items()}
-    for key in ("items", "additionalProperties"):
-        if isinstance(node.get(key), Mapping):
-            out[key] = _to_json_schema(node[key])
-    for key in ("anyOf", "allOf", "oneOf"):
-        if key in node:
-            out[key] = [_to_json_schema(v) for v in node[key]]
-    if node.get("x-kubernetes-int-or-string") and "anyOf" not in out:
-        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
-    if node.get("nullable") and "type" in out:
-        out["type"] = [out["type"], "null"]
-    # Without additionalProperties an object admits only its properties: the strict field validation that
-    # kubectl asks for by default rejects the rest.
-    if "properties" in node and "additionalProperties" not in node \
-            and not node.get("x-kubernetes-preserve-unknown-fields"):
-        out["additionalProperties"] = False
-    return out
-
-
-def _go_pattern(_v: Any, pattern: str, instance: Any, _s: Any) -> Iterator[jsonschema.ValidationError]:
-    if isinstance(instance, str) and not cel.go_regex(pattern).search(instance):
-        yield jsonschema.ValidationError(f"does not match {pattern}")
-
-
-@functools.cache
-def _validator() -> Any:
-    extend: Any = jsonschema.validators.extend  # untyped in the stubs
-    validator_class = extend(jsonschema.Draft202012Validator, {"goPattern": _go_pattern})
-    return validator_class(_to_json_schema(openapi_schema()))
-
-
 class _Issue(NamedTuple):
     path: Path
     message: str
     code: str | None = None
     typing: bool = False  # a wrong type: the one finding worth making at that path
     detail: Mapping[str, str] = {}
+    # Besides a wrong type, what keeps the API server from evaluating any CEL rule: a missing required field,
+    # a value outside an enum, over a maximum length, item or property count.
+    blocking: bool = False
 
 
-def _schema_issues(instance: dict[str, Any]) -> Iterator[_Issue]:
-    for error in _validator().iter_errors(instance):
+def _schema_issues(crd: crds.Crd, instance: dict[str, Any]) -> Iterator[_Issue]:
+    for error in crd.validator.iter_errors(instance):
         path: Path = tuple(error.absolute_path)
         kind, want, value, schema = error.validator, error.validator_value, error.instance, error.schema
         here = findings.json_path(*path) or "object"
@@ -117,21 +43,27 @@ def _schema_issues(instance: dict[str, Any]) -> Iterator[_Issue]:
             yield _Issue(path, f"{here}: must be a quantity, not {legacy.describe(value)}", typing=True)
         elif kind == "required":
             for name in (n for n in want if n not in value):
-                yield _Issue((*path, name), f"{findings.json_path(*path, name)}: required field is missing")
+                yield _Issue((*path, name), f"{findings.json_path(*path, name)}: required field is missing",
+                             blocking=True)
         elif kind == "additionalProperties":
             defined = schema.get("properties", {})
             yield from (_unknown(path, n, value[n], defined, instance) for n in value if n not in defined)
         elif kind == "enum":
             choices = ", ".join(want)
-            yield _Issue(path, f"{here}: unsupported value {legacy.quote(value)}: must be one of {choices}")
+            yield _Issue(path, f"{here}: unsupported value {legacy.quote(value)}: must be one of {choices}",
+                         blocking=True)
         elif kind == "goPattern":
             yield _Issue(path, f"{here}: {legacy.quote(value)} is not {legacy.pattern_name(want)}")
         else:
-            yield _Issue(path, f"{here}: {legacy.bound_message(kind, want, value)}")
+            yield _Issue(path, f"{here}: {legacy.bound_message(kind, want, value)}",
+                         blocking=kind in ("maxLength", "maxItems", "maxProperties"))
 
 
 def _unknown(parent: Path, name: str, value: Any, defined: Iterable[str], obj: dict[str, Any]) -> _Issue:
-    message, code, detail = legacy.unknown_field(parent, name, value, defined, cel.dig(obj, "spec") or {})
+    message, code, detail = legacy.unknown_field(parent, name, value, defined, crds.dig(obj, "spec") or {})
+    if (*parent, name) == crds.DRA_FIELD:
+        message += ("; the NodeOverlay CRD in use has no DRA extension (Karpenter's own has none): "
+                    "dynamicResources needs the project's opt-in DRA-extended CRD")
     return _Issue((*parent, name), message, code, detail=detail)
 
 
@@ -175,33 +107,49 @@ def _metadata_issues(obj: dict[str, Any]) -> Iterator[_Issue]:
 
 # --- putting it together --------------------------------------------------------------------------
 
-_TYPES: Mapping[str, type] = {"object": dict, "array": list, "string": str}
+_TYPES: Mapping[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,),
+                                          "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
 
-def _rule_sites(node: Mapping[str, Any], value: Any,
-                path: Path) -> Iterator[tuple[Mapping[str, str], Any, Path]]:
+def _rule_sites(node: crds.Node, value: Any, path: Path) -> Iterator[tuple[cel.RuleSet, Any, Path]]:
     # Rules run only on values of the declared type: a mistyped value is the schema's finding alone.
-    if not isinstance(value, _TYPES.get(node.get("type", ""), ())):
+    wanted = _TYPES.get(node.type, ())
+    if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
         return
-    for rule in node.get("x-kubernetes-validations", ()):
-        yield rule, value, path
+    if node.rules.rules:
+        yield node.rules, value, path
     if isinstance(value, dict):
         for key, child in value.items():
-            schema = node.get("properties", {}).get(key, node.get("additionalProperties"))
-            if isinstance(schema, Mapping):
+            schema = node.properties.get(key, node.additional)
+            if schema is not None:
                 yield from _rule_sites(schema, child, (*path, key))
-    elif isinstance(value, list) and isinstance(node.get("items"), Mapping):
+    elif isinstance(value, list) and node.items is not None:
         for i, child in enumerate(value):
-            yield from _rule_sites(node["items"], child, (*path, i))
+            yield from _rule_sites(node.items, child, (*path, i))
 
 
-def _cel_issues(obj: dict[str, Any]) -> Iterator[_Issue]:
-    for rule, value, path in _rule_sites(openapi_schema(), obj, ()):
-        for violation in cel.CEL_RULES[rule["rule"]](value):
+def _cel_issues(crd: crds.Crd, obj: dict[str, Any], blocked: bool) -> Iterator[_Issue]:
+    """The rules' violations. The API server evaluates none when a blocking error stands; all of them are
+    still reported, so that one run shows every problem, but for rules that fail to evaluate: those
+    errors (a required field missing, say) come from the blocking error itself."""
+    for rules, value, path in _rule_sites(crd.node, obj, ()):
+        for violation in cel.violations(rules, value):
+            if blocked and violation.error:
+                continue
             at = (*path, *violation.at)
-            note = f" ({violation.note})" if violation.note else ""
-            text = rule.get("message", rule["rule"])
-            yield _Issue(at, f"{findings.json_path(*at) or 'object'}: {text}{note}", violation.code)
+            message = f"{findings.json_path(*at) or 'object'}: {violation.message}"
+            if _binding_key_beside_a_value(at, crds.dig(obj, *at)):
+                # The DRA RFC's bindingKey rule (a bindingKey excludes any concrete value in the same
+                # attribute): reported where the DRA checks report bindingKeys.
+                yield _Issue((*at, "bindingKey"), message, "invalid-binding-key")
+            else:
+                yield _Issue(at, message)
+
+
+def _binding_key_beside_a_value(at: Path, value: Any) -> bool:
+    # spec.dynamicResources.resourceSliceTemplates[i].spec.devices[j].attributes[name]
+    return (len(at) == 9 and at[:3] == (*crds.DRA_FIELD, "resourceSliceTemplates") and at[7] == "attributes"
+            and isinstance(value, dict) and "bindingKey" in value and len(value) > 1)
 
 
 def _code(issue: _Issue) -> str:
@@ -217,52 +165,71 @@ def _code(issue: _Issue) -> str:
 
 def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
                     source: int | None) -> Iterator[findings.Finding]:
-    requirements = cel.dig(obj, "spec", "requirements")
+    requirements = crds.dig(obj, "spec", "requirements")
     for i, req in enumerate(requirements if isinstance(requirements, list) else ()):
-        operator, values = cel.dig(req, "operator"), cel.dig(req, "values")
+        operator, values = crds.dig(req, "operator"), crds.dig(req, "values")
         if operator in ("Exists", "DoesNotExist") and isinstance(values, list) and values:
             path = ("spec", "requirements", i, "values")
             message = f"{findings.json_path(*path)}: Karpenter ignores the values of {operator}; remove them"
             yield findings.make("ignored-values", ref, path, message, source=source)
 
 
-def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None) -> list[findings.Finding]:
-    """Everything the API server would reject in one raw NodeOverlay, plus ignored-values warnings."""
-    plain = as_validated(obj)
+def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None,
+          crd: crds.Crd | None = None) -> list[findings.Finding]:
+    """Everything the API server would reject in one raw NodeOverlay, plus ignored-values warnings; against
+    the embedded CRD unless another is given."""
+    crd = crd or crds.embedded()
+    plain = as_validated(obj, crd)
     if not isinstance(plain, dict):
         return [findings.make("schema", ref, (), f"object: must be an object, not {legacy.describe(plain)}",
                               source=source, detail=_LAYER)]
-    issues = [*_schema_issues(plain), *_metadata_issues(plain), *_cel_issues(plain)]
-    if isinstance(cel.dig(plain, "spec", "selector"), dict):
+    issues = [*_schema_issues(crd, plain), *_metadata_issues(plain)]
+    issues += _cel_issues(crd, plain, blocked=any(i.typing or i.blocking for i in issues))
+    if isinstance(crds.dig(plain, "spec", "selector"), dict):
         # The selector's migration already says what the requirements should be.
         issues = [i for i in issues if i.path != ("spec", "requirements")]
-    # A field the RFC excludes is refused whole with the RFC's reason, whatever its value's type.
-    excluded = {i.path for i in issues if not i.typing and i.path
-                and legacy.excluded_reason(i.path[:-1], str(i.path[-1])) is not None}
-    issues = [i for i in issues if not (i.typing and any(i.path[:len(x)] == x for x in excluded))]
-    mistyped = {i.path for i in issues if i.typing}
+    issues = [_excluded(i) for i in issues]
+    # A wrong type is the one finding at its path.
+    mistyped: dict[Path, _Issue] = {}
+    for issue in issues:
+        if issue.typing:
+            mistyped.setdefault(issue.path, issue)
+    kept = [*mistyped.values(), *(i for i in issues if not i.typing and i.path not in mistyped)]
     out = [findings.make(_code(i), ref, i.path, i.message, source=source, detail={**i.detail, **_LAYER})
-           for i in issues if i.typing or i.path not in mistyped]
+           for i in kept]
     return findings.ordered([*out, *_ignored_values(plain, ref, source)])
 
 
-def as_validated(obj: Any) -> Any:
+def _excluded(issue: _Issue) -> _Issue:
+    """A field the RFC excludes is refused with the RFC's reason, whatever its value's type: a wrong type in
+    or under it (which keeps the API server from evaluating the rule that gives the reason) says so too."""
+    if not issue.typing:
+        return issue
+    for end in range(1, len(issue.path) + 1):
+        parent, name = issue.path[:end - 1], str(issue.path[end - 1])
+        reason = legacy.excluded_reason(parent, name)
+        if reason is not None:
+            where = findings.json_path(*issue.path[:end])
+            return issue._replace(path=issue.path[:end],
+                                  message=f"{where}: {name} is not part of a ResourceSliceTemplate: {reason}")
+    return issue
+
+
+def as_validated(obj: Any, crd: crds.Crd | None = None) -> Any:
     """The object as the API server validates it: plain JSON, with nulls of non-nullable fields dropped (the
     API server prunes them first, so `weight: null` means no weight, not a wrongly typed one)."""
-    return _drop_nulls(plain_json(obj), openapi_schema())
+    return _drop_nulls(plain_json(obj), (crd or crds.embedded()).node)
 
 
-def _drop_nulls(value: Any, node: Mapping[str, Any] | None) -> Any:
+def _drop_nulls(value: Any, node: crds.Node | None) -> Any:
     if isinstance(value, dict):
-        known = node.get("properties", {}) if node else {}
-        extra = node.get("additionalProperties") if node else None
         out: dict[str, Any] = {}
         for key, child in value.items():
-            schema = known.get(key, extra if isinstance(extra, Mapping) else None)
+            schema = node.properties.get(key, node.additional) if node else None
             # Unknown fields keep their nulls: strict decoding rejects them before any pruning.
-            if child is not None or schema is None or schema.get("nullable"):
+            if child is not None or schema is None or schema.nullable:
                 out[key] = _drop_nulls(child, schema)
         return out
-    if isinstance(value, list) and node and isinstance(node.get("items"), Mapping):
-        return [_drop_nulls(child, node["items"]) for child in value]
+    if isinstance(value, list) and node and node.items is not None:
+        return [_drop_nulls(child, node.items) for child in value]
     return value

@@ -1,0 +1,181 @@
+"""NodeOverlay CRDs compiled for validation: the schema as a tree of places holding CEL rules, a jsonschema
+validator for the OpenAPI part, and the rules compiled once (cel.py). The CRD is data: the embedded one (the
+project's DRA-extended CRD, package data) by default, or the one the user runs, which the front ends read
+(`--crd FILE`, the cluster) and hand in through `load`. A `Crd` is compared by identity."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jsonschema
+from ruamel.yaml import YAML
+
+from simulation.validation import cel
+
+GROUP, KIND, VERSION = "karpenter.sh", "NodeOverlay", "v1alpha1"
+DRA_FIELD = ("spec", "dynamicResources")
+
+
+class CrdError(ValueError):
+    """Not a usable NodeOverlay CRD; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Crd:
+    """A NodeOverlay CRD compiled for validation: its schema, a jsonschema validator and its CEL rules."""
+
+    origin: str
+    openapi: Mapping[str, Any] = dataclasses.field(repr=False)
+    validator: Any = dataclasses.field(repr=False)
+    node: Node = dataclasses.field(repr=False)
+
+    def defines(self, *path: str) -> bool:
+        """Whether the schema declares the field at `path` (property names from the object's root)."""
+        node: Node | None = self.node
+        for name in path:
+            node = node.properties.get(name) if node is not None else None
+        return node is not None
+
+    def rules(self) -> list[cel.Rule]:
+        return [rule for rule_set in self.node.rule_sets() for rule in rule_set.rules]
+
+    def unchecked(self) -> list[tuple[str, str]]:
+        """(rule, why) for each rule the guard cannot evaluate: the API server may reject what passes here."""
+        return [(r.text, r.skipped) for r in self.rules() if r.skipped is not None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One place in the schema: what rule evaluation and null pruning need of it."""
+
+    type: str
+    nullable: bool
+    rules: cel.RuleSet
+    properties: Mapping[str, Node]
+    items: Node | None
+    additional: Node | None
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> Node:
+        def child(key: str) -> Node | None:
+            return cls.of(raw[key]) if isinstance(raw.get(key), Mapping) else None
+
+        properties = raw.get("properties")
+        return cls(str(raw.get("type", "")), bool(raw.get("nullable")),
+                   cel.RuleSet.of(raw.get("x-kubernetes-validations") or ()),
+                   {str(k): cls.of(v) for k, v in (properties.items() if isinstance(properties, Mapping) else ())
+                    if isinstance(v, Mapping)},
+                   child("items"), child("additionalProperties"))
+
+    def rule_sets(self) -> Iterator[cel.RuleSet]:
+        yield self.rules
+        for node in (*self.properties.values(), self.items, self.additional):
+            if node is not None:
+                yield from node.rule_sets()
+
+
+def load(raw: Any, origin: str) -> Crd:
+    """Compile a parsed CustomResourceDefinition of NodeOverlays; CrdError if it is not one."""
+    if not isinstance(raw, dict) or raw.get("kind") != "CustomResourceDefinition":
+        raise CrdError(f"{origin}: not a CustomResourceDefinition")
+    kind, group = dig(raw, "spec", "names", "kind"), dig(raw, "spec", "group")
+    if (kind, group) != (KIND, GROUP):
+        raise CrdError(f"{origin}: the CRD is for {kind}.{group}, not {KIND}.{GROUP}")
+    versions = dig(raw, "spec", "versions")
+    version = next((v for v in versions if dig(v, "name") == VERSION), None) if isinstance(versions, list) else None
+    openapi = dig(version, "schema", "openAPIV3Schema")
+    if not isinstance(openapi, dict):
+        raise CrdError(f"{origin}: the CRD has no {VERSION} version with an openAPIV3Schema")
+    extend: Any = jsonschema.validators.extend  # untyped in the stubs
+    validator_class = extend(jsonschema.Draft202012Validator, {"goPattern": _go_pattern})
+    try:
+        converted = _to_json_schema(openapi)
+        validator_class.check_schema(converted)
+        for pattern in _patterns(converted):
+            go_regex(pattern)
+        return Crd(origin, openapi, validator_class(converted), Node.of(openapi))
+    except (AttributeError, TypeError, ValueError, re.error, jsonschema.SchemaError) as err:
+        # The API server would not have accepted such a CRD; nothing of it can be trusted.
+        raise CrdError(f"{origin}: not a usable openAPIV3Schema: {str(err).splitlines()[0]}") from None
+
+
+def _patterns(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("goPattern"), str):
+            yield node["goPattern"]
+        for child in node.values():
+            yield from _patterns(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _patterns(child)
+
+
+@functools.cache
+def raw_embedded() -> Mapping[str, Any]:
+    """The project's DRA-extended CRD, shipped as package data, as parsed YAML."""
+    text = (importlib.resources.files("simulation") / "data" / "nodeoverlays.crd.yaml").read_text("utf-8")
+    loaded: Mapping[str, Any] = YAML(typ="safe", pure=True).load(text)
+    return loaded
+
+
+@functools.cache
+def embedded() -> Crd:
+    return load(raw_embedded(), "the embedded DRA-extended NodeOverlay CRD")
+
+
+# --- jsonschema over the OpenAPI schema -----------------------------------------------------------
+
+_KEPT = ("type", "required", "enum", "maxLength", "minLength", "maximum", "minimum", "maxItems", "minItems",
+         "maxProperties", "minProperties", "multipleOf", "uniqueItems")
+
+
+def _to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: node[k] for k in _KEPT if k in node}
+    if "pattern" in node:
+        out["goPattern"] = node["pattern"]
+    if "properties" in node:
+        out["properties"] = {k: _to_json_schema(v) for k, v in node["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), Mapping):
+            out[key] = _to_json_schema(node[key])
+    for key in ("anyOf", "allOf", "oneOf"):
+        if key in node:
+            out[key] = [_to_json_schema(v) for v in node[key]]
+    if node.get("x-kubernetes-int-or-string") and "anyOf" not in out:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    # Without additionalProperties an object admits only its properties: the strict field validation that
+    # kubectl asks for by default rejects the rest.
+    if "properties" in node and "additionalProperties" not in node \
+            and not node.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+@functools.cache
+def go_regex(pattern: str) -> re.Pattern[str]:
+    """An OpenAPI `pattern` as Go's regexp reads it. Python's re is far quicker to call than RE2's wrapper
+    and, for the patterns CRDs use, agrees once `$` means the very end and `\\d` is ASCII."""
+    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern), re.ASCII)
+
+
+def _go_pattern(_v: Any, pattern: str, instance: Any, _s: Any) -> Iterator[jsonschema.ValidationError]:
+    if isinstance(instance, str) and not go_regex(pattern).search(instance):
+        yield jsonschema.ValidationError(f"does not match {pattern}")
+
+
+def dig(value: Any, *keys: str | int) -> Any:
+    for key in keys:
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value):
+            value = value[key]
+        else:
+            return None
+    return value

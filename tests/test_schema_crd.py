@@ -1,0 +1,268 @@
+"""The schema layer follows the CRD it is given: Karpenter's own (no DRA extension), the embedded DRA-extended
+one, or any other NodeOverlay CRD, whose CEL rules are evaluated by the CEL library with no rule-specific code."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from simulation import findings
+from simulation.evaluate import Document, check_overlay
+from simulation.validation import celexpr, crds, schema
+from tests import test_lint_cluster, tools
+from tests.test_schema import valid, with_edits
+
+REF = findings.ObjectRef("NodeOverlay", "test")
+fake_cluster = test_lint_cluster.fake_cluster  # a fixture: the list API of a cluster, faked
+DRA_CODES = {"invalid-binding-key", "invalid-attribute-binding", "invalid-resource-slice-template"}
+
+
+@pytest.fixture(scope="module")
+def karpenter() -> crds.Crd:
+    path = Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml"
+    return crds.load(YAML(typ="safe", pure=True).load(path.read_text()), str(path))
+
+
+def plain() -> dict[str, Any]:
+    """valid() without the DRA extension: valid under either CRD."""
+    obj = valid()
+    del obj["spec"]["dynamicResources"]
+    return obj
+
+
+def fields(found: list[findings.Finding]) -> set[tuple[str, str]]:
+    return {(f.code, f.field) for f in found}
+
+
+# --- Karpenter's own CRD ----------------------------------------------------------------------------
+
+def test_karpenter_crd_is_the_embedded_one_without_the_dra_extension(karpenter: crds.Crd) -> None:
+    assert karpenter.defines("spec", "requirements") and not karpenter.defines(*crds.DRA_FIELD)
+    assert crds.embedded().defines(*crds.DRA_FIELD)
+    assert karpenter.unchecked() == []
+    assert {r.text for r in karpenter.rules()} < {r.text for r in crds.embedded().rules()}
+
+
+def test_dynamic_resources_is_an_unknown_field_under_karpenter_crd(karpenter: crds.Crd) -> None:
+    found = schema.check(valid(), REF, None, karpenter)
+    assert fields(found) == {("schema", "spec.dynamicResources")}
+    assert 'unknown field "dynamicResources"' in found[0].message and "DRA" in found[0].message
+
+
+def test_dra_checks_run_only_where_the_crd_defines_the_field(karpenter: crds.Crd) -> None:
+    # A bindingKey used once breaks a DRA rule; under Karpenter's CRD only the unknown field is reported.
+    obj = with_edits(("spec.dynamicResources.resourceSliceTemplates[1].spec.devices", [{"name": "nic-0"}]))
+    doc = Document(obj, 0)
+    assert {f.code for f in check_overlay(doc).findings} & DRA_CODES
+    found = check_overlay(doc, karpenter).findings
+    assert {(f.code, f.field) for f in found} == {("schema", "spec.dynamicResources")}
+
+
+@pytest.mark.parametrize(("dotted", "value", "expected"), [
+    ("spec.requirements[0].key", "karpenter.sh/foo", ("schema", "spec.requirements[0].key")),
+    ("spec.requirements[1].values", ["-1"], ("schema", "spec.requirements[1]")),
+    ("spec.requirements[2].values", [], ("schema", "spec.requirements[2]")),
+    ("spec.capacity", {"cpu": "1"}, ("schema", "spec.capacity.cpu")),
+    ("spec.price", "1.5", ("schema", "spec")),
+    ("spec.wieght", 1, ("schema", "spec.wieght")),
+    ("spec.resourceSlices", [], ("schema", "spec.resourceSlices")),
+])
+def test_both_crds_give_the_same_findings_outside_the_extension(karpenter: crds.Crd, dotted: str, value: Any,
+                                                                expected: tuple[str, str]) -> None:
+    from tests.test_schema import edit
+
+    answers = [fields(schema.check(edit(plain(), dotted, value), REF, None, crd))
+               for crd in (karpenter, crds.embedded())]
+    assert answers == [{expected}, {expected}]
+
+
+def test_no_draft_dra_name_is_suggested_where_the_crd_has_no_dra_field(karpenter: crds.Crd) -> None:
+    from tests.test_schema import edit
+
+    found = schema.check(edit(plain(), "spec.resourceSlices", []), REF, None, karpenter)
+    assert "did you mean" not in found[0].message
+
+
+# --- loading a CRD ----------------------------------------------------------------------------------
+
+def _crd(**changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(dict(crds.raw_embedded()))
+    for dotted, value in changes.items():
+        node: Any = raw
+        *parents, last = dotted.split("__")
+        for part in parents:
+            node = node[int(part) if part.isdigit() else part]
+        node[last] = value
+    return raw
+
+
+@pytest.mark.parametrize("raw", [
+    None, [], {"kind": "ConfigMap"},
+    _crd(spec__names__kind="NodePool"), _crd(spec__group="example.com"),
+    _crd(spec__versions=[]), _crd(spec__versions__0__name="v1"), _crd(spec__versions__0__schema={}),
+])
+def test_what_is_not_a_nodeoverlay_crd_is_refused_with_a_reason(raw: Any) -> None:
+    with pytest.raises(crds.CrdError, match=r"^given: "):
+        crds.load(raw, "given")
+
+
+# --- rules the CRD brings: evaluated as the API server does -----------------------------------------
+
+def _with_spec_rules(*rules: Mapping[str, Any]) -> crds.Crd:
+    raw = _crd()
+    spec = raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [*spec["x-kubernetes-validations"], *rules]
+    return crds.load(raw, "test")
+
+
+def _spec_findings(crd: crds.Crd, **spec: Any) -> list[findings.Finding]:
+    obj = plain()
+    obj["spec"].update(spec)
+    return [f for f in schema.check(obj, REF, None, crd) if f.code == "schema"]
+
+
+def test_a_new_rule_applies_with_no_code_change() -> None:
+    crd = _with_spec_rules({"rule": "!has(self.weight) || self.weight <= 100", "message": "weight at most 100"})
+    assert _spec_findings(crd, weight=100) == []
+    found = _spec_findings(crd, weight=101)
+    assert [(f.field, f.message) for f in found] == [("spec", "spec: weight at most 100")]
+
+
+def test_message_expression_field_path_and_default_message() -> None:
+    crd = _with_spec_rules(
+        {"rule": "self.weight < 50", "messageExpression": "'weight ' + string(self.weight) + ' is too high'",
+         "fieldPath": ".weight"},
+        {"rule": "self.weight < 40"},
+        {"rule": "self.weight < 30", "message": "fallback", "messageExpression": "self.nothing"})
+    found = {f.message for f in _spec_findings(crd, weight=60)}
+    assert found == {"spec.weight: weight 60 is too high", "spec: failed rule: self.weight < 40",
+                     "spec: fallback"}
+
+
+def test_an_evaluation_error_rejects_with_the_rule_message_and_the_error() -> None:
+    obj = with_edits(("spec.requirements[0].values", None))  # In without values: CEL's "no such key"
+    found = schema.check(obj, REF, None)
+    assert [f.field for f in found] == ["spec.requirements[0]"]
+    assert "must have a value defined" in found[0].message and "no such key" in found[0].message
+
+
+@pytest.mark.parametrize(("rule", "why"), [
+    ("self.weight == oldSelf.weight", "transition rule"),
+    ("isQuantity(self.price)", "isQuantity"),
+    ("self.all(x, ", "does not compile"),
+])
+def test_rules_the_guard_cannot_evaluate_are_listed_never_guessed(rule: str, why: str) -> None:
+    crd = _with_spec_rules({"rule": rule, "message": "m"})
+    assert [w for r, w in crd.unchecked() if r == rule and why in w]
+    assert _spec_findings(crd, weight=1) == []
+
+
+@pytest.mark.parametrize(("rule", "value", "holds"), [
+    # Go's strconv.ParseInt: no spaces, underscores or non-ASCII digits; a sign is fine.
+    ("int(self) >= 0", "+5", True), ("int(self) >= 0", " 5", False), ("int(self) >= 0", "1_000", False),
+    ("int(self) >= 0", "\u0663", False), ("int(self) >= 0", "9223372036854775808", False),
+    # RE2: `$` only at the very end.
+    ("self.matches('^[a-z]+$')", "abc\n", False), ("self.find('^([^/]+)') == 'a.b'", "a.b/c", True),
+    ("self.find('x') == ''", "abc", True), ("self.findAll('[0-9]') == ['1', '2']", "a1b2", True),
+    # The strings extension counts code points.
+    ("self.indexOf('/') == 2", "\u00fc\u00fc/x", True), ("self.lastIndexOf('a') == 2", "aba", True),
+    ("self.lowerAscii() == 'abc'", "ABC", True), ("self.split('/') == ['a', 'b']", "a/b", True),
+    ("[3, 1].isSorted() == false && [1, 3].sum() == 4 && [1, 3].indexOf(3) == 1", "", True),
+])
+def test_kubernetes_extension_functions(rule: str, value: str, holds: bool) -> None:
+    assert (celexpr.evaluate(celexpr.compile_expression(rule), {"self": value}) is True) == holds
+
+
+def test_rules_compile_once_per_crd_never_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    crd = crds.embedded()
+    compiled: list[str] = []
+    real = celexpr.compile_expression
+    monkeypatch.setattr(celexpr, "compile_expression", lambda source: compiled.append(source) or real(source))
+    assert schema.check(valid(), REF, None, crd) == [] and compiled == []
+    crds.load(crds.raw_embedded(), "again")
+    assert len(compiled) >= len(crd.rules())
+
+
+# --- the front ends: `overlay-lint --crd`, the cluster's CRD, `overlay-webhook --crd` ----------------
+
+def _lint(*args: str) -> tuple[int, dict[str, Any], str]:
+    import io
+    import json
+
+    from lint import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main([*args, "--format", "json"], stdout=out, stderr=err)
+    return code, json.loads(out.getvalue() or "{}"), err.getvalue()
+
+
+def _write(tmp_path: Path, name: str, *docs: Any) -> str:
+    import json
+
+    path = tmp_path / name
+    path.write_text("\n---\n".join(json.dumps(d) for d in docs))
+    return str(path)
+
+
+def test_lint_crd_option_selects_the_schema(tmp_path: Path) -> None:
+    overlay = _write(tmp_path, "o.yaml", valid())
+    karpenter_file = str(Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml")
+    code, out, err = _lint("check", overlay, "--crd", karpenter_file)
+    assert code == 1, err
+    assert [(f["code"], f["field"]) for f in out["findings"]] == [("schema", "spec.dynamicResources")]
+    # Options go anywhere; a file with all of Karpenter's CRDs will do; the default is the embedded CRD.
+    bundle = _write(tmp_path, "crds.yaml", *(YAML(typ="safe", pure=True).load(p.read_text()) for p in
+                                              sorted(Path(tools.karpenter_crds()).glob("*.yaml"))))
+    assert _lint("check", "--crd", bundle, overlay)[:2] == (code, out)
+    assert _lint("check", overlay)[0] == 0
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "No such file"), ({"kind": "ConfigMap"}, "not a CustomResourceDefinition"),
+    ("nodepools", "not NodeOverlay.karpenter.sh"), ("{{", "--crd"),
+])
+def test_lint_crd_that_cannot_serve_exits_2(tmp_path: Path, content: Any, message: str) -> None:
+    path = tmp_path / "crd.yaml"
+    if content == "nodepools":
+        path.write_text((Path(tools.karpenter_crds()) / "karpenter.sh_nodepools.yaml").read_text())
+    elif isinstance(content, str):
+        path.write_text(content)
+    elif content is not None:
+        path.write_text(str(content))
+    code, _, err = _lint("check", _write(tmp_path, "o.yaml", plain()), "--crd", str(path))
+    assert code == 2 and message in err and err.startswith("overlay-lint: error: --crd") and "Traceback" not in err
+
+
+def test_lint_cluster_checks_against_the_cluster_crd(tmp_path: Path, fake_cluster: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    kubeconfig, api = fake_cluster
+    crd_path = Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml"
+    crd_json = json.loads(json.dumps(YAML(typ="safe", pure=True).load(crd_path.read_text())))
+    api.pages = {"/apis/karpenter.sh/v1/nodepools": [{"items": []}],
+                 "/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": []}],
+                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodeoverlays.karpenter.sh": [crd_json]}
+    overlay = _write(tmp_path, "o.yaml", valid())
+    cluster = ("--cluster", "--kubeconfig", kubeconfig, "--context", "fake")
+    code, out, _ = _lint("check", overlay, *cluster)
+    assert code == 1 and [f["field"] for f in out["findings"]] == ["spec.dynamicResources"]
+    # --crd wins over the cluster's; a CRD the user may not read leaves the embedded one, with a note.
+    embedded_file = str(Path(__file__).resolve().parent.parent / "simulation" / "data" / "nodeoverlays.crd.yaml")
+    assert _lint("check", overlay, *cluster, "--crd", embedded_file)[0] == 0
+    listing = api.do_GET
+
+    def forbidden(handler: Any) -> None:
+        if "customresourcedefinitions" in handler.path:
+            handler._send(403, {"kind": "Status", "code": 403, "reason": "Forbidden"})
+        else:
+            listing(handler)
+
+    monkeypatch.setattr(api, "do_GET", forbidden)
+    code, out, _ = _lint("check", overlay, *cluster)
+    assert code == 0 and any("cannot read the CRD nodeoverlays.karpenter.sh (403" in n for n in out["notes"])
