@@ -215,6 +215,20 @@ base_epoch() {
   printf '%s\n' "${epoch:-0}"
 }
 
+# Manylinux wheels take some libraries from the system: each extension module's must resolve in the image,
+# or the webhook would fail at its first import instead of the build failing here.
+check_libraries() {
+  local rootfs="$1" so out missing=""
+  while IFS= read -r so; do
+    # The dynamic loader fails on a missing direct dependency and says "not found" for an indirect one.
+    if ! out="$(in_rootfs "$rootfs" /lib64/ld-linux-x86-64.so.2 --list "${so#.}" 2>&1)" ||
+      [[ "$out" == *"not found"* ]]; then
+      missing+=$'\n'"$(grep -E 'not found|error' <<<"$out" | head -3)"
+    fi
+  done < <(cd "$rootfs" && find ".$venv" -name '*.so*' -type f)
+  [[ -z "$missing" ]] || die "libraries missing from the image (add their Debian packages): $missing"
+}
+
 base_key() {
   { cat "${BASH_SOURCE[0]}" "$lock" "$build_lock"; printf '%s\n' "$suite" "${debian_packages[@]}" "$1"; } | sha
 }
@@ -254,6 +268,7 @@ build_base() {
   pip_in_rootfs "$rootfs" install --quiet --no-index --find-links /tmp/wheels --require-hashes --no-deps \
     --no-compile -r /tmp/wheels/requirements.lock
   rm -rf "$rootfs/tmp/wheels"
+  check_libraries "$rootfs"
   compile_in_rootfs "$rootfs" "/usr/lib/python$py_version" "$venv/lib"
   clamp_mtimes "$rootfs" "$epoch"
 
