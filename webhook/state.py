@@ -336,7 +336,7 @@ class Cache:
         self.dropped_holds += len(held)
         self.stale_objects += len(stale)
         log.info("a denial rested on objects the API server does not have; judging again without them",
-                 extra={"fields": {"candidate": subject.name, "droppedHolds": held,
+                 extra={"fields": {"candidate": subject.name, "droppedHolds": [k[1] for k in held],
                                    "staleInCache": sorted(f"{k[0]}/{k[1]}" for k in stale)}})
         # Only the holds that were read: one taken meanwhile (a new request) is a different hold.
         current = self._snapshot.pending
