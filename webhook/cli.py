@@ -34,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("enforce", "warn"), default="enforce",
                    help="enforce: deny on errors; warn: allow and return errors as warnings")
     p.add_argument("--client-ca", type=Path,
-                   help="require API-server client certificates signed by this CA (PEM bundle); re-read when it changes")
+                   help="require API-server client certificates signed by this CA (a PEM bundle, re-read when "
+                        "it changes)")
     p.add_argument("--pending-ttl", type=float, default=30.0,
                    help="seconds an admitted object is held until the watch confirms it (default 30)")
     p.add_argument("--max-connections", type=int, default=Limits.max_connections,
