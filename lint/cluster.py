@@ -12,13 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lint.reader import InputError
+from simulation.validation import crds
 
 # (group, version, plural, kind)
 RESOURCES = (
     ("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay"),
     ("karpenter.sh", "v1", "nodepools", "NodePool"),
 )
-CRD = "nodeoverlays.karpenter.sh"
 PAGE = 500
 TIMEOUT_SECONDS = 30
 
@@ -67,13 +67,13 @@ def read_crd(kubeconfig: str | None = None, context: str | None = None) -> tuple
         api = client.ApiextensionsV1Api(api_client)
         # Raw JSON: the client's models would drop or reject parts of an arbitrary schema.
         response: Any = api.read_custom_resource_definition(
-            CRD, _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
+            crds.NAME, _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
         found: dict[str, Any] = json.loads(response.data)
         return found, []
     except ApiException as err:
         if err.status == 404:  # no NodeOverlays are served either, which the listing has noted
             return None, []
-        return None, [f"cannot read the CRD {CRD} ({err.status} {err.reason}); checking against the embedded "
+        return None, [f"cannot read the CRD {crds.NAME} ({err.status} {err.reason}); checking against the embedded "
                       "DRA-extended CRD"]
     except Exception as err:  # connection refused, TLS, timeouts: urllib3 raises its own types
         raise InputError(f"cannot reach the cluster: {_one_line(err)}") from None

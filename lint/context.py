@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lint import cluster, reader, tree
+from lint import reader, tree
 from lint.loader import Loader
 from lint.positions import Table
 from simulation.semantics import catalog as cat
@@ -77,32 +77,26 @@ def read_crd(path: str) -> crds.Crd:
         raise reader.InputError(f"--crd {err}") from None
     if text.text is None:
         raise reader.InputError(f"--crd {path}: {text.problem}")
-    found: list[Any] = []
+    documents = []
     for parsed in tree.documents(text.text):
         if parsed.problem is not None:
             line, column = parsed.problem.position
             raise reader.InputError(f"--crd {path}:{line}:{column}: {parsed.problem.message}")
-        listed = isinstance(parsed.value, Mapping) and str(parsed.value.get("kind", "")).endswith("List")
-        items = parsed.value.get("items") if listed else [parsed.value]
-        found += [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
-    named = [c for c in found if isinstance(c.get("metadata"), Mapping) and c["metadata"].get("name") == cluster.CRD]
-    if not (named or found):
-        raise reader.InputError(f"--crd {path}: no CustomResourceDefinition in the file")
-    return _compiled((named or found)[0], f"--crd {path}")
+        documents.append(syntax.plain_json(parsed.value))
+    try:
+        return crds.load_from(documents, f"--crd {path}")
+    except crds.CrdError as err:
+        raise reader.InputError(str(err)) from None
 
 
 def choose_crd(path: str | None, cluster_crd: Mapping[str, Any] | None) -> crds.Crd:
     """`--crd` first, then the cluster's (with `--cluster`), else the embedded DRA-extended CRD."""
     if path is not None:
         return read_crd(path)
-    if cluster_crd is not None:
-        return _compiled(cluster_crd, f"the cluster's {cluster.CRD}")
-    return crds.embedded()
-
-
-def _compiled(raw: Mapping[str, Any], origin: str) -> crds.Crd:
+    if cluster_crd is None:
+        return crds.embedded()
     try:
-        return crds.load(syntax.plain_json(raw), origin)
+        return crds.load(syntax.plain_json(cluster_crd), f"the cluster's {crds.NAME}")
     except crds.CrdError as err:
         raise reader.InputError(str(err)) from None
 

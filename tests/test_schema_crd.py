@@ -266,3 +266,37 @@ def test_lint_cluster_checks_against_the_cluster_crd(tmp_path: Path, fake_cluste
     monkeypatch.setattr(api, "do_GET", forbidden)
     code, out, _ = _lint("check", overlay, *cluster)
     assert code == 0 and any("cannot read the CRD nodeoverlays.karpenter.sh (403" in n for n in out["notes"])
+
+
+async def test_webhook_crd_option_selects_the_schema(tmp_path: Path) -> None:
+    import asyncio
+
+    import aiohttp
+
+    from tests.test_webhook_support import ADMISSION, Process, client_context, make_pki, review, server_args
+
+    keys = make_pki(tmp_path / "pki")
+    dra = {**valid(), "metadata": {"name": "dra-only"}}
+    dra["spec"] = {"weight": 77, "dynamicResources": valid()["spec"]["dynamicResources"],
+                   "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                     "values": ["p5.48xlarge"]}]}
+    karpenter_file = str(Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml")
+    answers = []
+    for extra in ((), ("--crd", karpenter_file)):
+        proc = await Process(server_args(keys, "--state", str(ADMISSION), *extra), tmp_path / "log").start()
+        try:
+            await proc.wait_for("ready")
+            url = f"https://127.0.0.1:{proc.port}/validate"
+            async with aiohttp.ClientSession() as session, session.post(
+                    url, json=review(dra), ssl=client_context(keys.ca)) as answer:
+                answers.append((await answer.json())["response"])
+        finally:
+            assert proc.stop() == 0
+        await asyncio.sleep(0)
+    embedded, karpenter = answers
+    assert embedded["allowed"] is True, embedded
+    assert karpenter["allowed"] is False and 'unknown field "dynamicResources"' in karpenter["status"]["message"]
+    broken = tmp_path / "crd.yaml"
+    broken.write_text("kind: CustomResourceDefinition\n")
+    proc = Process(server_args(keys, "--state", str(ADMISSION), "--crd", str(broken)), tmp_path / "log2")
+    assert proc.proc.wait(60) == 2 and "not NodeOverlay.karpenter.sh" in proc.log.read_text()

@@ -26,6 +26,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--catalog", type=Path, help="instance-type catalog (JSON format or InstanceType YAML); "
                                                 "default: the embedded AWS us-east-1 catalog")
+    p.add_argument("--crd", type=Path, help="the NodeOverlay CRD the cluster runs, e.g. Karpenter's own, to validate "
+                                            "against (default: the embedded DRA-extended CRD)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", type=Path, help="watch the cluster of this kubeconfig "
                                                         "(default: in-cluster configuration)")
@@ -73,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
-        port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog,
+        port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog, crd=args.crd,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
         pending_ttl=args.pending_ttl, max_pending=args.max_pending, confirm_window=args.confirm_window,
         shutdown_timeout=args.shutdown_timeout,

@@ -21,6 +21,8 @@ class Config:
     metrics_port: int = 8080
     host: str = "0.0.0.0"
     catalog: Path | None = None
+    # The NodeOverlay CRD the cluster runs (default: the embedded DRA-extended one).
+    crd: Path | None = None
     kubeconfig: Path | None = None
     state: tuple[Path, ...] = ()
     mode: Mode = "enforce"

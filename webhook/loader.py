@@ -1,4 +1,4 @@
-"""Files the webhook reads at start: `--state` objects and the `--catalog`.
+"""Files the webhook reads at start: `--state` objects, the `--catalog` and the `--crd`.
 
 Deliberately small and separate from the linter's loader: the webhook needs plain objects,
 not source positions, and these files come from the operator, not from a pull request.
@@ -17,6 +17,7 @@ from ruamel.yaml.error import YAMLError
 
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
+from simulation.validation import crds
 from webhook import store
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -82,6 +83,16 @@ def state_objects(paths: Sequence[Path]) -> list[Mapping[str, Any]]:
         for doc in documents(path):
             out.extend(o for o in expand(doc) if isinstance(o, Mapping) and model.kind_of(o) in store.KINDS)
     return out
+
+
+def load_crd(path: Path | None) -> crds.Crd | None:
+    """The NodeOverlay CRD to validate against (None: the embedded DRA-extended one)."""
+    if path is None:
+        return None
+    try:
+        return crds.load_from(documents(path), str(path))
+    except crds.CrdError as err:
+        raise LoadError(str(err)) from None
 
 
 def load_catalog(path: Path | None) -> cat.Catalog:

@@ -29,9 +29,13 @@ BACKLOG = 1024
 async def _load(config: Config, cache: Cache) -> Any:
     """Returns the live source to stop at shutdown (None for --state)."""
     catalog = await asyncio.to_thread(loader.load_catalog, config.catalog)
-    cache.set_catalog(catalog)
+    crd = await asyncio.to_thread(loader.load_crd, config.crd)
+    cache.set_catalog(catalog, crd)
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
                                                  "catalog": catalog.description}})
+    if crd is not None:
+        # A rule the guard cannot evaluate is one the API server may still refuse an overlay for.
+        log.info("CRD loaded", extra={"fields": {"crd": crd.origin, "unchecked": crd.unchecked()}})
     if config.state:
         objects = await asyncio.to_thread(loader.state_objects, list(config.state))
         cache.load(objects)

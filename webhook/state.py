@@ -29,6 +29,7 @@ from simulation import evaluate as ev
 from simulation import findings
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
+from simulation.validation import crds
 from webhook import store, verdict
 from webhook.store import Key, Store
 
@@ -106,6 +107,7 @@ class Cache:
         self.stale_objects = 0
         self._clock = clock
         self._catalog: cat.Catalog | None = None
+        self._crd: crds.Crd | None = None
         self._live: Store = {}
         self._synced: dict[str, bool] = {}
         self._snapshot = Snapshot(0, {}, None, {}, 0.0)
@@ -129,8 +131,9 @@ class Cache:
         for kind in kinds:
             self._synced.setdefault(kind, False)
 
-    def set_catalog(self, catalog: cat.Catalog) -> None:
+    def set_catalog(self, catalog: cat.Catalog, crd: crds.Crd | None = None) -> None:
         self._catalog = catalog
+        self._crd = crd
         self._mark_dirty()
 
     def replace_kind(self, kind: str, items: Iterable[Mapping[str, Any]]) -> None:
@@ -242,7 +245,8 @@ class Cache:
             return
         started = time.perf_counter()
         # The previous snapshot lends its checks and cells for every object that did not change.
-        prepared = await asyncio.to_thread(ev.prepare, documents(live), catalog, self._snapshot.prepared)
+        prepared = await asyncio.to_thread(ev.prepare, documents(live), catalog, self._snapshot.prepared,
+                                            crd=self._crd)
         seconds = time.perf_counter() - started
         current = self._snapshot
         pending = store.settle(current.pending, live, self._clock())
@@ -269,7 +273,7 @@ class Cache:
         task = self._rebasing.get(tag)
         if task is None:
             task = asyncio.ensure_future(
-                asyncio.to_thread(ev.prepare, documents(basis), self._catalog, snap.prepared))
+                asyncio.to_thread(ev.prepare, documents(basis), self._catalog, snap.prepared, crd=self._crd))
             self._rebasing = {tag: task}
             task.add_done_callback(lambda t: self._keep_derived(tag, t))
         if key not in snap.basis:
@@ -301,7 +305,7 @@ class Cache:
         plan = store.plan(basis, snap.pending, key, operation, old, self._clock())
         if without:
             docs = documents(store.rebased(basis, key, plan.previous) if plan.rebase else basis)
-            prepared, note = await asyncio.to_thread(ev.prepare, docs, self._catalog, snap.prepared), ""
+            prepared, note = await asyncio.to_thread(ev.prepare, docs, self._catalog, snap.prepared, crd=self._crd), ""
         else:
             prepared, note = await self._prepared_for(snap, key, plan)
         extras = {model.name_of(x) for x in plan.extras}

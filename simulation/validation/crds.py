@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import importlib.resources
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import jsonschema
@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 from simulation.validation import cel
 
 GROUP, KIND, VERSION = "karpenter.sh", "NodeOverlay", "v1alpha1"
+NAME = "nodeoverlays.karpenter.sh"
 DRA_FIELD = ("spec", "dynamicResources")
 
 
@@ -102,6 +103,18 @@ def load(raw: Any, origin: str) -> Crd:
     except (AttributeError, TypeError, ValueError, re.error, jsonschema.SchemaError) as err:
         # The API server would not have accepted such a CRD; nothing of it can be trusted.
         raise CrdError(f"{origin}: not a usable openAPIV3Schema: {str(err).splitlines()[0]}") from None
+
+
+def load_from(documents: Iterable[Any], origin: str) -> Crd:
+    """The NodeOverlay CRD among parsed documents: a file may hold all of Karpenter's CRDs, or a List."""
+    found: list[Any] = []
+    for doc in documents:
+        listed = isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List")
+        found += [i for i in doc.get("items") or () if isinstance(i, dict)] if listed else [doc]
+    named = [d for d in found if dig(d, "metadata", "name") == NAME]
+    if not (named or found):
+        raise CrdError(f"{origin}: no CustomResourceDefinition in it")
+    return load((named or found)[0], origin)
 
 
 def _patterns(node: Any) -> Iterator[str]:
