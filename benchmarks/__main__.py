@@ -6,13 +6,13 @@ import json
 import platform
 import sys
 
-from benchmarks import core_bench
+from benchmarks import core_bench, schema_bench
 
 
 def main(argv: list[str]) -> int:
     results = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
                            "processor": platform.machine()},
-               "core": core_bench.run()}
+               "core": core_bench.run(), "schema": schema_bench.run()}
     if "--core-only" not in argv:
         from benchmarks import webhook_bench
 
