@@ -69,6 +69,10 @@ def _medians_ms(calls: Sequence[Callable[[int], Any]], repeat: int) -> list[floa
     return [round(statistics.median(t) * 1000, 3) for t in times]
 
 
+def _checker(objects: Sequence[dict[str, Any]], crd: crds.Crd) -> Callable[[int], Any]:
+    return lambda i: schema.check(objects[i], REF, None, crd)
+
+
 def _workloads() -> Iterator[tuple[str, Callable[[int], dict[str, Any]], int]]:
     # Each run checks an overlay with names and keys no earlier run used, so no verdict is remembered.
     yield "plain overlay, 20 requirements", lambda salt: plain_overlay(20, salt), 200
@@ -86,8 +90,7 @@ def run() -> dict[str, Any]:
     for name, build, repeat in _workloads():
         assert schema.check(build(0), REF, None, crd) == [], name  # valid: every rule runs to its end
         objects = [build(i) for i in range(repeat + 1)]
-        with_rules, without = _medians_ms([lambda i, o=objects: schema.check(o[i], REF, None, crd),
-                                           lambda i, o=objects: schema.check(o[i], REF, None, baseline)], repeat)
+        with_rules, without = _medians_ms([_checker(objects, crd), _checker(objects, baseline)], repeat)
         out["overlays"][name] = {"median_ms": with_rules, "without_rules_ms": without,
                                  "ratio": round(with_rules / without, 2) if without else None}
     return out
