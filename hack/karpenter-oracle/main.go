@@ -26,6 +26,7 @@ type dirResult struct {
 	NodePools       map[string]map[string]typeResult `json:"nodepools,omitempty"`
 	DRA             []draResult                      `json:"dynamicResources,omitempty"`
 	PassSeconds     []float64                        `json:"passSeconds,omitempty"`
+	PassCPUSeconds  []float64                        `json:"passCpuSeconds,omitempty"`
 	Counts          map[string]int                   `json:"counts,omitempty"`
 	Error           string                           `json:"error,omitempty"`
 }
@@ -87,7 +88,8 @@ func runDir(dir string, catalog []typeSpec, bench int) dirResult {
 				res.Error = err.Error()
 				return res
 			}
-			res.PassSeconds = append(res.PassSeconds, took.Seconds())
+			res.PassSeconds = append(res.PassSeconds, took.wall.Seconds())
+			res.PassCPUSeconds = append(res.PassCPUSeconds, took.cpu.Seconds())
 		}
 		return res
 	}

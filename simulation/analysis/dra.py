@@ -182,7 +182,9 @@ def _binding_keys(attrs: Sequence[_Attr], ref: findings.ObjectRef,
             emit(first, "is not a DNS label (lowercase alphanumerics and '-', at most 63 characters)")
         # A key set beside a concrete value is the CRD's exactly-one-value rule (schema.py).
         if len({u.device for u in group}) < 2:
-            emit(first, "appears on only one device; a key binds an attribute across at least two devices")
+            # Karpenter v1.15's scheduler (BuildAttributeBindings) skips such a binding without a word.
+            emit(first, "appears on only one device; a key binds an attribute across at least two devices "
+                        "(Karpenter silently ignores a binding of fewer than two devices)")
         earlier: dict[_Device, _Attr] = {}
         repeats: list[_Attr] = []
         for use in group:
@@ -198,7 +200,8 @@ def _binding_keys(attrs: Sequence[_Attr], ref: findings.ObjectRef,
         stray = next((u for u in group if u.name != first.name and u not in repeats), None)
         if stray is not None:
             emit(stray, f"is used under attribute {first.name} elsewhere ({first.device.describe()}); "
-                        "all uses of a key must be under one attribute name")
+                        "all uses of a key must be under one attribute name (Karpenter would bind each name "
+                        "apart and silently ignore one with a single device)")
     return out
 
 
