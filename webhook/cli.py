@@ -46,8 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-handshake-timeout", type=float, default=Limits.handshake_timeout,
                    help=f"seconds a client has to finish the TLS handshake (default {Limits.handshake_timeout:g})")
     p.add_argument("--request-header-timeout", type=float, default=Limits.header_timeout,
-                   help="seconds a client has to send a request's headers, from its first byte (from the "
-                        f"connection's start for the first request; default {Limits.header_timeout:g})")
+                   help="seconds a client has to send a request's headers, from its first byte (for the first "
+                        f"request, from the end of the handshake; default {Limits.header_timeout:g})")
     p.add_argument("--idle-timeout", type=float, default=Limits.idle_timeout,
                    help="seconds an idle keep-alive connection is kept; above the API server's 90 "
                         f"(default {Limits.idle_timeout:g})")
