@@ -150,7 +150,7 @@ class Connection(asyncio.Protocol):
 
     def _expire(self) -> None:
         self._deadline = None
-        self._listener.slow.hit(timeoutSeconds=self._listener.limits.header_timeout)
+        self._listener.slow.hit(port=self._listener.name, timeoutSeconds=self._listener.limits.header_timeout)
         if self._transport is not None:
             self._transport.abort()
 
