@@ -12,6 +12,7 @@ core's message must say what Karpenter does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,14 @@ def karpenter(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
     return out
 
 
+@functools.cache
+def _catalog() -> cat.Catalog:
+    return cat.default()
+
+
 def _core_findings(case: casefmt.Case) -> list[Any]:
     docs = [ev.Document(o, i) for i, o in enumerate(oracle.cluster_after_admission(case))]
-    return list(ev.evaluate(docs, ev.prepare([], cat.default())).findings)
+    return list(ev.evaluate(docs, ev.prepare([], _catalog())).findings)
 
 
 def test_dra_corpus_reaches_the_model() -> None:
