@@ -11,8 +11,9 @@
 #   OVERLAY_GUARD_IMAGE_SOURCE  org.opencontainers.image.source (default: [project.urls] Source in pyproject.toml)
 #
 # Two cached stages: the base (a Debian rootfs with python3 and a venv holding the locked wheels, keyed by
-# this script, hack/image/ and the Debian suite) and the final image (the project's wheel added as a second
-# layer, keyed by the base and the project's sources). A second build with unchanged inputs only copies.
+# this script, hack/image/, the Debian suite and their last commit's time) and the final image (the
+# project's wheel added as a second layer, keyed by the base, the project's sources, SOURCE_DATE_EPOCH and
+# the revision). A second build with unchanged inputs only copies.
 set -euo pipefail
 # Stages return their directory through $(...): a failure inside one must still stop the build.
 shopt -s inherit_errexit
@@ -84,7 +85,7 @@ EOF
 resolve() {
   local out="$1" header="$2"
   shift 2
-  local report tmp
+  local report tmp flags
   tmp="$(mktemp -d)"
   report="$tmp/report.json"
   mapfile -t flags < <(target_flags)
@@ -121,7 +122,8 @@ check_lock() {
 
 # The locked wheels, downloaded once per lock into the cache and verified against their hashes.
 fetch_wheels() {
-  local dir="$cache/wheels-$(cat "$lock" "$build_lock" | sha)"
+  local dir flags
+  dir="$cache/wheels-$(cat "$lock" "$build_lock" | sha)"
   if [[ ! -f "$dir/.complete" ]]; then
     log "downloading the locked wheels into $dir"
     rm -rf "$dir"
@@ -218,15 +220,15 @@ base_epoch() {
 # Manylinux wheels take some libraries from the system: each extension module's must resolve in the image,
 # or the webhook would fail at its first import instead of the build failing here.
 check_libraries() {
-  local rootfs="$1" so out missing=""
+  local rootfs="$1" so out broken=""
   while IFS= read -r so; do
     # The dynamic loader fails on a missing direct dependency and says "not found" for an indirect one.
     if ! out="$(in_rootfs "$rootfs" /lib64/ld-linux-x86-64.so.2 --list "${so#.}" 2>&1)" ||
       [[ "$out" == *"not found"* ]]; then
-      missing+=$'\n'"$(grep -E 'not found|error' <<<"$out" | head -3)"
+      broken+=$'\n'"$(grep -E 'not found|error' <<<"$out" | head -3)"
     fi
   done < <(cd "$rootfs" && find ".$venv" -name '*.so*' -type f)
-  [[ -z "$missing" ]] || die "libraries missing from the image (add their Debian packages): $missing"
+  [[ -z "$broken" ]] || die "libraries missing from the image (add their Debian packages): $broken"
 }
 
 base_key() {
@@ -237,6 +239,7 @@ build_base() {
   local key="$1" wheels="$2" dir="$cache/base-$1"
   [[ -f "$dir/.complete" ]] && { printf '%s\n' "$dir"; return; }
   local epoch="$3" started=$SECONDS
+  local sources
   mapfile -t sources < <(apt_sources)
   ((${#sources[@]})) || die "no apt source for $suite in /etc/apt/sources.list{,.d}"
   rm -rf "$dir"
@@ -253,8 +256,8 @@ build_base() {
   drop_packages "$rootfs" "$tmp/debs" "${dropped_packages[@]}"
   write_status "$rootfs" "$tmp/debs" "${dropped_packages[@]}" >"$dir/packages.txt"
   # apt's directories go too: the image has no apt, and their owner (_apt) varies between builds.
-  rm -rf "$rootfs"/usr/share/{doc,man,info,locale,lintian,bug} "$rootfs"/var/cache/* "$rootfs"/var/log/* \
-    "$rootfs"/etc/{hostname,resolv.conf,apt} "$rootfs"/var/lib/apt "$rootfs"/dev/*
+  rm -rf "${rootfs:?}"/usr/share/{doc,man,info,locale,lintian,bug} "${rootfs:?}"/var/cache/* \
+    "${rootfs:?}"/var/log/* "${rootfs:?}"/etc/{hostname,resolv.conf,apt} "${rootfs:?}"/var/lib/apt "${rootfs:?}"/dev/*
   printf 'root:x:0:0:root:/root:/nonexistent\nnonroot:x:%d:%d:nonroot:/home/nonroot:/nonexistent\n' \
     "$uid" "$uid" >"$rootfs/etc/passwd"
   printf 'root:x:0:\nnonroot:x:%d:\n' "$uid" >"$rootfs/etc/group"
@@ -307,7 +310,7 @@ PY
 # What the wheel is built from: pyproject.toml, the readme and the top-level packages it lists (symlinks
 # resolved), copied so the build never writes into the work tree.
 stage_sources() {
-  local out="$1" top files=()
+  local out="$1" tops=() files=()
   mapfile -t tops < <(pyproject tool.setuptools.packages | cut -d. -f1 | sort -u)
   ((${#tops[@]})) || die "pyproject.toml lists no [tool.setuptools] packages"
   if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -326,7 +329,8 @@ tree_hash() {
 }
 
 build_venv() {
-  local dir="$cache/build-venv-$(sha <"$build_lock")"
+  local dir
+  dir="$cache/build-venv-$(sha <"$build_lock")"
   if [[ ! -f "$dir/.complete" ]]; then
     rm -rf "$dir"
     "$(host_python)" -m venv "$dir"
