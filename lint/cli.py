@@ -22,7 +22,7 @@ from lint.loader import Loaded, Loader
 from lint.positions import Location, Table
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import effects, explain
+from simulation.analysis import effects, explain, hints
 from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
@@ -234,7 +234,7 @@ class _Run:
 def _check(run: _Run) -> int:
     args = run.args
     candidates, report, _, notes = run.evaluate()
-    found = findings.ordered([*candidates.problems, *report.findings])
+    found = findings.ordered(hints.attach([*candidates.problems, *report.findings]))
     threshold = Severity.parse(args.fail_on)
     result = formats.Result(found, run.table, candidates.objects, candidates.ignored, notes,
                             candidates.skipped, run.subjects(candidates), threshold)

@@ -107,6 +107,8 @@ def write_text(result: Result, out: TextIO, color: bool = False) -> None:
             severity = f"{_COLORS[f.severity]}{severity}{_RESET}"
             code = f"{_DIM}{code}{_RESET}"
         out.write(f"{place}: {severity} {code} {subject(f, loc)}: {f.message}\n")
+        if f.hint:
+            out.write(f"  {_DIM if color else ''}hint:{_RESET if color else ''} {f.hint}\n")
     out.write(summary_line(result) + "\n")
 
 
@@ -145,7 +147,8 @@ def github_line(finding: Finding, loc: Location) -> str:
             props.append(f"line={loc.line}")
             props.append(f"col={loc.column}")
     props.append(f"title={_escape_property(finding.code)}")
-    return f"::{_COMMANDS[finding.severity]} {','.join(props)}::{_escape_data(finding.message)}"
+    message = finding.message + (f"\nhint: {finding.hint}" if finding.hint else "")
+    return f"::{_COMMANDS[finding.severity]} {','.join(props)}::{_escape_data(message)}"
 
 
 def write_github(result: Result, out: TextIO) -> None:

@@ -73,7 +73,7 @@ def document(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Locat
                 case.set("line", str(subject.location.line))
         for finding, loc in failures.get(ref, []):
             failure = ET.SubElement(case, "failure", type=finding.code, message=finding.message)
-            failure.text = _line(finding, loc)
+            failure.text = _line(finding, loc) + (f"\nhint: {finding.hint}" if finding.hint else "")
         if ref in others:
             ET.SubElement(case, "system-out").text = "\n".join(others[ref])
     return root

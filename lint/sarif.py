@@ -93,8 +93,14 @@ def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd:
         properties["witness"] = finding.witness.to_json()
     if finding.detail:
         properties["detail"] = dict(finding.detail)
+    text = finding.message
+    if finding.hint:
+        # A SARIF `fix` must carry concrete byte replacements; the hint is prose, so it rides in the
+        # message (what code scanning shows) and in the properties (for tools).
+        properties["hint"] = finding.hint
+        text += f" Hint: {finding.hint}"
     out: dict[str, Any] = {"ruleId": finding.code, "level": LEVELS[finding.severity],
-                           "message": {"text": finding.message}, "locations": [location],
+                           "message": {"text": text}, "locations": [location],
                            "properties": properties}
     if finding.code in index:
         out["ruleIndex"] = index[finding.code]

@@ -96,6 +96,8 @@ class Finding:
     source: int | None = None
     # Extra machine-readable detail (e.g. Karpenter's own verdict on a conflict).
     detail: tuple[tuple[str, str], ...] = ()
+    # What to change so that the intended overlay wins (every error has one; see analysis.hints).
+    hint: str = ""
 
     @property
     def field(self) -> str:
@@ -122,16 +124,18 @@ class Finding:
             out["witness"] = self.witness.to_json()
         if self.detail:
             out["detail"] = dict(self.detail)
+        if self.hint:
+            out["hint"] = self.hint
         return out
 
 
 def make(code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str, *, related: Iterable[ObjectRef] = (),
          witness: Witness | None = None, source: int | None = None,
-         detail: Mapping[str, str] | None = None) -> Finding:
+         detail: Mapping[str, str] | None = None, hint: str = "") -> Finding:
     """Build a finding with the severity its code defines."""
     return Finding(code=code, obj=obj, path=path, message=message,
                    related=tuple(sorted(set(related))), witness=witness, severity=CODES[code],
-                   source=source, detail=tuple(sorted((detail or {}).items())))
+                   source=source, detail=tuple(sorted((detail or {}).items())), hint=hint)
 
 
 def ordered(findings: Iterable[Finding]) -> list[Finding]:

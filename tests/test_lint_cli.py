@@ -259,8 +259,9 @@ def test_github_escaping(tmp_path: pathlib.Path) -> None:
 def test_text_output_shape(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, "o.yaml", overlay("a"), overlay("b"))
     _, out, _ = run("check", path)
-    first, summary = out.splitlines()
+    first, hint, summary = out.splitlines()
     assert first.startswith(f"{path}:") and " error same-weight-conflict NodeOverlay/" in first
+    assert hint.startswith("  hint: ") and "spec.weight to 11" in hint
     assert summary == "1 error, 0 warnings in 2 objects"
 
 

@@ -28,6 +28,7 @@ CASES = {
     "check.json": (["check", FIXTURES, "--catalog", CATALOG, "--format", "json"], 1),
     "check.sarif": (["check", FIXTURES, "--catalog", CATALOG, "--format", "sarif"], 1),
     "check.github": (["check", FIXTURES, "--catalog", CATALOG, "--format", "github"], 1),
+    "check.junit": (["check", FIXTURES, "--catalog", CATALOG, "--format", "junit"], 1),
     "simulate.txt": (["simulate", FIXTURES, "--catalog", CATALOG], 0),
     "simulate.json": (["simulate", FIXTURES, "--catalog", CATALOG, "--format", "json"], 0),
     "explain.txt": (["explain", FIXTURES, "--catalog", CATALOG, "--instance-type", "g5.xlarge"], 0),

@@ -60,7 +60,7 @@ def describe(f: findings.Finding, subject: findings.ObjectRef | None = None) -> 
     text = f"[{f.code}] {where}: {f.message}"
     if f.witness is not None and f.witness.instance_type not in f.message:
         text += f" (e.g. {f.witness.describe()})"
-    return text
+    return text + (f"; fix: {f.hint}" if f.hint else "")
 
 
 def brief(f: findings.Finding) -> str:

@@ -64,7 +64,8 @@ def unknown_field(parent: Path, name: str, value: Any, defined: Iterable[str],
         return (f"{here}: {name} is not part of a ResourceSliceTemplate: {reason}",
                 "invalid-resource-slice-template", {})
     hint = suggestion(parent, name, defined)
-    return f'{here}: unknown field "{name}"' + (f'; did you mean "{hint}"?' if hint else ""), None, {}
+    detail = {"unknown": name, **({"didYouMean": hint} if hint else {})}
+    return f'{here}: unknown field "{name}"' + (f'; did you mean "{hint}"?' if hint else ""), None, detail
 
 
 def excluded_reason(parent: Path, name: str) -> str | None:

@@ -1,0 +1,291 @@
+"""Fix hints: for every error finding, the change that makes the overlay do what was intended.
+
+A same-weight conflict gets a concrete weight that keeps today's winner above the other (within
+1..10000 and, where possible, not equal to a third overlay's weight on the same cells), or a
+requirement that makes the two disjoint. Object errors get the edit to the field they point at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any, Protocol
+
+from simulation import findings
+from simulation.semantics import merge, model
+from simulation.semantics import requirements as reqs
+
+MIN_WEIGHT, MAX_WEIGHT = 1, 10000
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
+CAPACITY_TYPES = ("on-demand", "spot", "reserved")
+_LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# --- conflicts ------------------------------------------------------------------------------------
+
+class _Cells(Protocol):
+    """The cell sets of merge.Entry.fields() (anything with set intersection and union)."""
+
+    def __and__(self, other: Any) -> Any: ...
+
+    def __or__(self, other: Any) -> Any: ...
+
+
+class Taken:
+    """Per field and weight, the cells overlays of that weight set the field on: a weight is free
+    for an overlay when no other overlay of that weight shares one of its cells and fields."""
+
+    def __init__(self, entries: Iterable[merge.Entry]) -> None:
+        self._cells: dict[str, dict[int, _Cells]] = {}
+        for e in entries:
+            for field, cells in e.fields().items():
+                per_weight = self._cells.setdefault(field, {})
+                weight = e.overlay.weight
+                per_weight[weight] = per_weight[weight] | cells if weight in per_weight else cells
+
+    def _collides(self, field: str, weight: int, cells: _Cells) -> bool:
+        there = self._cells.get(field, {}).get(weight)
+        return there is not None and bool(there & cells)
+
+    def free(self, e: merge.Entry, start: int, step: int) -> int | None:
+        fields = e.fields()
+        weight = start
+        while MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            if not any(self._collides(f, weight, cells) for f, cells in fields.items()):
+                return weight
+            weight += step
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Hint:
+    text: str
+    detail: Mapping[str, str]
+
+
+def _requirement(key: str, operator: str, values: Iterable[str]) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": sorted(values)}
+
+
+def _disjoint(winner: model.Overlay, loser: model.Overlay) -> tuple[str, dict[str, Any]] | None:
+    """(overlay to change, requirement to add) so that no cell matches both."""
+    def ins(o: model.Overlay) -> dict[str, frozenset[str]]:
+        return {reqs.NORMALIZED_LABELS.get(r.key, r.key): frozenset(r.values)
+                for r in o.requirements if r.operator == reqs.IN and r.values}
+
+    def keys(o: model.Overlay) -> set[str]:
+        return {reqs.NORMALIZED_LABELS.get(r.key, r.key) for r in o.requirements}
+
+    # The winner's In on a key the loser leaves open: the loser excludes those values (NotIn also
+    # matches where the key is undefined, but the winner's In needs it defined, so they never meet).
+    for key, values in sorted(ins(winner).items()):
+        if key not in keys(loser):
+            return loser.name, _requirement(key, reqs.NOT_IN, values)
+    for key, values in sorted(ins(loser).items()):
+        if key not in keys(winner):
+            return winner.name, _requirement(key, reqs.NOT_IN, values)
+    return None
+
+
+def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken) -> Hint:
+    """Keep `winner` (today's value on the shared cells) in effect without a tie."""
+    w = winner.overlay.weight
+    up = taken.free(winner, w + 1, 1)
+    down = taken.free(loser, w - 1, -1)
+    detail: dict[str, str] = {}
+    options = []
+    if up is not None:
+        options.append(f"set {winner.name}'s spec.weight to {up}")
+        detail["raiseWeight"] = f"{winner.name}={up}"
+    if down is not None:
+        options.append(f"{'or ' if options else 'set '}{loser.name}'s spec.weight to {down}")
+        detail["lowerWeight"] = f"{loser.name}={down}"
+    text = f"to keep {winner.name} in effect, {' ('.join(options)}{')' if len(options) > 1 else ''}"
+    split = _disjoint(winner.overlay, loser.overlay)
+    if split is not None:
+        target, requirement = split
+        rendered = json.dumps(requirement, separators=(", ", ": "))
+        text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
+        detail["disjoint"] = json.dumps({"overlay": target, "requirement": requirement}, sort_keys=True)
+    if not options and split is None:
+        text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
+    return Hint(text, detail)
+
+
+# --- object errors ----------------------------------------------------------------------------------
+
+def _dig(obj: Any, path: Sequence[str | int]) -> Any:
+    for part in path:
+        if isinstance(obj, dict) and isinstance(part, str):
+            obj = obj.get(part)
+        elif isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj):
+            obj = obj[part]
+        else:
+            return None
+    return obj
+
+
+def _closest(value: Any, choices: Sequence[str]) -> str:
+    text = str(value)
+    folded = {c.lower(): c for c in choices}
+    if text.lower() in folded:
+        return folded[text.lower()]
+    # A word around a valid one ("Within", "NotEquals") most likely meant the valid one.
+    inside = [c for c in sorted(choices, key=len, reverse=True) if c.lower() in text.lower()]
+    if inside:
+        return inside[0]
+    near = difflib.get_close_matches(text, choices, n=1, cutoff=0.0)
+    return near[0] if near else choices[0]
+
+
+def _label_value(value: Any) -> str:
+    text = _LABEL_VALUE.sub("-", str(value)).strip("-_.")[:63].strip("-_.")
+    return text or "value"
+
+
+def _decimal_text(value: Any) -> str | None:
+    try:
+        number = Decimal(str(value).strip().lstrip("$"))
+    except InvalidOperation:
+        return None
+    if not number.is_finite() or number < 0:
+        return None
+    return format(number.normalize(), "f")
+
+
+def _price_adjustment(value: Any) -> str:
+    text = str(value).strip().replace(" ", "")
+    match = re.fullmatch(r"([+-]?)(\d+(?:\.\d+)?)(%?)", text)
+    if match is None:
+        return "-10%"
+    sign, number, percent = match.groups()
+    if sign == "-" and percent and Decimal(number) > 100:
+        return "-100%"
+    return f"{sign or '+'}{number}{percent}"
+
+
+def _requirement_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
+    req = _dig(raw, path[:3])
+    if not isinstance(req, dict):
+        return None
+    part = path[3] if len(path) > 3 else None
+    operator, key, values = req.get("operator"), req.get("key"), req.get("values")
+    if part == "operator":
+        return f"set operator to {_closest(operator, OPERATORS)} (one of {', '.join(OPERATORS)})"
+    if part == "key":
+        if isinstance(key, str) and (key.split("/")[0].endswith("karpenter.sh") or key == "kubernetes.io/hostname"):
+            return (f"select on a label outside the karpenter.sh domain ({reqs.CAPACITY_TYPE} and "
+                    f"{reqs.NODEPOOL} are allowed), not {key}")
+        return "use a qualified label key: an optional DNS prefix and '/', then at most 63 of [A-Za-z0-9-_.]"
+    if key == reqs.CAPACITY_TYPE and operator == reqs.IN:
+        return f"list at least one of {', '.join(CAPACITY_TYPES)} in values"
+    if operator in ("Gt", "Lt", "Gte", "Lte"):
+        number = re.sub(r"\D", "", str(values[0])) if isinstance(values, list) and values else ""
+        return f"give exactly one non-negative integer in values, e.g. [\"{number or '0'}\"]"
+    if operator in (reqs.IN, reqs.NOT_IN) and not values:
+        return f"add at least one value, or use {reqs.EXISTS if operator == reqs.IN else reqs.DOES_NOT_EXIST}"
+    if len(path) > 4 and part == "values":
+        value = _dig(raw, path)
+        return f"write the value as a label value (at most 63 of [A-Za-z0-9-_.]), e.g. \"{_label_value(value)}\""
+    return None
+
+
+def _spec_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
+    field = path[1] if len(path) > 1 else None
+    value = _dig(raw, path)
+    if field == "requirements":
+        if len(path) == 2:
+            return "at most 100 requirements: split the overlay in two"
+        return _requirement_hint(path, raw)
+    if field == "weight" and len(path) == 2:
+        number = _decimal_text(value)
+        bounded = min(max(int(Decimal(number)), MIN_WEIGHT), MAX_WEIGHT) if number else MIN_WEIGHT
+        return f"set spec.weight to an integer in {MIN_WEIGHT}..{MAX_WEIGHT}, e.g. {bounded}"
+    spec = _dig(raw, ("spec",))
+    if len(path) == 1 and isinstance(spec, dict) and "price" in spec and "priceAdjustment" in spec:
+        return "keep only one of spec.price and spec.priceAdjustment"
+    if field == "price" and len(path) == 2:
+        return f"write spec.price as a decimal string, e.g. \"{_decimal_text(value) or '0.5'}\""
+    if field == "priceAdjustment" and len(path) == 2:
+        return (f"write spec.priceAdjustment as +N, -N, +N% or -N% (N < 100, or exactly -100%), "
+                f"e.g. \"{_price_adjustment(value)}\"")
+    if field == "capacity" and len(path) == 3:
+        name = str(path[2])
+        if name in ("cpu", "memory", "ephemeral-storage", "pods"):
+            return f"remove spec.capacity.{name}: overlays add extended resources only (e.g. example.com/device)"
+        return f"write spec.capacity.{name} as a Kubernetes quantity, e.g. \"1\" or \"10Gi\""
+    return None
+
+
+def _schema_hint(f: findings.Finding, raw: Any) -> str:
+    path = f.path
+    detail = dict(f.detail)
+    if "unknown" in detail:
+        near = detail.get("didYouMean")
+        return f"rename {f.field} to {near}" if near else f"remove {f.field}, which the CRD does not define"
+    if path[:1] == ("spec",):
+        specific = _spec_hint(path, raw)
+        if specific:
+            return specific
+    if path == ("metadata", "name"):
+        name = _dig(raw, path)
+        fixed = re.sub(r"[^a-z0-9.-]+", "-", str(name or "").lower()).strip("-.")[:253] or "my-overlay"
+        return f"set metadata.name to a lowercase DNS subdomain, e.g. {fixed}"
+    if "must be" in f.message and "not a boolean" in f.message:
+        return f"quote the value of {f.field} (YAML reads on/off/yes/no as booleans)"
+    return f"change {f.field or 'the object'} so that the API server accepts it"
+
+
+def _dra_hint(f: findings.Finding) -> str:
+    if f.code == "invalid-binding-key":
+        return ("use one DNS-label bindingKey on at least two devices of this overlay, under one attribute name, "
+                "at most once per device, with no concrete value in that attribute")
+    if f.code == "invalid-attribute-binding":
+        return ("give at least two deviceSelectors, each naming a template and a device of this overlay, and "
+                "qualified attribute names whose bound devices agree on any concrete value")
+    if "excluded" in f.message or "RFC" in f.message:
+        return f"remove {f.field}: the DRA NodeOverlay RFC excludes it"
+    return f"fix {f.field}: a DNS-subdomain driver, unique template and device names, at most 128 devices"
+
+
+def for_finding(f: findings.Finding, raw: Any = None) -> str:
+    """The fix for one error finding about an object (`raw`: the object as written, when known)."""
+    if f.code == "legacy-field":
+        replacement = dict(f.detail).get("replacement")
+        name = f.path[-1] if f.path else "the field"
+        if replacement is not None:
+            return f"replace spec.{name} with {replacement}" if replacement != "{}" else f"remove spec.{name}"
+        return f"remove spec.{name} and express it with requirements, price/priceAdjustment or capacity"
+    if f.code == "schema":
+        return _schema_hint(f, raw)
+    if f.code == "runtime-invalid":
+        if f.path[:2] == ("spec", "capacity") and len(f.path) == 3:
+            return f"remove {f.field}: overlays add extended resources only"
+        return (_requirement_hint(f.path, raw) if f.path[:2] == ("spec", "requirements") else None) or (
+            f"change {f.field} so that Karpenter's runtime validation accepts it")
+    if f.code == "duplicate-object":
+        return "rename one of the two copies (metadata.name) or delete one"
+    if f.code in ("invalid-binding-key", "invalid-attribute-binding", "invalid-resource-slice-template"):
+        return _dra_hint(f)
+    if f.code == "parse-error":
+        if "boolean" in f.message:
+            return "quote the value (YAML 1.1 reads on/off/yes/no as booleans)"
+        return "fix the YAML/JSON at this position so that it parses"
+    if f.code == "unreadable-input":
+        return "make the path readable, or remove it from the input"
+    return ""
+
+
+def attach(found: Iterable[findings.Finding], raw: Any = None) -> list[findings.Finding]:
+    """`found` with a hint on every error that lacks one; `raw`: the object they are about, as written."""
+    out = []
+    for f in found:
+        if f.severity == findings.Severity.ERROR and not f.hint:
+            hint = for_finding(f, raw)
+            f = dataclasses.replace(f, hint=hint) if hint else f
+        out.append(f)
+    return out

@@ -1,0 +1,172 @@
+"""Fix hints: every error finding carries one, and a conflict's hint, applied, resolves it while
+today's winner keeps its value."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from lint import cli
+from tests import casefmt
+from tests.test_lint_cli import CATALOG, nodepool, write
+
+CASES = casefmt.discover()
+
+
+def overlay(name: str, weight: int, *, family: str | None = None, pool: str | None = None,
+            adjustment: str = "-10%") -> dict[str, Any]:
+    reqs: list[dict[str, Any]] = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
+    if family:
+        reqs.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [family]})
+    if pool:
+        reqs.append({"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]})
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"weight": weight, "requirements": reqs, "priceAdjustment": adjustment}}
+
+
+def check(*paths: str, existing: str | None = None, catalog: str | None = CATALOG) -> tuple[int, dict[str, Any]]:
+    argv = ["check", *paths, "--format", "json"]
+    argv += ["--existing", existing] if existing else []
+    argv += ["--catalog", catalog] if catalog else []
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, stdout=out, stderr=err)
+    assert code in (0, 1), err.getvalue()
+    return code, json.loads(out.getvalue())
+
+
+def conflicts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in data["findings"] if f["code"] == "same-weight-conflict"]
+
+
+def pair(f: dict[str, Any]) -> frozenset[str]:
+    return frozenset({f["object"]["name"], *(r["name"] for r in f["related"])})
+
+
+def _weight(fix: str) -> tuple[str, int]:
+    name, _, weight = fix.rpartition("=")
+    return name, int(weight)
+
+
+# --- conflicts: the hint, applied, resolves the conflict -------------------------------------------
+
+def _apply(objects: list[dict[str, Any]], finding: dict[str, Any], option: str) -> str | None:
+    """Edit `objects` as the hint's option says; the name of the overlay it changed."""
+    detail = finding["detail"]
+    if option not in detail:
+        return None
+    if option == "disjoint":
+        fix = json.loads(detail[option])
+        target = next(o for o in objects if o["metadata"]["name"] == fix["overlay"])
+        target["spec"]["requirements"].append(fix["requirement"])
+        return str(fix["overlay"])
+    name, weight = _weight(detail[option])
+    next(o for o in objects if o["metadata"]["name"] == name)["spec"]["weight"] = weight
+    return name
+
+
+def _price_overlays(tmp_path: pathlib.Path, path: str) -> set[str]:
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["simulate", path, "--catalog", CATALOG, "--format", "json"], stdout=out, stderr=err) in (0, 1)
+    data = json.loads(out.getvalue())
+    return {o["priceOverlay"] for pool in data["nodepools"].values() for cell in pool.values()
+            for o in cell["offerings"] if o["priceOverlay"]}
+
+
+@pytest.mark.parametrize("option", ["raiseWeight", "lowerWeight", "disjoint"])
+def test_conflict_hint_resolves_it_and_keeps_the_winner(tmp_path: pathlib.Path, option: str) -> None:
+    objects = [overlay("broad", 10), overlay("gpu", 10, family="g5", adjustment="+5%"), nodepool("p")]
+    path = write(tmp_path, "o.yaml", *objects)
+    code, data = check(path)
+    (finding,) = conflicts(data)
+    assert code == 1 and finding["hint"]
+    winner = "gpu"  # later in the alphabet: first in Karpenter's order, its price is in effect today
+    assert finding["detail"]["raiseWeight"] == f"{winner}=11"
+    assert finding["detail"]["lowerWeight"] == "broad=9"
+    assert json.loads(finding["detail"]["disjoint"]) == {"overlay": "broad", "requirement": {
+        "key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["g5"]}}
+    before = _price_overlays(tmp_path, path)
+    assert _apply(objects, finding, option) is not None
+    fixed = write(tmp_path, "fixed.yaml", *objects)
+    code, data = check(fixed)
+    assert conflicts(data) == [] and code == 0
+    assert winner in _price_overlays(tmp_path, fixed) and before <= _price_overlays(tmp_path, fixed) | {"broad"}
+
+
+def test_conflict_hint_avoids_a_third_overlays_weight(tmp_path: pathlib.Path) -> None:
+    # `third` sits at 11 on gpu's cells (and at 9 on broad's): the hint skips both.
+    objects = [overlay("broad", 10), overlay("gpu", 10, family="g5"), overlay("third", 11, family="g5"),
+               overlay("fourth", 9, family="m5")]
+    _, data = check(write(tmp_path, "o.yaml", *objects))
+    (finding,) = [f for f in conflicts(data) if pair(f) == {"broad", "gpu"}]
+    assert finding["detail"]["raiseWeight"] == "gpu=12"
+    assert finding["detail"]["lowerWeight"] == "broad=8"
+    # A third overlay at 11 elsewhere (disjoint cells) does not push the weight up.
+    objects[2] = overlay("third", 11, family="m5")
+    _, data = check(write(tmp_path, "o2.yaml", *objects))
+    (finding,) = [f for f in conflicts(data) if pair(f) == {"broad", "gpu"}]
+    assert finding["detail"]["raiseWeight"] == "gpu=11"
+
+
+@pytest.mark.parametrize(("weight", "raise_to", "lower_to"), [(10000, None, 9999), (1, 2, None)])
+def test_conflict_hint_respects_the_weight_bounds(tmp_path: pathlib.Path, weight: int, raise_to: int | None,
+                                                  lower_to: int | None) -> None:
+    _, data = check(write(tmp_path, "o.yaml", overlay("a", weight), overlay("b", weight)))
+    (finding,) = conflicts(data)
+    assert finding["detail"].get("raiseWeight") == (f"b={raise_to}" if raise_to else None)
+    assert finding["detail"].get("lowerWeight") == (f"a={lower_to}" if lower_to else None)
+    assert finding["hint"]
+
+
+# --- every error finding of the corpus has a hint; every conflict's options resolve it -----------------
+
+def _documents(path: pathlib.Path) -> list[Any]:
+    return [d for d in YAML(typ="safe").load_all(path.read_text(encoding="utf-8")) if d is not None]
+
+
+def _flatten(docs: list[Any]) -> list[Any]:
+    out = []
+    for d in docs:
+        if isinstance(d, dict) and d.get("kind") == "List" and isinstance(d.get("items"), list):
+            out += d["items"]
+        else:
+            out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_errors_have_hints_and_conflict_hints_work(case: casefmt.Case, tmp_path: pathlib.Path) -> None:
+    existing = str(case.existing) if case.existing is not None else None
+    _, data = check(str(case.input), existing=existing, catalog=None)
+    for f in data["findings"]:
+        if f["severity"] == "error":
+            assert f.get("hint"), f"{f['code']} {f['field']} has no hint: {f['message']}"
+    for finding in conflicts(data):
+        for option in ("raiseWeight", "lowerWeight", "disjoint"):
+            inputs = {"input": _flatten(_documents(case.input))}
+            if case.existing is not None:
+                inputs["existing"] = _flatten(_documents(case.existing))
+            changed = None
+            for docs in inputs.values():
+                objects = [d for d in docs if isinstance(d, dict) and d.get("kind") == "NodeOverlay"
+                           and isinstance(d.get("metadata"), dict)]
+                try:
+                    changed = _apply(objects, finding, option) or changed
+                except StopIteration:
+                    continue
+                if changed:
+                    break
+            if changed is None:
+                continue
+            paths = {k: tmp_path / f"{option}-{k}.json" for k in inputs}
+            for k, docs in inputs.items():
+                paths[k].write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+            _, after = check(str(paths["input"]), existing=str(paths["existing"]) if "existing" in paths else None,
+                             catalog=None)
+            assert pair(finding) not in {pair(f) for f in conflicts(after)}, (option, finding["hint"])
+            new = {pair(f) for f in conflicts(after) if changed in pair(f)} - {pair(f) for f in conflicts(data)}
+            assert not new, (option, finding["hint"])
