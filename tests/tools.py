@@ -52,6 +52,12 @@ def karpenter_crds() -> Path:
     return Path(_script("karpenter-crds.sh"))
 
 
+@functools.cache
+def cert_manager_crds() -> Path:
+    """Directory with cert-manager's Certificate, Issuer and ClusterIssuer CRDs."""
+    return Path(_script("cert-manager-crds.sh"))
+
+
 def helm_env(home: Path) -> dict[str, str]:
     """helm's caches, config and data under `home`, never the user's; no proxy for loopback."""
     env = {k: v for k, v in os.environ.items() if k not in _cluster._SCRUBBED_ENV}
