@@ -86,7 +86,20 @@ def build() -> Image:
                           timeout=300)
     if done.returncode != 0:
         raise ControlPlaneError(f"podman load failed:\n{done.stderr}")
+    _remove_older_images(image)
     return image
+
+
+def _remove_older_images(current: Image) -> None:
+    # Every source change loads a new 250 MB image; earlier builds of this one are never run again.
+    listed = subprocess.run(["podman", "images", "--no-trunc", "--format", "{{.ID}}", "--filter",
+                             "label=org.opencontainers.image.title=overlay-guard"],
+                            capture_output=True, text=True, timeout=60)
+    stale = [i.removeprefix("sha256:") for i in listed.stdout.split()
+             if i.removeprefix("sha256:") != current.image_id]
+    if stale:
+        # An image still used by a container is kept (podman refuses), which is what is wanted.
+        subprocess.run(["podman", "rmi", *stale], capture_output=True, timeout=120)
 
 
 class ImageWebhook(Webhook):
