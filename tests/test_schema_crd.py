@@ -178,6 +178,15 @@ def test_kubernetes_extension_functions(rule: str, value: str, holds: bool) -> N
     assert (celexpr.evaluate(celexpr.compile_expression(rule), {"self": value}) is True) == holds
 
 
+def test_past_a_size_limit_no_rule_is_evaluated() -> None:
+    # 5,000 requirements, each breaking a rule: the API server stops at maxItems, and so does the guard
+    # (the CRD's size limits are what bound the rules' cost).
+    obj = with_edits(("spec.requirements", [{"key": "a", "operator": "In"}] * 5000))
+    assert fields(schema.check(obj, REF, None)) == {("schema", "spec.requirements")}
+    obj = with_edits(("spec.requirements", [{"key": "a", "operator": "In"}] * 100))
+    assert len(schema.check(obj, REF, None)) == 100
+
+
 def test_rules_compile_once_per_crd_never_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
     crd = crds.embedded()
     compiled: list[str] = []

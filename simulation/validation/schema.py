@@ -27,8 +27,9 @@ class _Issue(NamedTuple):
     typing: bool = False  # a wrong type: the one finding worth making at that path
     detail: Mapping[str, str] = {}
     # Besides a wrong type, what keeps the API server from evaluating any CEL rule: a missing required field,
-    # a value outside an enum, over a maximum length, item or property count.
+    # a value outside an enum, and (`oversized`) one over a maximum length, item or property count.
     blocking: bool = False
+    oversized: bool = False
 
 
 def _schema_issues(crd: crds.Crd, instance: dict[str, Any]) -> Iterator[_Issue]:
@@ -56,7 +57,7 @@ def _schema_issues(crd: crds.Crd, instance: dict[str, Any]) -> Iterator[_Issue]:
             yield _Issue(path, f"{here}: {legacy.quote(value)} is not {legacy.pattern_name(want)}")
         else:
             yield _Issue(path, f"{here}: {legacy.bound_message(kind, want, value)}",
-                         blocking=kind in ("maxLength", "maxItems", "maxProperties"))
+                         oversized=kind in ("maxLength", "maxItems", "maxProperties"))
 
 
 def _unknown(parent: Path, name: str, value: Any, defined: Iterable[str], obj: dict[str, Any]) -> _Issue:
@@ -184,7 +185,10 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None,
         return [findings.make("schema", ref, (), f"object: must be an object, not {legacy.describe(plain)}",
                               source=source, detail=_LAYER)]
     issues = [*_schema_issues(crd, plain), *_metadata_issues(plain)]
-    issues += _cel_issues(crd, plain, blocked=any(i.typing or i.blocking for i in issues))
+    # The CRD's size limits bound what its rules cost (the API server's CEL cost budget rests on them):
+    # past one, no rule is evaluated, as on the API server.
+    if not any(i.oversized for i in issues):
+        issues += _cel_issues(crd, plain, blocked=any(i.typing or i.blocking for i in issues))
     if isinstance(crds.dig(plain, "spec", "selector"), dict):
         # The selector's migration already says what the requirements should be.
         issues = [i for i in issues if i.path != ("spec", "requirements")]
