@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("loader", "shapes", "admission", "core", "quantity")
 # Longest input per target: files for the loader, a handful of choices for the structured ones.
 MAX_LEN = {"loader": 16384, "admission": 8192, "shapes": 1024, "core": 4096, "quantity": 128}
-SEEDS = {"loader": ("examples", "tests/lint_fixtures"), "admission": ("tests/admission",)}
+SEEDS = {"loader": ("examples", "tests/lint_fixtures/basic"), "admission": ("tests/admission",)}
 RSS_LIMIT_MB = 2048
 # An input that runs longer than this counts as a hang (libFuzzer writes it out as a timeout).
 INPUT_TIMEOUT = 30

@@ -184,7 +184,7 @@ def test_huge_file_is_refused_without_reading_it(tmp_path: pathlib.Path,
             data: bytes = self.handle.read(n)
             return data
 
-    monkeypatch.setattr(reader, "open", lambda p, mode="r": Spy(real_open(p, mode), p), raising=False)
+    monkeypatch.setattr(reader, "open", lambda p, mode="r", **kw: Spy(real_open(p, mode, **kw), p), raising=False)
     code, data, _ = timed(str(path))
     assert code == 1 and "larger than 10485760 bytes" in only(data)["message"]
     assert reads == [], "the size is checked before reading"

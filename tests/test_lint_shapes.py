@@ -176,3 +176,20 @@ def test_instance_type_of_the_wrong_shape_is_left_out_of_the_catalog(tmp_path: p
     assert status == 1, err.getvalue()
     [f] = [f for f in data["findings"] if f["code"] == "parse-error"]
     assert f["object"] == {"kind": "InstanceType", "name": "m5.large"} and f["field"] == "spec.resources"
+
+
+@pytest.mark.parametrize("command", ["check", "simulate"])
+def test_an_unexpected_exception_exits_2_with_one_line(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                                       command: str) -> None:
+    """Exit 1 means findings: a crash must never look like one, nor print a traceback."""
+    from simulation import evaluate as ev
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("injected\nover two lines")
+
+    monkeypatch.setattr(ev, "evaluate", broken)
+    out, err = io.StringIO(), io.StringIO()
+    path = write(tmp_path, "o.yaml", OVERLAY.format(name="o", weight=1))
+    status = cli.main([command, path, "--catalog", CATALOG], stdout=out, stderr=err)
+    assert status == 2 and out.getvalue() == ""
+    assert err.getvalue() == "overlay-lint: internal error: RuntimeError: injected over two lines\n"
