@@ -58,6 +58,24 @@ def parser() -> argparse.ArgumentParser:
                         "it counts as never stored and the request is judged without it (default 1)")
     p.add_argument("--shutdown-timeout", type=float, default=25.0,
                    help="seconds to finish requests in flight after SIGTERM (default 25)")
+    audit = p.add_argument_group("audit", "re-evaluate every cached overlay and report as Events and gauges; "
+                                          "the replica holding the Lease writes")
+    audit.add_argument("--audit-interval", type=float, default=600.0,
+                       help="seconds between audits besides the one after every change (default 600; 0: no audit)")
+    audit.add_argument("--audit-debounce", type=float, default=2.0,
+                       help="seconds the cache must be unchanged before a change is audited (default 2)")
+    audit.add_argument("--audit-max-events", type=int, default=100,
+                       help="events written per audit at most; the rest wait for the next audit (default 100)")
+    audit.add_argument("--leader-election-namespace",
+                       help="namespace of the audit Lease (default: the pod's namespace, else overlay-guard)")
+    audit.add_argument("--leader-election-lease", default="overlay-guard-audit",
+                       help="name of the audit Lease (default overlay-guard-audit)")
+    audit.add_argument("--lease-duration", type=float, default=15.0,
+                       help="seconds a follower waits for a silent leader before taking over (default 15)")
+    audit.add_argument("--lease-renew-deadline", type=float, default=10.0,
+                       help="seconds a leader keeps leading without a successful renewal (default 10)")
+    audit.add_argument("--lease-retry-period", type=float, default=2.0,
+                       help="seconds between attempts to acquire or renew (default 2)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -73,12 +91,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("overlay-webhook: ports must be >= 0, timeouts > 0, --confirm-window >= 0, --max-connections and "
               "--max-pending >= 1", file=sys.stderr)
         return 2
+    if not (0 < args.lease_retry_period < args.lease_renew_deadline < args.lease_duration) \
+            or args.audit_interval < 0 or args.audit_debounce < 0 or args.audit_max_events < 1:
+        print("overlay-webhook: need 0 < --lease-retry-period < --lease-renew-deadline < --lease-duration, "
+              "--audit-interval and --audit-debounce >= 0, --audit-max-events >= 1", file=sys.stderr)
+        return 2
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog, crd=args.crd,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
         pending_ttl=args.pending_ttl, max_pending=args.max_pending, confirm_window=args.confirm_window,
-        shutdown_timeout=args.shutdown_timeout,
+        shutdown_timeout=args.shutdown_timeout, audit_interval=args.audit_interval,
+        audit_debounce=args.audit_debounce, audit_max_events=args.audit_max_events,
+        lease_name=args.leader_election_lease, lease_namespace=args.leader_election_namespace,
+        lease_duration=args.lease_duration, lease_renew_deadline=args.lease_renew_deadline,
+        lease_retry_period=args.lease_retry_period,
         limits=Limits(max_connections=args.max_connections, handshake_timeout=args.tls_handshake_timeout,
                       header_timeout=args.request_header_timeout, idle_timeout=args.idle_timeout))
     logs.setup(args.log_level)

@@ -46,6 +46,16 @@ class Config:
     ready_wait: float = 2.0
     # Connection cap and timeouts, per listening port.
     limits: Limits = dataclasses.field(default_factory=Limits)
+    # The audit (webhook/audit.py): period (0: off), settling time after a change, events per audit.
+    audit_interval: float = 600.0
+    audit_debounce: float = 2.0
+    audit_max_events: int = 100
+    # Its Lease (namespace None: the pod's own, else overlay-guard) and client-go's timings.
+    lease_name: str = "overlay-guard-audit"
+    lease_namespace: str | None = None
+    lease_duration: float = 15.0
+    lease_renew_deadline: float = 10.0
+    lease_retry_period: float = 2.0
 
     @property
     def enforce(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook import listener, loader, store
+from webhook import audit, listener, loader, store
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
 from webhook.metrics import Metrics
@@ -126,10 +126,12 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
             stop.set()
         else:
             source = loading.result()
+    auditing = audit.start(config, cache, metrics.registry, live=source is not None) \
+        if loading.done() and code == 0 else []
     await stop.wait()
     log.info("shutting down: no new connections, finishing requests in flight")
     cache.stop_serving()
-    for task in (loading, announcing):
+    for task in (loading, announcing, *auditing):
         task.cancel()
         with contextlib.suppress(BaseException):
             await task

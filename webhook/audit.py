@@ -1,0 +1,239 @@
+"""The audit: every cached overlay evaluated again, the result published as Events and gauges.
+
+It runs after the cache settles on a new snapshot (debounced), every `interval` seconds, and
+sooner while events wait for the per-audit bound. Only the Lease holder audits and writes; a
+follower exports `overlay_guard_audit_leader 0` and nothing else, so the whole cluster's
+figures come from one replica. With `--state` (no cluster, no Lease) the audit runs alone
+and logs what it would have written.
+
+The evaluation is the linter's `check --cluster`: every overlay a candidate against the
+NodePools, through the one `evaluate` entry point, on the cache's immutable snapshot, in a
+worker thread (admissions go on while it runs); each overlay's schema and runtime checks are
+reused from the snapshot, only the merge and the analyses run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from simulation import evaluate as ev
+from simulation import findings
+from simulation.semantics import model
+from webhook import events, leader, state, store
+from webhook.config import Config
+
+log = logging.getLogger("overlay-guard.audit")
+# Cells matched per overlay as a histogram: one series per bucket, whatever the overlay count
+# (a per-overlay label would be one series per overlay, 10,000 in the large benchmark).
+CELL_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000)
+# How soon to audit again while events wait for the per-audit bound.
+BACKLOG_RETRY = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    generation: int
+    findings: tuple[findings.Finding, ...]
+    status: Mapping[str, str]
+    cells: Mapping[str, int]
+    seconds: float
+
+
+def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
+    """Every overlay as a candidate against the NodePools; pure, for a worker thread."""
+    docs = state.documents(objects)
+    pools = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL]
+    overlays = [d for d in docs if model.kind_of(d.obj) == model.NODEOVERLAY]
+    # The snapshot as `previous` lends its grid when the NodePools are the same.
+    base = ev.prepare(pools, prepared.catalog, prepared, crd=prepared.crd)
+    return ev.evaluate(overlays, base, full=True, checked=prepared.overlays)
+
+
+def summarise(generation: int, report: ev.Report, seconds: float) -> Result:
+    status = {name: s for name, (s, _) in report.status.items()}
+    cells = {name: e.type_cells.bit_count() for name, e in report.entries.items()}
+    return Result(generation, report.findings, status, cells, seconds)
+
+
+class LogEvents:
+    """EventApi for `--state`: the events it would write, as log lines."""
+
+    async def create(self, body: Mapping[str, Any]) -> bool:
+        log.info("audit event (not written: no cluster)", extra={"fields": {
+            "reason": body["reason"], "regarding": f"{body['regarding']['kind']}/{body['regarding']['name']}",
+            "note": body["note"]}})
+        return True
+
+    async def patch(self, name: str, body: Mapping[str, Any]) -> None:
+        return None
+
+
+class Auditor:
+    def __init__(self, cache: state.Cache, api: events.EventApi, *, instance: str, interval: float = 600.0,
+                 debounce: float = 2.0, limit: int = events.DEFAULT_LIMIT, elector: leader.Elector | None = None,
+                 poll: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cache = cache
+        self.api = api
+        self.instance = instance
+        self.interval = interval
+        self.debounce = debounce
+        self.elector = elector
+        self.poll = poll
+        self.ledger = events.Ledger(limit)
+        self._clock = clock
+        self.result: Result | None = None
+        self.finished_at: float | None = None  # wall clock, for the timestamp gauge
+        self.written: collections.Counter[str] = collections.Counter()
+        self.deferred = 0
+        self.audits = 0
+
+    @property
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.leading
+
+    async def run(self) -> None:
+        seen_generation, seen_at = -1, self._clock()
+        audited: int | None = None
+        was_leading = False
+        next_due = 0.0
+        while True:
+            await asyncio.sleep(self.poll)
+            snap = self.cache.snapshot
+            now = self._clock()
+            if snap.generation != seen_generation:
+                seen_generation, seen_at = snap.generation, now
+            if not self.leading:
+                was_leading, self.result = False, None
+                continue
+            if snap.prepared is None or not self.cache.synced:
+                continue
+            settled = now - seen_at >= self.debounce
+            due = (not was_leading or now >= next_due or (settled and snap.generation != audited))
+            if not due:
+                continue
+            was_leading = True
+            try:
+                await self.audit(snap)
+            except Exception:
+                log.exception("audit failed; retrying at the next change or interval")
+            audited = snap.generation
+            next_due = self._clock() + (BACKLOG_RETRY if self.deferred else self.interval)
+
+    async def audit(self, snap: state.Snapshot) -> Result:
+        assert snap.prepared is not None
+        started = time.perf_counter()
+        report = await asyncio.to_thread(evaluate, snap.prepared, snap.basis)
+        result = summarise(snap.generation, report, time.perf_counter() - started)
+        exists = [findings.ObjectRef(kind, name) for kind, name in snap.basis]
+        uids = {findings.ObjectRef(*k): uid for k, s in snap.basis.items()
+                if (uid := store.uid_of(s.obj)) is not None}
+        current = events.notes(result.findings)
+        plan = self.ledger.plan(current, exists)
+        # Leadership can be lost while the evaluation runs: the new leader writes instead.
+        written = await events.publish(self.api, plan, self.instance, uids, leader.microtime()) \
+            if self.leading else []
+        self.ledger.commit(current, written, exists)
+        self.written.update(n.reason for n in written)
+        self.deferred = plan.deferred + len(plan.emit) - len(written)
+        self.result, self.finished_at, self.audits = result, time.time(), self.audits + 1
+        by_status = collections.Counter(result.status.values())
+        log.info("audit done", extra={"fields": {
+            "generation": snap.generation, "seconds": round(result.seconds, 3), "overlays": len(result.status),
+            **{s.lower(): n for s, n in sorted(by_status.items())}, "findings": len(result.findings),
+            "eventsWritten": len(written), "eventsDeferred": self.deferred}})
+        return result
+
+
+class AuditCollector(Collector):
+    """The last audit's figures, read at scrape time."""
+
+    def __init__(self, auditor: Auditor) -> None:
+        self._auditor = auditor
+
+    def collect(self) -> Iterator[Metric]:
+        a = self._auditor
+        yield GaugeMetricFamily("overlay_guard_audit_leader",
+                                "1 when this replica holds the audit Lease (or runs alone with --state).",
+                                value=int(a.leading))
+        written = CounterMetricFamily("overlay_guard_audit_events_written",
+                                      "Events written (or found already written) by this replica, by reason.",
+                                      labels=["reason"])
+        for reason in (events.CONFLICT, events.NO_MATCH, events.SHADOWED, events.INVALID, events.APPLIED):
+            written.add_metric([reason], a.written[reason])
+        yield written
+        result = a.result
+        if result is None or a.finished_at is None:
+            return
+        yield GaugeMetricFamily("overlay_guard_audit_events_deferred",
+                                "Events the last audit left for the next one (over the per-audit bound).",
+                                value=a.deferred)
+        yield GaugeMetricFamily("overlay_guard_audit_duration_seconds", "How long the last audit's evaluation took.",
+                                value=result.seconds)
+        yield GaugeMetricFamily("overlay_guard_audit_last_timestamp_seconds",
+                                "When the last audit finished (Unix time).", value=a.finished_at)
+        by_code = GaugeMetricFamily("overlay_guard_audit_findings", "Findings of the last audit by code and severity.",
+                                    labels=["code", "severity"])
+        counts = collections.Counter((f.code, str(f.severity)) for f in result.findings)
+        for (code, severity), n in sorted(counts.items()):
+            by_code.add_metric([code, severity], n)
+        yield by_code
+        overlays = GaugeMetricFamily("overlay_guard_audit_overlays",
+                                     "Overlays by the status Karpenter will give them.", labels=["status"])
+        statuses = collections.Counter(result.status.values())
+        for status in ("Applied", "Conflict", "Invalid"):
+            overlays.add_metric([status], statuses[status])
+        yield overlays
+        yield _cells_histogram(result.cells.values())
+
+
+def _cells_histogram(values: Any) -> HistogramMetricFamily:
+    counts = list(values)
+    buckets = [(str(b), sum(1 for c in counts if c <= b)) for b in CELL_BUCKETS]
+    buckets.append(("+Inf", len(counts)))
+    return HistogramMetricFamily("overlay_guard_audit_cells_matched",
+                                 "Valid overlays of the last audit by (NodePool, instance type) cells matched.",
+                                 buckets=buckets, sum_value=sum(counts))
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def pod_namespace(path: str = SERVICE_ACCOUNT_NAMESPACE, default: str = "overlay-guard") -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or default
+    except OSError:
+        return default
+
+
+def start(config: Config, cache: state.Cache, registry: CollectorRegistry, live: bool) -> list[asyncio.Task[None]]:
+    """The audit's tasks (none with --audit-interval 0); `live`: a cluster to elect in and write to."""
+    if config.audit_interval <= 0:
+        return []
+    instance = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    elector = None
+    api: events.EventApi = LogEvents()
+    if live:
+        leases = leader.KubeLeases(None, config.lease_name, config.lease_namespace or pod_namespace())
+        elector = leader.Elector(leases, instance, lease_duration=config.lease_duration,
+                                 renew_deadline=config.lease_renew_deadline, retry_period=config.lease_retry_period)
+        api = events.KubeEvents(None)
+    auditor = Auditor(cache, api, instance=instance, interval=config.audit_interval, debounce=config.audit_debounce,
+                      limit=config.audit_max_events, elector=elector)
+    registry.register(AuditCollector(auditor))
+    tasks = [asyncio.create_task(auditor.run(), name="overlay-guard-audit")]
+    if elector is not None:
+        tasks.append(asyncio.create_task(elector.run(), name="overlay-guard-leader"))
+    return tasks
