@@ -333,3 +333,25 @@ async def test_hold_is_confirmed_by_the_watch_or_expires(small_catalog: cat.Cata
         assert not d.held
     finally:
         await cache.close()
+
+
+def test_confirming_read_maps_not_found_to_none_and_raises_the_rest() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    class Api:
+        def get_cluster_custom_object(self, group: str, version: str, plural: str, name: str,
+                                      **_: Any) -> Mapping[str, Any]:
+            if name == "missing":
+                raise ApiException(status=404, reason="Not Found")
+            if name == "forbidden":
+                raise ApiException(status=403, reason="Forbidden")
+            assert (group, version, plural) == ("karpenter.sh", "v1alpha1", "nodeoverlays")
+            return {"metadata": {"name": name}, "spec": {"requirements": []}}
+
+    source = object.__new__(informer.KubeSource)
+    source._api = Api()
+    found = source.read(NO, "there")
+    assert found is not None and found["kind"] == NO and found["metadata"]["name"] == "there"
+    assert source.read(NO, "missing") is None
+    with pytest.raises(ApiException):
+        source.read(NO, "forbidden")

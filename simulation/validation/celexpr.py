@@ -2,7 +2,7 @@
 (PyPI common-expression-language: Rust's cel crate). This module is the only one that knows the
 library: it compiles an expression, evaluates it with the Kubernetes extension functions a CRD rule
 may call, and turns the library's exceptions into values. Chosen over cel-python (pure Python, about
-100 times slower per rule, and its int() accepts " 5", "1_000" and non-ASCII digits, which Go's
+30 times slower per rule, and its int() accepts " 5", "1_000" and non-ASCII digits, which Go's
 strconv.ParseInt refuses) and cel-expr-python (C++ cel-cpp: a 50 MB wheel whose int() accepts " 5");
 benchmarks/schema_bench.py measures what the rules cost."""
 

@@ -10,6 +10,7 @@ else changed).
 from __future__ import annotations
 
 import contextlib
+import copy
 import http.client
 import json
 import re
@@ -48,29 +49,48 @@ def unique(prefix: str) -> str:
 
 # --- objects ---------------------------------------------------------------------------------------
 
+# What operators put in a NodePool beside what the guard reads, in the shape Karpenter's CRD requires.
+_POOL_TEMPLATE_SPEC: dict[str, Any] = {
+    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+    "requirements": [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r", "p"],
+         "minValues": 2}],
+    "taints": [{"key": "e2e.overlay-guard.io/dedicated", "value": "batch", "effect": "NoSchedule"}],
+    "expireAfter": "720h"}
+_POOL_SPEC: dict[str, Any] = {
+    "limits": {"cpu": "1000", "memory": "4000Gi"},
+    "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
+                   "budgets": [{"nodes": "10%"}]}}
+
+
+def realistic(pool: dict[str, Any]) -> dict[str, Any]:
+    """`pool` with a node class reference, requirements with Gt, limits, disruption and a taint added
+    (its own labels, weight and requirements kept). The guard reads only name, weight and template
+    labels; NodePool requirements do not narrow the cells (SPEC section 3)."""
+    spec = pool.setdefault("spec", {})
+    template = spec.setdefault("template", {}).setdefault("spec", {})
+    for key, value in _POOL_TEMPLATE_SPEC.items():
+        if key == "requirements":
+            template["requirements"] = [*template.get("requirements", []), *copy.deepcopy(value)]
+        else:
+            template.setdefault(key, copy.deepcopy(value))
+    for key, value in _POOL_SPEC.items():
+        spec.setdefault(key, copy.deepcopy(value))
+    return pool
+
+
 def nodepool(name: str, labels: Mapping[str, str] | None = None, *, test: str = "") -> dict[str, Any]:
-    """A NodePool as operators write them and Karpenter's CRD requires: a node class reference,
-    requirements with Gt, limits, disruption, a taint. The guard reads its name, weight and template
-    labels; its requirements do not narrow the cells (SPEC section 3)."""
     meta: dict[str, Any] = {"name": name}
     if test:
         meta["labels"] = {TEST_LABEL: test}
-    template: dict[str, Any] = {"spec": {
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": [
-            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
-            {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
-            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r", "p"],
-             "minValues": 2}],
-        "taints": [{"key": "e2e.overlay-guard.io/dedicated", "value": "batch", "effect": "NoSchedule"}],
-        "expireAfter": "720h"}}
+    template: dict[str, Any] = {"spec": {"requirements": [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}}
     if labels:
         template["metadata"] = {"labels": dict(labels)}
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": meta,
-            "spec": {"template": template, "limits": {"cpu": "1000", "memory": "4000Gi"},
-                     "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
-                                    "budgets": [{"nodes": "10%"}]}}}
+    return realistic({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": meta,
+                      "spec": {"template": template}})
 
 
 def overlay(name: str, pool: str | None, *, weight: int | None = 10, family: str = "m5",

@@ -25,7 +25,7 @@ import pytest
 from benchmarks import workload
 
 from ._cluster import LOOPBACK, ControlPlane
-from ._guard import ANNOTATIONS, TEST_LABEL, Guard, unique
+from ._guard import ANNOTATIONS, TEST_LABEL, Guard, realistic, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -80,7 +80,8 @@ def _wait_synced(guard: Guard, since: int, overlays: int, pools: int) -> float:
 def stored(guard: Guard) -> Iterator[dict[str, Any]]:
     plane = guard.plane
     value = unique("latency")
-    pools = _labelled(workload.nodepools(), value)
+    # Karpenter's NodePool CRD requires what real NodePools carry (nodeClassRef...).
+    pools = _labelled([realistic(p) for p in workload.nodepools()], value)
     overlays = _labelled(workload.overlays(), value)
     since = len(guard.webhook.events("snapshot rebuilt"))
     started = time.monotonic()
@@ -121,7 +122,8 @@ def _median_ms(values: list[float]) -> float:
 def test_added_latency_with_2000_overlays(guard: Guard, stored: dict[str, Any], tmp_path: Path) -> None:
     plane = guard.plane
     candidate = tmp_path / "candidate.json"
-    candidate.write_text(json.dumps(workload.candidate(0)))
+    wanted = workload.candidate(0)
+    candidate.write_text(json.dumps(wanted))
     series: dict[str, dict[str, list[float]]] = {s: {"wall": [], "post": []} for s in ("with", "without")}
     logged_before = len(guard.webhook.events("admission"))
 
@@ -141,7 +143,7 @@ def test_added_latency_with_2000_overlays(guard: Guard, stored: dict[str, Any], 
     guard.route_to(guard.webhook)
 
     own = [float(e["durationMs"]) for e in guard.webhook.events("admission")[logged_before:]
-           if e.get("name") == "candidate-0000"]
+           if e.get("name") == wanted["metadata"]["name"]]
     with_, without = series["with"], series["without"]
     figures = {
         **stored,
