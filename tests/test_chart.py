@@ -57,6 +57,7 @@ def test_default_objects(default: list[dict[str, Any]], base: list[dict[str, Any
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default)
     assert kinds == sorted([
         ("ServiceAccount", "overlay-guard"), ("ClusterRole", "overlay-guard"), ("ClusterRoleBinding", "overlay-guard"),
+        ("Role", "overlay-guard"), ("RoleBinding", "overlay-guard"),
         ("Service", "overlay-guard"), ("Deployment", "overlay-guard"), ("PodDisruptionBudget", "overlay-guard"),
         ("Secret", "overlay-guard-ca"), ("Secret", render.SECRET),
         *((k, "overlay-guard") for k in WEBHOOK_KINDS)])
@@ -68,7 +69,8 @@ def test_default_objects(default: list[dict[str, Any]], base: list[dict[str, Any
 
 
 def test_rbac_is_identical_to_the_kustomize_base(default: list[dict[str, Any]], base: list[dict[str, Any]]) -> None:
-    for kind, fields in (("ClusterRole", ("rules",)), ("ClusterRoleBinding", ("roleRef", "subjects"))):
+    for kind, fields in (("ClusterRole", ("rules",)), ("ClusterRoleBinding", ("roleRef", "subjects")),
+                         ("Role", ("rules",)), ("RoleBinding", ("roleRef", "subjects"))):
         for field in fields:
             assert by_kind(default, kind)[field] == by_kind(base, kind)[field], (kind, field)
     assert by_kind(default, "ServiceAccount")["metadata"]["namespace"] == "overlay-guard"

@@ -39,6 +39,8 @@ def test_base_renders_every_object() -> None:
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
         "Deployment",
         "PodDisruptionBudget",
         "Service",
@@ -48,15 +50,25 @@ def test_base_renders_every_object() -> None:
         assert (kind, "overlay-guard") in kinds, kind
 
 
-def test_rbac_is_read_only_on_the_two_resources() -> None:
+def test_rbac_is_read_only_on_the_two_resources_plus_the_audit() -> None:
     role = one(tools.kustomize(MANIFESTS), "ClusterRole")
     assert role["rules"] == [
         {
             "apiGroups": ["karpenter.sh"],
             "resources": ["nodeoverlays", "nodepools"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
+    # The audit's Lease: created in the guard's namespace, then only its own read and renewed.
+    lease = one(tools.kustomize(MANIFESTS), "Role")
+    assert lease["metadata"]["namespace"] == "overlay-guard"
+    assert lease["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["overlay-guard-audit"],
+         "verbs": ["get", "update"]},
+    ]
+    assert one(tools.kustomize(MANIFESTS), "RoleBinding")["roleRef"]["kind"] == "Role"
     binding = one(tools.kustomize(MANIFESTS), "ClusterRoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "overlay-guard", "namespace": "overlay-guard"}
