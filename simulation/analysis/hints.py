@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol
+from typing import Any
 
 from simulation import findings
 from simulation.semantics import merge, model
@@ -27,35 +27,30 @@ _LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
 
 # --- conflicts ------------------------------------------------------------------------------------
 
-class _Cells(Protocol):
-    """The cell sets of merge.Entry.fields() (anything with set intersection and union)."""
-
-    def __and__(self, other: Any) -> Any: ...
-
-    def __or__(self, other: Any) -> Any: ...
-
-
 class Taken:
-    """Per field and weight, the cells overlays of that weight set the field on: a weight is free
-    for an overlay when no other overlay of that weight shares one of its cells and fields."""
+    """The overlays by weight: a weight is free for an overlay when no other overlay of that
+    weight sets one of its fields on one of its cells. Only the weights tried are looked at, so a
+    hint costs a few overlays' cells, not the whole set's."""
 
     def __init__(self, entries: Iterable[merge.Entry]) -> None:
-        self._cells: dict[str, dict[int, _Cells]] = {}
+        self._by_weight: dict[int, list[merge.Entry]] = {}
         for e in entries:
-            for field, cells in e.fields().items():
-                per_weight = self._cells.setdefault(field, {})
-                weight = e.overlay.weight
-                per_weight[weight] = per_weight[weight] | cells if weight in per_weight else cells
+            self._by_weight.setdefault(e.overlay.weight, []).append(e)
 
-    def _collides(self, field: str, weight: int, cells: _Cells) -> bool:
-        there = self._cells.get(field, {}).get(weight)
-        return there is not None and bool(there & cells)
+    def _collides(self, e: merge.Entry, weight: int) -> bool:
+        fields = e.fields()
+        for other in self._by_weight.get(weight, ()):
+            if other.name == e.name or not e.may_overlap(other):
+                continue
+            theirs = other.fields()
+            if any(f in theirs and theirs[f] & cells for f, cells in fields.items()):
+                return True
+        return False
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
-        fields = e.fields()
         weight = start
         while MIN_WEIGHT <= weight <= MAX_WEIGHT:
-            if not any(self._collides(f, weight, cells) for f, cells in fields.items()):
+            if not self._collides(e, weight):
                 return weight
             weight += step
         return None
