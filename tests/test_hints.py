@@ -170,3 +170,34 @@ def test_corpus_errors_have_hints_and_conflict_hints_work(case: casefmt.Case, tm
             assert pair(finding) not in {pair(f) for f in conflicts(after)}, (option, finding["hint"])
             new = {pair(f) for f in conflicts(after) if changed in pair(f)} - {pair(f) for f in conflicts(data)}
             assert not new, (option, finding["hint"])
+
+
+# --- the hint reaches every front end --------------------------------------------------------------
+
+def test_hint_in_sarif_github_and_junit(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", overlay("a", 10), overlay("b", 10))
+    _, data = check(path)
+    (finding,) = conflicts(data)
+    for fmt in ("sarif", "github", "junit", "text"):
+        out, err = io.StringIO(), io.StringIO()
+        assert cli.main(["check", path, "--catalog", CATALOG, "--format", fmt], stdout=out, stderr=err) == 1
+        assert finding["hint"] in out.getvalue().replace("%0A", "\n"), fmt
+    out = io.StringIO()
+    cli.main(["check", path, "--catalog", CATALOG, "--format", "sarif"], stdout=out, stderr=io.StringIO())
+    (result,) = json.loads(out.getvalue())["runs"][0]["results"]
+    assert result["properties"]["hint"] == finding["hint"]
+
+
+async def test_webhook_denial_carries_the_hint(tmp_path: pathlib.Path) -> None:
+    import aiohttp
+
+    from tests.test_webhook_support import default_catalog, fixture, fixture_state, linter_verdict, serving
+
+    body = fixture("create-conflict")
+    expected = linter_verdict(body["request"]["object"], fixture_state(), default_catalog()).errors()
+    assert expected and all(f.hint for f in expected)
+    async with serving(tmp_path, fixture_state()) as srv, aiohttp.ClientSession() as session:
+        _, out = await srv.post(session, "/validate", body)
+    message = out["response"]["status"]["message"]
+    assert out["response"]["allowed"] is False
+    assert f"fix: {expected[0].hint}" in message, message
