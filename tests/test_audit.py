@@ -184,6 +184,8 @@ class FakeLeases:
     """One Lease with the API server's rules: create fails if it exists, replace fails unless
     the resourceVersion matches; every write bumps it."""
 
+    where = "test/lease"
+
     def __init__(self) -> None:
         self.record: leader.Record | None = None
         self.version = 0

@@ -67,6 +67,8 @@ class Conflict(Exception):
 
 
 class LeaseApi(Protocol):
+    where: str
+
     async def get(self) -> Record | None: ...
 
     async def create(self, record: Record) -> Record: ...
@@ -95,14 +97,11 @@ class Elector:
         self._observed_at = 0.0
         self._renewed_at: float | None = None
         self.leading = False
-        self.transitions = 0
-        self.changed = asyncio.Event()
+        self._last_error = ""
 
     def _set_leading(self, leading: bool) -> None:
         if leading != self.leading:
             self.leading = leading
-            self.transitions += 1
-            self.changed.set()
             log.info("leadership changed", extra={"fields": {"identity": self.identity, "leading": leading}})
 
     def _observe(self, record: Record) -> None:
@@ -132,7 +131,7 @@ class Elector:
                 renewed = dataclasses.replace(mine, transitions=current.transitions + 1,
                                               resource_version=current.resource_version)
             self._observe(await self.api.replace(renewed))
-            self._renewed_at = now
+            self._renewed_at, self._last_error = now, ""
             self._set_leading(True)
             return True
         except Conflict:
@@ -140,7 +139,11 @@ class Elector:
             self._set_leading(False)
             return False
         except Exception as exc:
-            log.warning("lease round failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"[:300]}})
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            # Every retry period while it lasts (e.g. the namespace does not exist): once is enough.
+            level = logging.DEBUG if error == self._last_error else logging.WARNING
+            self._last_error = error
+            log.log(level, "lease round failed", extra={"fields": {"error": error, "lease": self.api.where}})
             if self.leading and (self._renewed_at is None or now - self._renewed_at >= self.renew_deadline):
                 self._set_leading(False)
             return self.leading
@@ -174,6 +177,7 @@ class KubeLeases:
         self._api: Any = k8s.client.CoordinationV1Api(api_client)
         self.name = name
         self.namespace = namespace
+        self.where = f"{namespace}/{name}"
         self._timeout = timeout
 
     async def _call(self, method: str, *args: Any) -> Record | None:

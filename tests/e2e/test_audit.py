@@ -1,0 +1,119 @@
+"""Issue 11 against the real kube-apiserver: the audit of two webhook processes sharing one Lease.
+Overlays that conflict, written while no webhook was registered, are reported as Events once the
+guard is back; only the Lease holder writes; killing it hands the Lease over within the Lease
+duration, and the new leader reports the fix."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ._guard import Guard, Webhook, apply, overlay, unique
+
+pytestmark = pytest.mark.e2e
+
+LEASE_DURATION = 6.0
+RETRY = 1.0
+# What each audit webhook runs with: its own Lease, in a namespace of this test, short timings.
+AUDIT_ARGS = ("--audit-debounce", "0.5", "--lease-duration", str(LEASE_DURATION), "--lease-renew-deadline", "4",
+              "--lease-retry-period", str(RETRY))
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def events_about(guard: Guard, names: set[str]) -> list[dict[str, Any]]:
+    """The guard's events on these objects as `kubectl get events` lists them."""
+    got = json.loads(guard.plane.kubectl("get", "events", "-n", "default", "-o", "json").stdout)
+    return [e for e in got["items"] if e["involvedObject"].get("name") in names
+            and e.get("reportingComponent") == "overlay-guard.io/audit"]
+
+
+def leader_gauge(hook: Webhook) -> float:
+    return hook.metric("overlay_guard_audit_leader")
+
+
+@pytest.fixture
+def auditors(guard: Guard) -> Iterator[tuple[str, list[Webhook]]]:
+    """A namespace for the Lease, and a way to start audit webhooks on it (stopped afterwards)."""
+    namespace = unique("e2e-audit")
+    guard.plane.kubectl("create", "namespace", namespace)
+    started: list[Webhook] = []
+    try:
+        yield namespace, started
+    finally:
+        for hook in started:
+            hook.stop()
+        guard.plane.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def spawn(guard: Guard, started: list[Webhook], namespace: str, name: str) -> Webhook:
+    hook = guard.spawn(name, extra_args=(*AUDIT_ARGS, "--leader-election-namespace", namespace,
+                                         "--leader-election-lease", "audit"))
+    started.append(hook)
+    return hook
+
+
+def test_audit_reports_unguarded_conflicts_once_and_hands_over(
+        guard: Guard, label: str, auditors: tuple[str, list[Webhook]]) -> None:
+    namespace, started = auditors
+    pool = guard.new_pool(label)
+    a = overlay(unique("e2e-audit-a"), pool, test=label, price="0.5")
+    b = overlay(unique("e2e-audit-b"), pool, test=label, price="0.7")
+    names = {a["metadata"]["name"], b["metadata"]["name"]}
+    with guard.unregistered():
+        done = apply(guard.plane, a, b)
+        assert done.returncode == 0, done.stderr  # nothing stops the conflict now
+
+    first = spawn(guard, started, namespace, f"audit-1-{label}")
+    second = spawn(guard, started, namespace, f"audit-2-{label}")
+    leading = wait_for("one leader", lambda: [h for h in (first, second) if leader_gauge(h) == 1.0])
+    assert len(leading) == 1
+    leader = leading[0]
+    follower = second if leader is first else first
+
+    conflicts = wait_for("conflict events", lambda: [
+        e for e in events_about(guard, names | {pool}) if e["reason"] == "OverlayConflict"])
+    regarding = {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in conflicts}
+    assert ("NodePool", pool) in regarding and any(k == "NodeOverlay" for k, _ in regarding)
+    assert all(e["type"] == "Warning" and e["message"] for e in conflicts)
+
+    # Only the leader writes; a stable cluster gets nothing new.
+    time.sleep(3)
+    assert follower.metric("overlay_guard_audit_events_written_total") == 0.0
+    assert leader.metric("overlay_guard_audit_events_written_total") > 0.0
+    assert leader.metric("overlay_guard_audit_overlays", status="Conflict") >= 1.0
+    assert leader.metric("overlay_guard_audit_findings", code="same-weight-conflict") >= 1.0
+    before = sorted(e["metadata"]["name"] for e in events_about(guard, names | {pool}))
+
+    assert leader.proc is not None
+    killed = time.monotonic()
+    leader.proc.kill()
+    wait_for("the follower to take over", lambda: leader_gauge(follower) == 1.0, timeout=3 * LEASE_DURATION)
+    handover = time.monotonic() - killed
+    # The follower waits one Lease duration from the last renewal it saw (at most a retry before the kill).
+    assert handover <= LEASE_DURATION + 3 * RETRY, handover
+    time.sleep(2)
+    assert sorted(e["metadata"]["name"] for e in events_about(guard, names | {pool})) == before  # no duplicates
+
+    # The new leader reports the fix once: the conflict's overlay(s) get OverlayApplied.
+    b["spec"]["weight"] = 20
+    with guard.unregistered():
+        done = apply(guard.plane, b)
+        assert done.returncode == 0, done.stderr
+    applied = wait_for("a resolving event", lambda: [
+        e for e in events_about(guard, names) if e["reason"] == "OverlayApplied"])
+    assert all(e["type"] == "Normal" for e in applied)
+    assert {e["involvedObject"]["name"] for e in applied} <= {
+        e["involvedObject"]["name"] for e in conflicts if e["involvedObject"]["kind"] == "NodeOverlay"}
