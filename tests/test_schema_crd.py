@@ -187,6 +187,12 @@ def test_past_a_size_limit_no_rule_is_evaluated() -> None:
     assert len(schema.check(obj, REF, None)) == 100
 
 
+def test_a_value_the_library_cannot_take_fails_the_rule_never_the_caller() -> None:
+    expression = celexpr.compile_expression("self.x == 1")
+    assert isinstance(celexpr.evaluate(expression, {"self": {"x": object()}}), celexpr.Failure)
+    assert celexpr.evaluate(expression, {"self": {"x": 1}}) is True
+
+
 def test_rules_compile_once_per_crd_never_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
     crd = crds.embedded()
     compiled: list[str] = []

@@ -117,13 +117,24 @@ class Scope:
         functions: dict[str, Callable[..., Any]] = {}
         for expression in expressions:
             functions.update(expression.functions)
-        self._context = cel.Context(variables=dict(bindings), functions=functions)
+        self._context = cel.Context(functions=functions)
+        # A value the library cannot convert makes every evaluation that reads it fail, never the caller.
+        self._unconverted: dict[str, Failure] = {}
+        for name, value in bindings.items():
+            self.bind(name, value)
 
     def bind(self, name: str, value: Any) -> None:
-        self._context.add_variable(name, value)
+        self._unconverted.pop(name, None)
+        try:
+            self._context.add_variable(name, value)
+        except ValueError as error:
+            self._unconverted[name] = Failure(_describe(error))
 
     def run(self, expression: Expression) -> Any:
         """The expression's value, or a Failure."""
+        unconverted = [f for name, f in self._unconverted.items() if name in expression.variables]
+        if unconverted:
+            return unconverted[0]
         try:
             return expression.program.execute(self._context)
         except Exception as error:  # the library reports evaluation errors with many types
