@@ -1,16 +1,19 @@
-"""Core figures: one candidate against the workload, a cold `overlay-lint check`, and the
-speed-up over the plain reference loop, all measured in one run."""
+"""Core figures, all measured in one run: per-candidate latency (scoped and broad candidates, clean
+and conflicting) against a prepared workload, a cold `overlay-lint check`, 1,000 identical
+same-weight overlays, the speed-up over the plain reference loop, and a scaling table.
+
+Each size runs in a child process (`python -m benchmarks.core_bench SIZE`), so its peak RSS is its own."""
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,8 @@ from simulation.semantics import model
 from tests import reference
 
 REFERENCE_OVERLAYS = 8
+REQUESTS = 200
+IDENTICAL = 1000
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -28,41 +33,77 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def per_candidate(requests: int = 300) -> dict[str, Any]:
-    started = time.perf_counter()
-    catalog = cat.default()
-    docs = [ev.Document(o, i, False) for i, o in
-            enumerate([*workload.nodepools(), *workload.overlays(catalog=catalog)])]
-    prepared = ev.prepare(docs, catalog)
-    loaded = time.perf_counter() - started
+def _timed(make: Callable[[int], dict[str, Any]], prepared: ev.Prepared, requests: int) -> dict[str, float]:
     times = []
-    existing = workload.overlays(catalog=catalog)
     for i in range(requests):
-        # Alternate new overlays and edits of existing ones, as admission traffic does.
-        obj = workload.candidate(i) if i % 2 == 0 else existing[(i * 37) % len(existing)]
+        doc = ev.Document(make(i), 1_000_000 + i)
         t = time.perf_counter()
-        ev.evaluate([ev.Document(obj, 10_000 + i)], prepared)
+        ev.evaluate([doc], prepared)
         times.append(time.perf_counter() - t)
-    return {"load_s": round(loaded, 3), "requests": requests,
-            "median_ms": round(statistics.median(times) * 1000, 3),
+    return {"median_ms": round(statistics.median(times) * 1000, 3),
             "p99_ms": round(_percentile(times, 0.99) * 1000, 3)}
 
 
-def cold_lint() -> dict[str, Any]:
+def per_candidate(size: workload.Size = workload.DEFAULT, requests: int = REQUESTS) -> dict[str, Any]:
+    """Load the workload (`prepare`), then time single candidates of each kind against it."""
+    catalog = cat.default()
+    raw = workload.documents(size, catalog)
+    started = time.perf_counter()
+    prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(raw)], catalog)
+    loaded = time.perf_counter() - started
+    existing = [o for o in raw if o["kind"] == "NodeOverlay"]
+    kinds: dict[str, Callable[[int], dict[str, Any]]] = {
+        "scoped": lambda i: workload.candidate(i, size.pools) if i % 2 == 0 else existing[(i * 37) % len(existing)],
+        "broad_clean": lambda i: workload.broad(i, conflicting=False, catalog=catalog),
+        "broad_conflicting": lambda i: workload.broad(i, conflicting=True, catalog=catalog),
+    }
+    out: dict[str, Any] = {"overlays": size.overlays, "nodepools": size.pools, "prepare_s": round(loaded, 3),
+                           "requests": requests}
+    for name, make in kinds.items():
+        out[name] = _timed(make, prepared, requests)
+    return out
+
+
+def _check(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cold `overlay-lint check` of the items in a child process: wall time and peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "workload.json"
-        items = [*workload.nodepools(), *workload.overlays()]
         path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "lint", "check", str(path), "--format", "json"],
-                              capture_output=True, text=True, check=False,
-                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+        proc, peak_kib = _child([sys.executable, "-m", "lint", "check", str(path), "--format", "json"])
         wall = time.perf_counter() - started
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     summary = json.loads(proc.stdout).get("summary", {}) if proc.stdout.startswith("{") else {}
-    return {"wall_s": round(wall, 3), "peak_rss_mb": round(max(peak_kib, before) / 1024, 1),
-            "exit": proc.returncode, "summary": summary}
+    return {"wall_s": round(wall, 3), "peak_rss_mb": round(peak_kib / 1024, 1), "exit": proc.returncode,
+            "summary": summary}
+
+
+def _child(argv: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run argv; its exit, output and its own peak RSS (KiB, from wait4, so that an earlier, larger
+    child does not mask it as getrusage(RUSAGE_CHILDREN) would)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True,
+                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read()), usage.ru_maxrss
+
+
+def cold_lint(size: workload.Size = workload.DEFAULT) -> dict[str, Any]:
+    return _check(workload.documents(size))
+
+
+def identical(count: int = IDENTICAL, requests: int = 50) -> dict[str, Any]:
+    """`count` overlays, one weight, one field, the same cells: a cold check, and one more of them judged
+    against the prepared rest (what the webhook does)."""
+    items = [*workload.nodepools(1), *workload.identical(count)]
+    checked = _check(items)
+    catalog = cat.default()
+    prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(items)], catalog)
+    one_more = workload.identical(count + 1)[-1]
+    timed = _timed(lambda i: one_more, prepared, requests)
+    return {"overlays": count, "check": checked, "one_more": timed}
 
 
 def versus_reference() -> dict[str, Any]:
@@ -84,6 +125,27 @@ def versus_reference() -> dict[str, Any]:
             "speedup": round(slow / fast, 1)}
 
 
-def run() -> dict[str, Any]:
-    return {"cores": os.cpu_count(), "per_candidate": per_candidate(), "cold_lint": cold_lint(),
-            "versus_reference": versus_reference()}
+def scaled(size: workload.Size, requests: int = REQUESTS) -> dict[str, Any]:
+    """One row of the scaling table, measured in a child process (prepare + candidates), plus a cold check."""
+    argv = [sys.executable, "-m", "benchmarks.core_bench", f"{size.overlays},{size.pools}", str(requests)]
+    proc, peak_kib = _child(argv)
+    row: dict[str, Any] = json.loads(proc.stdout) if proc.returncode == 0 else {"error": proc.stderr[-500:]}
+    row["peak_rss_mb"] = round(peak_kib / 1024, 1)
+    row["check"] = cold_lint(size)
+    return row
+
+
+def run(sizes: tuple[workload.Size, ...] = workload.SCALING) -> dict[str, Any]:
+    return {"cores": os.cpu_count(), "load_avg": os.getloadavg()[0],
+            "per_candidate": per_candidate(), "identical": identical(),
+            "versus_reference": versus_reference(), "scaling": [scaled(s) for s in sizes]}
+
+
+def main(argv: list[str]) -> int:
+    overlays, pools = (int(x) for x in argv[0].split(","))
+    json.dump(per_candidate(workload.Size(overlays, pools), int(argv[1]) if len(argv) > 1 else REQUESTS), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,10 +1,17 @@
-"""The benchmark workload of the core issue: the full default catalog, 20 NodePools with
-distinct template labels and 2,000 realistic overlays, mostly at the default weight.
+"""Benchmark workloads: the full default catalog, `pools` NodePools with distinct template labels and
+`count` realistic overlays, mostly at the default weight; the default size is the core issue's
+(2,000 overlays, 20 NodePools), `Size` names the others the scaling table covers.
+
+Candidates come in two kinds, each clean or conflicting with what is stored:
+- scoped: one NodePool, one instance family, one capacity type (what a per-team overlay looks like);
+- broad: no NodePool requirement, family-wide or capacity-type-wide (a spot discount, a generation
+  penalty, a GPU capacity across every NodePool), the kind that touches every NodePool's cells.
 
 Deterministic (seeded) so figures are comparable between runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -12,30 +19,56 @@ from simulation.semantics import catalog as cat
 
 POOLS = 20
 OVERLAYS = 2000
+# Weights the workload never uses, so that a clean candidate collides with nothing stored.
+_CLEAN_WEIGHTS = (7, 13, 29, 31, 37)
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    overlays: int = OVERLAYS
+    pools: int = POOLS
+
+    @property
+    def label(self) -> str:
+        return f"{self.overlays} overlays / {self.pools} NodePools"
+
+
+DEFAULT = Size()
+SCALING = (Size(500, 5), Size(2000, 20), Size(10_000, 100), Size(20_000, 200))
+
+
+def _pool(i: int) -> str:
+    return f"pool-{i:03d}"
 
 
 def nodepools(count: int = POOLS) -> list[dict[str, Any]]:
     return [{
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": f"pool-{i:02d}"},
-        "spec": {"template": {"metadata": {"labels": {"team": f"team-{i:02d}", "tier": ("web", "batch")[i % 2]}},
+        "metadata": {"name": _pool(i)},
+        "spec": {"template": {"metadata": {"labels": {"team": f"team-{i:03d}", "tier": ("web", "batch")[i % 2]}},
                               "spec": {"requirements": [{"key": "kubernetes.io/arch", "operator": "In",
                                                          "values": ["amd64", "arm64"]}]}}},
     } for i in range(count)]
 
 
-def overlays(count: int = OVERLAYS, seed: int = 7, catalog: cat.Catalog | None = None) -> list[dict[str, Any]]:
+def _families(catalog: cat.Catalog | None) -> list[str]:
+    types = (catalog or cat.default()).types
+    return sorted({t.labels["karpenter.k8s.aws/instance-family"] for t in types})
+
+
+def overlays(count: int = OVERLAYS, seed: int = 7, catalog: cat.Catalog | None = None,
+             pools: int = POOLS) -> list[dict[str, Any]]:
     """Overlays keyed on family, category, cpu/memory ranges, capacity type, zone and NodePool,
     spread so that most do not collide (as a real, working configuration would)."""
     rng = random.Random(seed)
     types = (catalog or cat.default()).types
-    families = sorted({t.labels["karpenter.k8s.aws/instance-family"] for t in types})
+    families = _families(catalog)
     categories = sorted({t.labels["karpenter.k8s.aws/instance-category"] for t in types})
     zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
     out = []
     for i in range(count):
-        pool = f"pool-{i % POOLS:02d}"
-        family = families[(i // POOLS) % len(families)]
+        pool = _pool(i % pools)
+        family = families[(i // pools) % len(families)]
         reqs: list[dict[str, Any]] = [
             {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]},
             {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [family]},
@@ -66,16 +99,46 @@ def overlays(count: int = OVERLAYS, seed: int = 7, catalog: cat.Catalog | None =
         else:
             spec["capacity"] = {"example.com/widget": str(rng.randint(1, 8))}
         out.append({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
-                    "metadata": {"name": f"overlay-{i:04d}"}, "spec": spec})
+                    "metadata": {"name": f"overlay-{i:05d}"}, "spec": spec})
     return out
 
 
-def candidate(index: int = 0) -> dict[str, Any]:
-    """A new overlay in the style of the workload, for per-request timing."""
+def documents(size: Size = DEFAULT, catalog: cat.Catalog | None = None) -> list[dict[str, Any]]:
+    return [*nodepools(size.pools), *overlays(size.overlays, catalog=catalog, pools=size.pools)]
+
+
+def _overlay(name: str, reqs: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
-            "metadata": {"name": f"candidate-{index:04d}"},
-            "spec": {"requirements": [
-                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [f"pool-{index % POOLS:02d}"]},
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
-                "priceAdjustment": "-5%"}}
+            "metadata": {"name": name}, "spec": {"requirements": reqs, **spec}}
+
+
+def candidate(index: int = 0, pools: int = POOLS) -> dict[str, Any]:
+    """A new overlay scoped to one NodePool, in the style of the workload."""
+    return _overlay(f"candidate-{index:05d}", [
+        {"key": "karpenter.sh/nodepool", "operator": "In", "values": [_pool(index % pools)]},
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}], priceAdjustment="-5%")
+
+
+def broad(index: int = 0, conflicting: bool = False, catalog: cat.Catalog | None = None) -> dict[str, Any]:
+    """A new overlay with no NodePool requirement: family-wide (even index) or capacity-type-wide
+    (odd). A conflicting one sets price at the default weight, which the stored overlays of that
+    family use too; a clean one uses a weight nothing stored has."""
+    families = _families(catalog)
+    if index % 2 == 0:
+        reqs = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                 "values": [families[(index // 2) % len(families)]]}]
+    else:
+        reqs = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Lt", "values": [str(3 + index % 5)]}]
+    spec: dict[str, Any] = {"priceAdjustment": f"-{1 + index % 30}%"}
+    if not conflicting:
+        spec["weight"] = _CLEAN_WEIGHTS[index % len(_CLEAN_WEIGHTS)] + 100 * (index % 50)
+    return _overlay(f"broad-{'c' if conflicting else 'k'}-{index:05d}", reqs, **spec)
+
+
+def identical(count: int) -> list[dict[str, Any]]:
+    """`count` overlays setting the same price on the same cells at the same weight: every pair collides."""
+    return [_overlay(f"same-{i:05d}", [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                         "values": ["m5"]}], priceAdjustment="-10%")
+            for i in range(count)]

@@ -18,7 +18,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, incremental
+from simulation.analysis import checks, dra, incremental
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, merge, model
@@ -47,7 +47,7 @@ class Prepared:
     baseline: tuple[findings.Finding, ...] = ()
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
-    index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index(()))
+    index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index({}))
     # Identities of the baseline's error findings, for ratcheting.
     ratchet: frozenset[tuple[Any, ...]] = frozenset()
     # The NodeOverlay CRD the schema layer checks against (None: the embedded one).
@@ -62,8 +62,8 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     layer = schema.check(obj, ref, doc.source, crd)
     # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies.
     extended = crd.defines(*crds.DRA_FIELD)
-    found = hints.attach([*layer, *runtime.check(obj, ref, doc.source, apiserver=layer),
-                          *(dra.check_overlay(obj, ref, doc.source) if extended else ())], obj)
+    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer),
+             *(dra.check_overlay(obj, ref, doc.source) if extended else ())]
     return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj) if extended else frozenset())
 
 
@@ -143,7 +143,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     replaces (Kubernetes-style validation ratcheting). `checked` offers earlier per-object
     results (e.g. of objects admitted moments ago) to reuse for identical candidates."""
     docs = [dataclasses.replace(d, candidate=True) for d in candidates]
-    problems = hints.attach(_duplicates(docs))
+    problems = _duplicates(docs)
     pool_docs = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]
     snapshot = prepared
     if pool_docs:
@@ -171,11 +171,34 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed}
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
-    kept = [f for f in report.findings if f.obj in involved or involved.intersection(f.related)]
+    kept = _bounded([f for f in report.findings if f.obj in involved or involved.intersection(f.related)],
+                    involved)
     kept = _ratchet(kept, prepared.ratchet)
     if pool_docs:
         kept += _caused_by_pools(report.findings, prepared.baseline, involved)
     return dataclasses.replace(report, findings=tuple(findings.ordered([*problems, *kept])))
+
+
+def _bounded(found: Sequence[finding_types.Finding],
+             involved: set[finding_types.ObjectRef]) -> list[finding_types.Finding]:
+    """Findings on other objects that only name a candidate as related (every overlay that clashes
+    with it, say): at most merge.CLASH_LIMIT per code and candidate, the last saying how many more."""
+    out: list[finding_types.Finding] = []
+    groups: dict[tuple[str, tuple[finding_types.ObjectRef, ...]], list[finding_types.Finding]] = {}
+    for f in found:
+        if f.obj in involved:
+            out.append(f)
+        else:
+            groups.setdefault((f.code, tuple(r for r in f.related if r in involved)), []).append(f)
+    for group in groups.values():
+        kept = group[:merge.CLASH_LIMIT]
+        if len(group) > len(kept):
+            last = kept[-1]
+            kept[-1] = dataclasses.replace(
+                last, message=f"{last.message}; and {len(group) - len(kept)} more such findings on other objects",
+                detail=tuple(sorted((*last.detail, ("moreObjects", str(len(group) - len(kept)))))))
+        out += kept
+    return out
 
 
 def _caused_by_pools(found: Sequence[finding_types.Finding], baseline: Sequence[finding_types.Finding],

@@ -83,9 +83,10 @@ def overlay_docs(draw: Any) -> list[dict[str, Any]]:
 @st.composite
 def pool_docs(draw: Any) -> list[dict[str, Any]]:
     docs = []
-    for i in range(draw(st.integers(0, 2))):
-        labels = draw(st.dictionaries(st.sampled_from(["team", "family"]), st.sampled_from(["t1", "t2", "a"]),
-                                      max_size=2))
+    for i in range(draw(st.integers(0, 3))):
+        # "family", "custom" and "cpu" are instance-type labels too: keys defined on two levels.
+        labels = draw(st.dictionaries(st.sampled_from(["team", "family", "custom", "cpu"]),
+                                      st.sampled_from(["t1", "t2", "a", "2", "16"]), max_size=3))
         docs.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": f"p{i}"},
                      "spec": {"template": {"metadata": {"labels": labels}}}})
     return docs

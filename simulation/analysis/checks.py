@@ -6,8 +6,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
 from simulation import findings
-from simulation.analysis import hints
-from simulation.semantics import cells, merge, model
+from simulation.semantics import cells, cellset, merge, model
 from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
@@ -30,7 +29,6 @@ def _describe_field(field: str) -> str:
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, str],
               verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
     out = []
-    taken: hints.Taken | None = None
     for clash in clashes:
         later, earlier = entries[clash.later].overlay, entries[clash.earlier].overlay
         witness = grid.witness(clash.cells, with_offering=clash.field == merge.PRICE)
@@ -47,45 +45,44 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
             detail = {"karpenter": "silent", "applied": earlier.name}
         message = (f"NodeOverlay {later.name} and {earlier.name} both set {_describe_field(clash.field)} "
                    f"at weight {later.weight} on {where}; {karpenter}")
-        taken = taken or hints.Taken(entries.values())
-        # Today's value on the shared cells is the one Karpenter keeps: the earlier's, unless it dropped it.
-        kept, lost = (clash.later, clash.earlier) if dropped == [earlier.name] else (clash.earlier, clash.later)
-        hint = hints.conflict(entries[kept], entries[lost], taken)
+        if clash.more:
+            message += f"; and {clash.more} more earlier overlays of this weight set it on common cells"
+            detail = {**detail, "more": str(clash.more)}
         out.append(findings.make(
             "same-weight-conflict", later.ref, field_path(later, clash.field), message,
             related=[earlier.ref], witness=witness, source=later.source,
-            detail={**detail, **hint.detail, "weight": str(later.weight), "field": clash.field}, hint=hint.text))
+            detail={**detail, "weight": str(later.weight), "field": clash.field}))
     return out
 
 
 def higher(e: merge.Entry, field: str, neighbours: Iterable[merge.Entry],
            status: Mapping[str, str]) -> list[merge.Entry]:
     """Applied overlays that precede `e` and set `field` on some of its cells."""
-    bits = e.fields().get(field, 0)
+    bits = e.fields().get(field, merge.EMPTY)
     return [n for n in neighbours if n.rank > e.rank and status.get(n.name) == merge.APPLIED
-            and n.fields().get(field, 0) & bits]
+            and n.fields().get(field, merge.EMPTY).intersects(bits)]
 
 
-def claim(e: merge.Entry, field: str, winners: Iterable[merge.Entry]) -> int:
+def claim(e: merge.Entry, field: str, winners: Iterable[merge.Entry]) -> cellset.Cells:
     """The cells on which `e`'s value for `field` is the one in effect."""
-    covered = 0
+    covered = merge.EMPTY
     for w in winners:
         covered |= w.fields()[field]
-    return e.fields().get(field, 0) & ~covered
+    return e.fields().get(field, merge.EMPTY) - covered
 
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: str, neighbours: Sequence[merge.Entry],
              status: Mapping[str, str]) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead."""
-    bits = e.fields().get(field, 0)
+    bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
     winners = higher(e, field, neighbours, status)
     if claim(e, field, winners):
         return None
-    if any(n.rank > e.rank and n.overlay.weight == e.overlay.weight and n.fields().get(field, 0) & bits
-           for n in neighbours):
+    if any(n.rank > e.rank and n.overlay.weight == e.overlay.weight
+           and n.fields().get(field, merge.EMPTY).intersects(bits) for n in neighbours):
         return None
     names = sorted(w.name for w in winners)
     witness = grid.witness(bits, with_offering=field == merge.PRICE)
@@ -93,11 +90,11 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: str, neighbours: Sequence[
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
     return findings.make("shadowed", e.overlay.ref, field_path(e.overlay, field), message,
-                         related=[findings.ObjectRef(model.NODEOVERLAY, n) for n in names],
+                         related=[findings.ObjectRef(model.NODEOVERLAY, n) for n in names[:merge.CLASH_LIMIT]],
                          witness=witness, source=e.overlay.source)
 
 
-def clamped(grid: cells.Grid, e: merge.Entry, price_claim: int) -> findings.Finding | None:
+def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> findings.Finding | None:
     """A negative additive adjustment that takes some offering in effect below 0."""
     overlay = e.overlay
     adj = overlay.price_adjustment
@@ -192,7 +189,7 @@ def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findi
             common = reach[a.name] & reach[b.name]
             if a.weight != b.weight or not common:
                 continue
-            w = grid.witness(common)
+            w = grid.witness(grid.at(0, common))
             witness = findings.Witness(b.name, w.instance_type, w.offering) if w else None
             message = (f"NodePool {b.name} and {a.name} both have weight {a.weight} and can both launch "
                        f"{w.instance_type if w else '-'}; which one Karpenter picks is not defined by weight")

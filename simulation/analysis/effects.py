@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from simulation.analysis import report as rp
-from simulation.semantics import cells, merge, quantity
+from simulation.semantics import cells, cellset, merge, quantity
 from simulation.semantics import requirements as reqs
 
 
@@ -43,29 +43,20 @@ def effects(report: rp.Report, pools: Collection[str] = (), types: Collection[st
     grid = report.grid
     winners: dict[int, dict[str, str]] = {}  # bit -> field -> overlay
     for claim in report.outcome.claims:
-        for bit in cells.bits_of(claim.cells):
+        for bit in claim.cells.bits():
             winners.setdefault(bit, {})[claim.field] = claim.overlay
     if pools or types:
         wanted = grid.type_cells(_filter_cells(grid, pools, types))
     else:
-        wanted = grid.type_cells(_union(1 << b for b in winners))
-    out = [_cell(report, bit, winners) for bit in cells.bits_of(wanted)]
-    return out
+        wanted = grid.type_cells(grid.from_bits(winners))
+    return [_cell(report, bit, winners) for bit in wanted.bits()]
 
 
-def _filter_cells(grid: cells.Grid, pools: Collection[str], types: Collection[str]) -> int:
+def _filter_cells(grid: cells.Grid, pools: Collection[str], types: Collection[str]) -> cellset.Cells:
     pool_req = reqs.Requirement.new(reqs.NODEPOOL, reqs.IN, pools) if pools else None
     type_req = reqs.Requirement.new(reqs.INSTANCE_TYPE, reqs.IN, types) if types else None
     chosen = {k: r for k, r in ((reqs.NODEPOOL, pool_req), (reqs.INSTANCE_TYPE, type_req)) if r is not None}
-    selected = grid.match(chosen) if chosen else grid.all_cells()
-    return selected
-
-
-def _union(parts: Any) -> int:
-    out = 0
-    for p in parts:
-        out |= p
-    return out
+    return grid.match(chosen) if chosen else grid.all_cells()
 
 
 def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[str, str]]) -> CellEffect:

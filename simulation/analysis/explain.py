@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from simulation.analysis import report as rp
-from simulation.semantics import merge, model
+from simulation.semantics import cellset, merge, model
 from simulation.semantics import requirements as reqs
 
 
@@ -31,10 +31,8 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
     chosen = [nodepool] if nodepool is not None else pools
     t = names.index(instance_type)
     n = len(grid.types[t].offerings)
-    mask = 0
-    for p, name in enumerate(pools):
-        if name in chosen:
-            mask |= ((1 << n) - 1) << (p * grid.block + t * grid.slots)
+    chosen_pools = sum(1 << p for p, name in enumerate(pools) if name in chosen)
+    mask = cellset.Cells.product(chosen_pools, ((1 << n) - 1) << (t * grid.slots), grid.block)
     type_mask = grid.type_cells(mask)
     claims = {(c.overlay, c.field): c.cells for c in report.outcome.claims}
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -43,10 +41,10 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
         o = checked.overlay
         status, reason = report.status.get(o.name, (merge.INVALID, ""))
         entry = report.entries.get(o.name)
-        matched = entry.cells & mask if entry is not None else 0
+        matched = entry.cells & mask if entry is not None else merge.EMPTY
         for field in _fields(o):
             base = {"overlay": o.name, "weight": o.weight, "status": status,
-                    "cells": bin(matched).count("1")}
+                    "cells": matched.bit_count()}
             if entry is None:
                 row = {**base, "outcome": "invalid", "why": reason}
             elif not matched:
@@ -63,28 +61,29 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
 
 
 def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: str,
-                 claims: dict[tuple[str, str], int], mask: int) -> dict[str, Any]:
-    mine = claims.get((o.name, field), 0) & mask
+                 claims: dict[tuple[str, str], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
+    mine = claims.get((o.name, field), merge.EMPTY) & mask
     if mine:
         return {**base, "outcome": "won",
                 "why": f"first in Karpenter's order (weight {o.weight}, then name descending) to set it"}
-    winners = sorted({name for (name, f), bits in claims.items() if f == field and name != o.name and bits & mask})
+    winners = sorted({name for (name, f), bits in claims.items()
+                      if f == field and name != o.name and bits.intersects(mask)})
     return {**base, "outcome": "lost",
             "why": f"already set by higher-precedence {', '.join(winners) or 'another overlay'}"}
 
 
-def _near_miss(report: rp.Report, overlay: model.Overlay, mask: int) -> str | None:
+def _near_miss(report: rp.Report, overlay: model.Overlay, mask: cellset.Cells) -> str | None:
     """The one requirement that keeps the overlay off this type, if only one does."""
     specs = overlay.requirements
     failing = []
     for i, r in enumerate(specs):
         alone = reqs.from_specs([(r.key, r.operator, r.values)])
-        if not report.grid.match(alone) & mask:
+        if not report.grid.match(alone).intersects(mask):
             failing.append((i, r))
     if len(failing) != 1:
         return None
     i, r = failing[0]
     rest = reqs.from_specs((s.key, s.operator, s.values) for j, s in enumerate(specs) if j != i)
-    if not report.grid.match(rest) & mask:
+    if not report.grid.match(rest).intersects(mask):
         return None
     return f"requirement {i} ({r.key} {r.operator} {list(r.values)}) excludes it"

@@ -16,7 +16,7 @@ from typing import Any
 
 from simulation import findings
 from simulation.analysis import checks, dra
-from simulation.semantics import cells, merge
+from simulation.semantics import cells, cellset, merge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,37 +29,54 @@ class Result:
     touched: tuple[str, ...]
 
 
+# Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
+# NodePools and instance-type ranges only.
+CHUNK = 512
+
+
 @dataclasses.dataclass(frozen=True)
 class Index:
-    """The prepared entries bucketed by NodePool, so that a neighbour scan only visits
-    overlays that share a pool with the target."""
+    """The prepared entries bucketed by NodePool and by range of instance types, so that a neighbour
+    scan only visits overlays that share a NodePool and a type range with the target."""
 
-    by_pool: tuple[tuple[merge.Entry, ...], ...]
+    buckets: Mapping[tuple[int, int], tuple[merge.Entry, ...]]
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
-        buckets: list[list[merge.Entry]] = [[] for _ in range(pools)]
+        del pools  # the entries' own signatures say which NodePools they touch
+        buckets: dict[tuple[int, int], list[merge.Entry]] = {}
         for e in entries:
-            for p in range(pools):
-                if e.pools >> p & 1:
-                    buckets[p].append(e)
-        return cls(tuple(tuple(b) for b in buckets))
+            for key in _keys(e):
+                buckets.setdefault(key, []).append(e)
+        return cls({k: tuple(v) for k, v in buckets.items()})
 
     def near(self, target: merge.Entry, skip: set[str], extra: Sequence[merge.Entry]) -> list[merge.Entry]:
         """Entries whose coarse signature overlaps the target's: the prepared ones not named
         in `skip` (they changed), plus the `extra` (changed) ones."""
         found: dict[str, merge.Entry] = {}
-        fold, pools = target.fold, target.pools
-        for p, bucket in enumerate(self.by_pool):
-            if pools >> p & 1:
-                for n in bucket:
-                    if n.fold & fold and n.name not in skip:
-                        found[n.name] = n
+        for key in _keys(target):
+            for n in self.buckets.get(key, ()):
+                if n.name not in found and n.may_overlap(target) and n.name not in skip:
+                    found[n.name] = n
         for n in extra:
             if n.may_overlap(target):
                 found[n.name] = n
         found.pop(target.name, None)
         return list(found.values())
+
+
+def _keys(e: merge.Entry) -> list[tuple[int, int]]:
+    chunks = [k for k in range(-(-e.fold.bit_length() // CHUNK)) if e.fold >> (k * CHUNK) & ((1 << CHUNK) - 1)]
+    return [(p, k) for p in _ones(e.pools) for k in chunks]
+
+
+def _ones(bits: int) -> list[int]:
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return out
 
 
 def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
@@ -93,26 +110,33 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
             status.pop(gone.name, None)
             verdicts.pop(gone.name, None)
 
+    # Applied now but not in the baseline (the candidates, and overlays a candidate's change revived):
+    # the only ones that can take cells from an unchanged overlay.
+    gained = [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
+              *(m for m in component if m.name not in skip and local.status.get(m.name) == merge.APPLIED
+                and baseline.status.get(m.name) != merge.APPLIED)]
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
     done_shadow: set[tuple[str, str]] = set()
     for c in candidates:
         neighbours = index.near(c, skip, candidates)
-        same = [n for n in neighbours if n.overlay.weight == c.overlay.weight]
-        clashes = [k for k in merge.same_weight([c, *same]) if c.name in (k.later, k.earlier)]
-        out += checks.conflicts(grid, entries, status, verdicts, clashes)
+        out += checks.conflicts(grid, entries, status, verdicts, _clashes(index, c, neighbours, skip, candidates))
         if status.get(c.name) == merge.APPLIED:
             for field in c.fields():
                 mine = checks.claim(c, field, checks.higher(c, field, neighbours, status))
                 claims.append(merge.Claim(c.name, field, mine))
                 if field == merge.PRICE and (clamp := checks.clamped(grid, c, mine)) is not None:
                     out.append(clamp)
-        for target in [c, *(n for n in neighbours if n.rank < c.rank)]:
+        # Only an applied overlay can be shadowed: the status test first spares a neighbour scan.
+        for target in [c, *(n for n in neighbours if n.rank < c.rank and status.get(n.name) == merge.APPLIED)]:
+            fields = [f for f in target.fields() if (target.name, f) not in done_shadow]
+            done_shadow.update((target.name, f) for f in fields)
+            if target is not c and target.name not in skip:
+                fields = [f for f in fields if not _still_claims(target, f, baseline, gained)]
+            if not fields:
+                continue
             around = neighbours if target is c else index.near(target, skip, candidates)
-            for field in target.fields():
-                if (target.name, field) in done_shadow:
-                    continue
-                done_shadow.add((target.name, field))
+            for field in fields:
                 found = checks.shadowed(grid, target, field, around, status)
                 if found is not None:
                     out.append(found)
@@ -123,3 +147,36 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
                                     for n in sorted([c.name, *sharing]) if n in entries])
     return Result(tuple(out), status, verdicts, tuple(claims), tuple(local.status))
 
+
+def _clashes(index: Index, c: merge.Entry, neighbours: Sequence[merge.Entry], skip: set[str],
+             candidates: Sequence[merge.Entry]) -> list[merge.Clash]:
+    """The full run's same-weight clashes that involve `c`: as the later overlay, and as the earlier
+    one of each later overlay (judged per group of laters with equal cells, so that a thousand
+    identical overlays cost one neighbour scan)."""
+    same = [n for n in neighbours if n.overlay.weight == c.overlay.weight]
+    out = merge.clashes_with(c, same)
+    for field, bits in c.fields().items():
+        groups: dict[cellset.Cells, list[merge.Entry]] = {}
+        for n in same:
+            theirs = n.fields().get(field)
+            if theirs is not None and n.rank < c.rank and theirs.intersects(bits):
+                groups.setdefault(theirs, []).append(n)
+        for laters in groups.values():
+            pool = [*index.near(laters[0], skip, candidates), laters[0]]
+            out += merge.reported(c, field, laters, pool)
+    return out
+
+
+def _still_claims(target: merge.Entry, field: str, baseline: merge.Outcome, gained: Sequence[merge.Entry]) -> bool:
+    """Whether an unchanged overlay that stays applied surely still has cells where its `field` is in
+    effect: what it claimed in the baseline, less what the `gained` overlays above it set (an
+    overlay removed, replaced or now dropped can only give it more). False means: look closer."""
+    if baseline.status.get(target.name) != merge.APPLIED:
+        return False
+    before = baseline.claimed.get((target.name, field))
+    if not before:
+        return False
+    for g in gained:
+        if g.rank > target.rank:
+            before = before - g.fields().get(field, merge.EMPTY)
+    return bool(before)

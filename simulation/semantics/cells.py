@@ -1,20 +1,22 @@
-"""The cell index: every (NodePool, instance type, offering) as one bit of a Python int.
+"""The cell index: every (NodePool, instance type, offering) as one cell.
 
-Bit layout: pool-major blocks of `block = len(types) * slots` bits; inside a block, type `t`
-owns bits `t*slots .. t*slots+slots-1`, one per offering. Sets of cells are plain ints, so
-matching an overlay is a handful of AND/OR operations over per-label bitsets instead of
-Karpenter's nested loop over every NodePool and instance type.
+Layout: pool-major blocks of `block = len(types) * slots` bits; inside a block, type `t` owns bits
+`t*slots .. t*slots+slots-1`, one per offering. Instance-type and offering labels are indexed as
+bitsets over one block; sets of cells are `cellset.Cells` (NodePools x block, factored), so matching
+an overlay is a handful of AND/OR operations over per-label bitsets instead of Karpenter's nested
+loop over every NodePool and instance type, and its size does not grow with the number of NodePools.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 
 from simulation import findings
 from simulation.semantics import catalog as cat
-from simulation.semantics import model
+from simulation.semantics import cellset, model
 from simulation.semantics import requirements as reqs
 
 OFFERING_KEYS = frozenset({reqs.ZONE, reqs.CAPACITY_TYPE})
@@ -56,45 +58,45 @@ class Grid:
     # Base prices of the block's slots sorted ascending, with prefix unions (price-clamped).
     prices: tuple[float, ...]
     price_prefix: tuple[int, ...]
-    # `present` and `first_slots` in every pool.
-    all_present: int
-    all_first: int
 
-    def replicate(self, block_bits: int) -> int:
-        """The same block pattern in every pool (blocks are byte-aligned, so this is a memcpy)."""
-        return int.from_bytes(block_bits.to_bytes(self.block // 8, "little") * len(self.pools), "little")
+    @property
+    def pool_mask(self) -> int:
+        return (1 << len(self.pools)) - 1
 
-    def concat(self, blocks: Sequence[int]) -> int:
-        """One block per pool, in pool order."""
-        size = self.block // 8
-        return int.from_bytes(b"".join(b.to_bytes(size, "little") for b in blocks), "little")
+    def everywhere(self, block_bits: int) -> cellset.Cells:
+        """The same block in every NodePool."""
+        return cellset.Cells.product(self.pool_mask, block_bits, self.block)
 
-    def signature(self, cells: int) -> tuple[int, int]:
-        """(pools with any cell, the union of the pool blocks): a cheap overlap pre-test."""
-        size = self.block // 8
-        raw = cells.to_bytes(size * len(self.pools), "little")
-        pools = fold = 0
-        for p in range(len(self.pools)):
-            chunk = int.from_bytes(raw[p * size:(p + 1) * size], "little")
-            if chunk:
-                pools |= 1 << p
-                fold |= chunk
-        return pools, fold
+    def per_pool(self, blocks: Sequence[int]) -> cellset.Cells:
+        """One block per NodePool, in pool order."""
+        return cellset.Cells.grouped(((1 << p, b) for p, b in enumerate(blocks)), self.block)
 
-    def all_cells(self) -> int:
-        return self.all_present
+    def at(self, pool: int, block_bits: int) -> cellset.Cells:
+        return cellset.Cells.product(1 << pool, block_bits, self.block)
 
-    def type_cells(self, cells: int) -> int:
+    def from_bits(self, bits: Iterable[int]) -> cellset.Cells:
+        """The set of the cells at these flat indices."""
+        blocks = [0] * len(self.pools)
+        for bit in bits:
+            pool, slot = divmod(bit, self.block)
+            blocks[pool] |= 1 << slot
+        return self.per_pool(blocks)
+
+    def all_cells(self) -> cellset.Cells:
+        return self.everywhere(self.present)
+
+    def type_cells(self, cells: cellset.Cells) -> cellset.Cells:
         """Collapse offering cells to the first slot of their (pool, type)."""
-        folded = cells
-        for s in range(1, self.slots):
-            folded |= cells >> s
-        return folded & self.all_first
+        return cells.map_blocks(self._first_of_types)
 
-    def witness(self, cells: int, with_offering: bool = True) -> findings.Witness | None:
-        if not cells:
-            return None
-        return self.witness_at((cells & -cells).bit_length() - 1, with_offering)
+    def _first_of_types(self, block_bits: int) -> int:
+        folded = block_bits
+        for s in range(1, self.slots):
+            folded |= block_bits >> s
+        return folded & self.first_slots
+
+    def witness(self, cells: cellset.Cells, with_offering: bool = True) -> findings.Witness | None:
+        return self.witness_at(cells.lowest(), with_offering) if cells else None
 
     def witness_at(self, bit: int, with_offering: bool = True) -> findings.Witness:
         pool, t, slot = self.locate(bit)
@@ -110,22 +112,23 @@ class Grid:
         t, slot = divmod(rest, self.slots)
         return pool, t, slot
 
-    def below_price(self, threshold: float) -> int:
+    def below_price(self, threshold: float) -> cellset.Cells:
         """Cells whose base price is known and strictly below `threshold`."""
-        return self.replicate(self.price_prefix[bisect.bisect_left(self.prices, threshold)])
+        return self.everywhere(self.price_prefix[bisect.bisect_left(self.prices, threshold)])
 
-    def match(self, requirements: Mapping[str, reqs.Requirement]) -> int:
+    def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
         define only passes for NotIn/DoesNotExist, a defined one must intersect."""
         masks = {k: self._key_bits(k, r, False) for k, r in requirements.items() if k != reqs.NODEPOOL}
-        pool_keys = {k for k in masks if any(k in p.labels for p in self.pools)}
+        pool_keys = masks.keys() & self._pool_label_keys
         common = self.present
         for key, bits in masks.items():
             if key not in pool_keys:
                 common &= bits
         nodepool_req = requirements.get(reqs.NODEPOOL)
-        if nodepool_req is None and not pool_keys:
-            return self.replicate(common) if common else 0
+        if not pool_keys:
+            chosen = self.pool_mask if nodepool_req is None else self._pools_matching(nodepool_req)
+            return cellset.Cells.product(chosen, common, self.block)
         blocks = []
         for pool in self.pools:
             bits = common if nodepool_req is None or nodepool_req.has(pool.name) else 0
@@ -137,7 +140,21 @@ class Grid:
                 else:
                     bits &= masks[key]
             blocks.append(bits)
-        return self.concat(blocks) if any(blocks) else 0
+        return self.per_pool(blocks)
+
+    def _pools_matching(self, req: reqs.Requirement) -> int:
+        if not req.complement:
+            index = self._pool_index
+            return _union(1 << index[v] for v in req.values if v in index)
+        return _union(1 << p for p, pool in enumerate(self.pools) if req.has(pool.name))
+
+    @functools.cached_property
+    def _pool_label_keys(self) -> frozenset[str]:
+        return frozenset(k for p in self.pools for k in p.labels)
+
+    @functools.cached_property
+    def _pool_index(self) -> Mapping[str, int]:
+        return {pool.name: p for p, pool in enumerate(self.pools)}
 
     def launchable(self, requirements: Mapping[str, reqs.Requirement]) -> int:
         """One block: the offerings a NodePool with these requirements can launch
@@ -204,9 +221,8 @@ def build(catalog: cat.Catalog, pools: Sequence[model.NodePool]) -> Grid:
         labels={k: _label_index(v) for k, v in values.items()},
         present=present, first_slots=first,
         prices=tuple(p for p, _ in priced), price_prefix=tuple(prefix),
-        all_present=0, all_first=0,
     )
-    return dataclasses.replace(grid, all_present=grid.replicate(present), all_first=grid.replicate(first))
+    return grid
 
 
 def _normalized(labels: Mapping[str, str]) -> dict[str, str]:
@@ -226,14 +242,4 @@ def _union(parts: object) -> int:
     out = 0
     for p in parts:  # type: ignore[attr-defined]
         out |= p
-    return out
-
-
-def bits_of(cells: int) -> list[int]:
-    """Indices of the set bits, lowest first."""
-    out = []
-    while cells:
-        low = cells & -cells
-        out.append(low.bit_length() - 1)
-        cells ^= low
     return out

@@ -13,14 +13,20 @@ updates stored at the overlay's own weight, so weight groups are independent; wi
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import functools
+import heapq
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 
-from simulation.semantics import cells, model
+from simulation.semantics import cells, cellset, model
 
 APPLIED, CONFLICT, INVALID = "Applied", "Conflict", "Invalid"
 PRICE = "price"
+EMPTY = cellset.Cells()
+# Same-weight clashes reported per overlay and field; the rest are counted, not listed.
+CLASH_LIMIT = 5
 
 
 def capacity_field(resource: str) -> str:
@@ -36,8 +42,8 @@ class Entry:
     """A valid overlay with the cells it selects (offering level and (pool, type) level)."""
 
     overlay: model.Overlay
-    cells: int
-    type_cells: int
+    cells: cellset.Cells
+    type_cells: cellset.Cells
     # Coarse signature for neighbour scans: which pools, and which types in any pool.
     pools: int = 0
     fold: int = 0
@@ -57,12 +63,12 @@ class Entry:
     def karpenter_overlap(self, other: Entry) -> bool:
         """Whether Karpenter's conflict test can relate the two (shared price or capacity cells)."""
         o, p = self.overlay, other.overlay
-        return bool((o.price_update is not None and p.price_update is not None and self.cells & other.cells)
-                    or (o.capacity_set and p.capacity_set and self.type_cells & other.type_cells))
+        return bool((o.price_update is not None and p.price_update is not None and self.cells.intersects(other.cells))
+                    or (o.capacity_set and p.capacity_set and self.type_cells.intersects(other.type_cells)))
 
-    def fields(self) -> dict[str, int]:
+    def fields(self) -> dict[str, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
-        out: dict[str, int] = {}
+        out: dict[str, cellset.Cells] = {}
         if not self.cells:
             return out
         if self.overlay.price_update is not None:
@@ -77,8 +83,7 @@ class Entry:
 def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
     selected = grid.match(overlay.requirement_map())
     type_cells = grid.type_cells(selected)
-    pools, fold = grid.signature(type_cells)
-    return Entry(overlay, selected, type_cells, pools, fold)
+    return Entry(overlay, selected, type_cells, type_cells.pools(), type_cells.fold())
 
 
 def ordered(entries: Iterable[Entry]) -> list[Entry]:
@@ -101,7 +106,7 @@ class Claim:
 
     overlay: str
     field: str
-    cells: int
+    cells: cellset.Cells
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +116,11 @@ class Outcome:
     verdicts: Mapping[str, Verdict]
     claims: tuple[Claim, ...]
 
+    @functools.cached_property
+    def claimed(self) -> Mapping[tuple[str, str], cellset.Cells]:
+        """(overlay, field) -> the cells on which its value is in effect."""
+        return {(c.overlay, c.field): c.cells for c in self.claims}
+
 
 def karpenter(entries: Sequence[Entry]) -> Outcome:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
@@ -118,12 +128,12 @@ def karpenter(entries: Sequence[Entry]) -> Outcome:
     status: dict[str, str] = {}
     verdicts: dict[str, Verdict] = {}
     claims: list[Claim] = []
-    won: dict[str, int] = {}
+    won: dict[str, cellset.Dense] = {}
     for _, group in itertools.groupby(ordered_entries, key=lambda e: e.overlay.weight):
         price_stored: list[Entry] = []
-        price_union = 0
+        price_union: cellset.Dense | None = None
         # resource -> (pool, type) cells whose last stored capacity overlay sets that resource
-        last_has: dict[str, int] = {}
+        last_has: dict[str, cellset.Dense] = {}
         last_capacity: list[Entry] = []
         for e in group:
             verdict = _price_conflict(e, price_union, price_stored) or _capacity_conflict(
@@ -136,66 +146,128 @@ def karpenter(entries: Sequence[Entry]) -> Outcome:
             if not e.cells:
                 continue
             if e.overlay.price_update is not None:
-                price_union |= e.cells
+                price_union = price_union or _dense(e)
+                price_union.add(e.cells)
                 price_stored.append(e)
             if e.overlay.capacity_set:
                 mine = {r for r, _ in e.overlay.capacity}
                 for r in mine | last_has.keys():
-                    current = last_has.get(r, 0)
-                    last_has[r] = (current | e.type_cells) if r in mine else (current & ~e.type_cells)
+                    current = last_has.setdefault(r, _dense(e))
+                    if r in mine:
+                        current.add(e.type_cells)
+                    else:
+                        current.remove(e.type_cells)
                 last_capacity.append(e)
             for field, bits in e.fields().items():
-                fresh = bits & ~won.get(field, 0)
-                won[field] = won.get(field, 0) | bits
-                claims.append(Claim(e.name, field, fresh))
+                taken = won.setdefault(field, _dense(e))
+                claims.append(Claim(e.name, field, taken.missing(bits)))
+                taken.add(bits)
     return Outcome(tuple(e.name for e in ordered_entries), status, verdicts, tuple(claims))
 
 
-def _price_conflict(e: Entry, union: int, stored: Sequence[Entry]) -> Verdict | None:
-    if e.overlay.price_update is None:
+def _dense(e: Entry) -> cellset.Dense:
+    return cellset.Dense(e.cells.block)
+
+
+def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Verdict | None:
+    if e.overlay.price_update is None or union is None:
         return None
-    hit = e.cells & union
+    hit = union.common(e.cells)
     if not hit:
         return None
-    bit = (hit & -hit).bit_length() - 1
-    other = next(s for s in reversed(stored) if s.cells >> bit & 1)
+    bit = hit.lowest()
+    other = next(s for s in reversed(stored) if s.cells.has(bit))
     return Verdict(PRICE, bit, other.name)
 
 
-def _capacity_conflict(e: Entry, last_has: Mapping[str, int], stored: Sequence[Entry]) -> Verdict | None:
+def _capacity_conflict(e: Entry, last_has: Mapping[str, cellset.Dense], stored: Sequence[Entry]) -> Verdict | None:
     if not e.overlay.capacity_set:
         return None
     for resource, _ in e.overlay.capacity:
-        hit = e.type_cells & last_has.get(resource, 0)
+        has = last_has.get(resource)
+        hit = has.common(e.type_cells) if has is not None else EMPTY
         if hit:
-            bit = (hit & -hit).bit_length() - 1
-            other = next(s for s in reversed(stored) if s.type_cells >> bit & 1)
+            bit = hit.lowest()
+            other = next(s for s in reversed(stored) if s.type_cells.has(bit))
             return Verdict(capacity_field(resource), bit, other.name)
     return None
 
 
 @dataclasses.dataclass(frozen=True)
 class Clash:
-    """The guard's finding: two same-weight overlays set one field on a common cell."""
+    """The guard's finding: two same-weight overlays set one field on a common cell. `more` counts the
+    further overlays `later` clashes with on that field beyond the ones reported."""
 
     later: str
     earlier: str
     field: str
-    cells: int
+    cells: cellset.Cells
+    more: int = 0
 
 
-def same_weight(entries: Sequence[Entry]) -> list[Clash]:
-    """Every pair of equal-weight overlays that set the same field on a common cell."""
+def same_weight(entries: Sequence[Entry], limit: int = CLASH_LIMIT) -> list[Clash]:
+    """Pairs of equal-weight overlays that set the same field on a common cell: for each overlay and
+    field, its first `limit` partners earlier in Karpenter's order, and how many more. Earlier overlays
+    with identical cells for the field are tested once, so identical overlays cost O(overlays)."""
     out: list[Clash] = []
     for _, group in itertools.groupby(ordered(entries), key=lambda e: e.overlay.weight):
-        seen: dict[str, list[tuple[Entry, int]]] = {}
-        unions: dict[str, int] = {}
+        seen: dict[str, dict[cellset.Cells, list[Entry]]] = {}
+        unions: dict[str, cellset.Dense] = {}
         for e in group:
             for field, bits in e.fields().items():
-                if bits & unions.get(field, 0):
-                    out.extend(Clash(e.name, other.name, field, common)
-                               for other, other_bits in seen[field]
-                               if (common := bits & other_bits))
-                unions[field] = unions.get(field, 0) | bits
-                seen.setdefault(field, []).append((e, bits))
+                union = unions.setdefault(field, _dense(e))
+                if union.intersects(bits):
+                    out += _first(e, field, bits, seen[field].items(), limit)
+                union.add(bits)
+                seen.setdefault(field, {}).setdefault(bits, []).append(e)
     return out
+
+
+def clashes_with(target: Entry, others: Sequence[Entry], limit: int = CLASH_LIMIT) -> list[Clash]:
+    """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
+    must hold every overlay that shares a cell with it."""
+    weight = target.overlay.weight
+    seen: dict[str, dict[cellset.Cells, list[Entry]]] = {}
+    for o in ordered(others):
+        if o.overlay.weight == weight and o.rank > target.rank:
+            for field, bits in o.fields().items():
+                seen.setdefault(field, {}).setdefault(bits, []).append(o)
+    out: list[Clash] = []
+    for field, bits in target.fields().items():
+        out += _first(target, field, bits, seen.get(field, {}).items(), limit)
+    return out
+
+
+def reported(earlier: Entry, field: str, laters: Sequence[Entry], pool: Iterable[Entry],
+             limit: int = CLASH_LIMIT) -> list[Clash]:
+    """The clashes `same_weight` reports between each of `laters` (same weight, after `earlier`, equal
+    cells for `field`) and `earlier`: those where `earlier` is among the later one's first `limit`
+    partners. `pool` must hold every overlay that shares a cell with the laters."""
+    bits = laters[0].fields()[field]
+    common = bits & earlier.fields()[field]
+    weight = earlier.overlay.weight
+    ranks = sorted(o.rank for o in {o.name: o for o in pool}.values()
+                   if o.overlay.weight == weight and o.fields().get(field, EMPTY).intersects(bits))
+    above = len(ranks) - bisect.bisect_right(ranks, earlier.rank)
+    if not common or above >= limit:
+        return []
+    out = []
+    for later in laters:
+        total = len(ranks) - bisect.bisect_right(ranks, later.rank)
+        more = total - limit if above == limit - 1 and total > limit else 0
+        out.append(Clash(later.name, earlier.name, field, common, more))
+    return out
+
+
+def _first(e: Entry, field: str, bits: cellset.Cells,
+           groups: Iterable[tuple[cellset.Cells, list[Entry]]], limit: int) -> list[Clash]:
+    """`e`'s clashes on `field` with the first `limit` overlapping earlier overlays (by rank), the
+    last one counting the rest."""
+    hits = [(bits & other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
+    total = sum(len(others) for _, others in hits)
+    first = heapq.nlargest(limit, ((o.rank, o.name, common) for common, others in hits for o in others[:limit]),
+                           key=lambda t: t[0])
+    found = [Clash(e.name, name, field, common) for _, name, common in first]
+    if total > limit:
+        found[-1] = dataclasses.replace(found[-1], more=total - limit)
+    return found

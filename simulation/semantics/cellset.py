@@ -1,0 +1,155 @@
+"""Sets of cells, factored: an overlay's cells are almost always a product (NodePools it matches) x
+(offerings of the instance types it matches), because each requirement key is defined on one level.
+Where a key is defined on two levels (a NodePool template label that is also an instance-type label)
+the set is a union of a few products, one per distinct block.
+
+A set is a function NodePool -> block (the bitset of one NodePool's offering slots), stored grouped by
+equal block: `parts` pairs a bitset of NodePools with the block they all have. The pool sets are
+disjoint and the blocks distinct and non-empty, so equal sets have equal parts. Intersection, union,
+difference, emptiness and a witness cost O(parts² x block words), never O(NodePools x block).
+
+A cell's flat index (`pool * block + slot`, the layout of `cells.Grid`) names it in verdicts and witnesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+
+
+@dataclasses.dataclass(frozen=True)
+class Cells:
+    parts: tuple[tuple[int, int], ...] = ()
+    # Bits per NodePool block; only read to turn a (pool, slot) into a flat index.
+    block: int = 0
+
+    @staticmethod
+    def grouped(pairs: Iterable[tuple[int, int]], block: int) -> Cells:
+        """Canonical form of (pools, block) pairs whose pool sets are disjoint."""
+        by_block: dict[int, int] = {}
+        for pools, bits in pairs:
+            if pools and bits:
+                by_block[bits] = by_block.get(bits, 0) | pools
+        return Cells(tuple(sorted(((p, b) for b, p in by_block.items()), key=lambda pb: pb[0])), block)
+
+    @staticmethod
+    def product(pools: int, bits: int, block: int) -> Cells:
+        return Cells(((pools, bits),), block) if pools and bits else Cells((), block)
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def __and__(self, other: Cells) -> Cells:
+        if not self.parts or not other.parts:
+            return Cells((), self.block or other.block)
+        if len(self.parts) == 1 and len(other.parts) == 1:
+            (pa, ba), (pb, bb) = self.parts[0], other.parts[0]
+            return Cells.product(pa & pb, ba & bb, self.block)
+        return Cells.grouped(((pa & pb, ba & bb) for pa, ba in self.parts for pb, bb in other.parts
+                              if pa & pb), self.block)
+
+    def __or__(self, other: Cells) -> Cells:
+        if not other.parts:
+            return self
+        if not self.parts:
+            return other
+        mine, theirs = self.pools(), other.pools()
+        pairs = [(pa & ~theirs, ba) for pa, ba in self.parts]
+        pairs += [(pb & ~mine, bb) for pb, bb in other.parts]
+        pairs += [(pa & pb, ba | bb) for pa, ba in self.parts for pb, bb in other.parts if pa & pb]
+        return Cells.grouped(pairs, self.block)
+
+    def __sub__(self, other: Cells) -> Cells:
+        if not self.parts or not other.parts:
+            return self
+        theirs = other.pools()
+        pairs = [(pa & ~theirs, ba) for pa, ba in self.parts]
+        pairs += [(pa & pb, ba & ~bb) for pa, ba in self.parts for pb, bb in other.parts if pa & pb]
+        return Cells.grouped(pairs, self.block)
+
+    def intersects(self, other: Cells) -> bool:
+        return any(pa & pb and ba & bb for pa, ba in self.parts for pb, bb in other.parts)
+
+    def pools(self) -> int:
+        """NodePools with any cell."""
+        out = 0
+        for p, _ in self.parts:
+            out |= p
+        return out
+
+    def fold(self) -> int:
+        """The union of the blocks: slots set in some NodePool."""
+        out = 0
+        for _, b in self.parts:
+            out |= b
+        return out
+
+    def map_blocks(self, change: Callable[[int], int]) -> Cells:
+        """The same NodePools, each block passed through `change`."""
+        return Cells.grouped(((p, change(b)) for p, b in self.parts), self.block)
+
+    def bit_count(self) -> int:
+        return sum(p.bit_count() * b.bit_count() for p, b in self.parts)
+
+    def lowest(self) -> int:
+        """The flat index of the first cell (pool-major, as the flat layout orders them)."""
+        return min(_low(p) * self.block + _low(b) for p, b in self.parts)
+
+    def has(self, bit: int) -> bool:
+        pool, slot = divmod(bit, self.block)
+        return any(p >> pool & 1 and b >> slot & 1 for p, b in self.parts)
+
+    def bits(self) -> Iterator[int]:
+        """Flat indices of every cell, lowest first (O(cells): for listing, not for testing)."""
+        cells = sorted((pool * self.block + slot) for p, b in self.parts for pool in _ones(p) for slot in _ones(b))
+        yield from cells
+
+
+def _low(bits: int) -> int:
+    return (bits & -bits).bit_length() - 1
+
+
+def _ones(bits: int) -> Iterator[int]:
+    while bits:
+        low = bits & -bits
+        yield low.bit_length() - 1
+        bits ^= low
+
+
+class Dense:
+    """A growing union of cell sets, one block per NodePool: adding a product touches only its NodePools,
+    where a factored union would compare every part with every other. A working buffer of one loop
+    (Karpenter's stored updates, the fields set so far), never shared."""
+
+    def __init__(self, block: int) -> None:
+        self._blocks: dict[int, int] = {}
+        self._block = block
+
+    def add(self, cells: Cells) -> None:
+        blocks = self._blocks
+        for pools, bits in cells.parts:
+            for p in _ones(pools):
+                blocks[p] = blocks.get(p, 0) | bits
+
+    def remove(self, cells: Cells) -> None:
+        blocks = self._blocks
+        for pools, bits in cells.parts:
+            for p in _ones(pools):
+                if p in blocks:
+                    blocks[p] &= ~bits
+
+    def common(self, cells: Cells) -> Cells:
+        """`cells` & this union."""
+        blocks = self._blocks
+        return Cells.grouped(((1 << p, blocks.get(p, 0) & bits) for pools, bits in cells.parts for p in _ones(pools)),
+                             self._block)
+
+    def missing(self, cells: Cells) -> Cells:
+        """`cells` - this union."""
+        blocks = self._blocks
+        return Cells.grouped(((1 << p, bits & ~blocks.get(p, 0)) for pools, bits in cells.parts
+                              for p in _ones(pools)), self._block)
+
+    def intersects(self, cells: Cells) -> bool:
+        blocks = self._blocks
+        return any(blocks.get(p, 0) & bits for pools, bits in cells.parts for p in _ones(pools))
