@@ -6,7 +6,7 @@ import json
 import platform
 import sys
 
-from benchmarks import core_bench, schema_bench
+from benchmarks import audit_bench, core_bench, schema_bench
 
 
 def main(argv: list[str]) -> int:
@@ -17,6 +17,7 @@ def main(argv: list[str]) -> int:
         from benchmarks import webhook_bench
 
         results["webhook"] = webhook_bench.run()
+        results["audit"] = audit_bench.run()
     json.dump(results, sys.stdout, indent=2)
     print()
     return 0
