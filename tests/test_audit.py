@@ -5,6 +5,7 @@ election against a fake API with the API server's resourceVersion rule, and the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -285,3 +286,54 @@ def test_notes_for_a_finding_without_a_witness_go_on_the_overlay_only() -> None:
     assert note.regarding == ref and note.reason == events.NO_MATCH
     other = findings.make("no-match", ref, ("spec", "requirements"), "matches nothing, reworded")
     assert events.notes([other])[0].name == note.name  # identity, not wording
+
+
+async def test_an_unchanged_snapshot_is_not_evaluated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = await cache_of(*CONFLICTING)
+    calls: list[int] = []
+    real = audit.evaluate
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(audit, "evaluate", counted)
+    auditor = audit.Auditor(cache, FakeEvents(), instance="me")
+    await auditor.audit(cache.snapshot)
+    await auditor.audit(cache.snapshot)
+    assert len(calls) == 1
+    cache.load([CONFLICTING[0], CONFLICTING[1]])
+    await cache.rebuild()
+    await auditor.audit(cache.snapshot)
+    assert len(calls) == 2
+
+
+async def test_the_loop_audits_after_a_change_settles_and_only_while_leading() -> None:
+    cache = await cache_of(*CONFLICTING)
+    api = FakeEvents()
+    leases = FakeLeases()
+    elector = leader.Elector(leases, "me", lease_duration=15, renew_deadline=10, retry_period=2)
+    auditor = audit.Auditor(cache, api, instance="me", debounce=0.05, poll=0.01, elector=elector)
+    task = asyncio.create_task(auditor.run())
+    try:
+        await asyncio.sleep(0.2)
+        assert auditor.audits == 0 and not api.created  # a follower writes nothing
+        assert await elector.step()
+        for _ in range(500):
+            if auditor.audits:
+                break
+            await asyncio.sleep(0.01)
+        assert auditor.audits == 1 and api.created
+        cache.load([CONFLICTING[0], CONFLICTING[1]])
+        await cache.rebuild()
+        for _ in range(500):
+            if auditor.audits == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert auditor.audits == 2  # the change, once settled
+        await asyncio.sleep(0.2)
+        assert auditor.audits == 2  # nothing more until the next change or the interval
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
