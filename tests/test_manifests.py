@@ -103,7 +103,9 @@ def test_deployment_is_hardened_and_probed() -> None:
     assert (
         f"--tls-cert-file={tls_dir}/tls.crt" in args and f"--tls-private-key-file={tls_dir}/tls.key" in args
     )
-    # Graceful shutdown fits in the grace period: preStop sleep + --shutdown-timeout.
+    # Graceful shutdown fits in the grace period: preStop sleep + --shutdown-timeout. The image has no
+    # shell and no sleep binary, so an exec hook would fail and the pod would die mid-request.
+    assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
     assert pod["terminationGracePeriodSeconds"] >= 5 + 25
     svc = one(docs, "Service")
     assert {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"} in svc["spec"]["ports"]
