@@ -14,10 +14,11 @@ def main(argv: list[str]) -> int:
                            "processor": platform.machine()},
                "core": core_bench.run(), "schema": schema_bench.run()}
     if "--core-only" not in argv:
-        from benchmarks import webhook_bench
+        from benchmarks import peer_bench, webhook_bench
 
         results["webhook"] = webhook_bench.run()
         results["audit"] = audit_bench.run()
+        results["karpenter_peer"] = peer_bench.run()
     json.dump(results, sys.stdout, indent=2)
     print()
     return 0
