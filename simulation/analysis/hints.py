@@ -18,6 +18,7 @@ from typing import Any
 from simulation import findings
 from simulation.semantics import merge, model
 from simulation.semantics import requirements as reqs
+from simulation.validation import legacy
 
 MIN_WEIGHT, MAX_WEIGHT = 1, 10000
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
@@ -235,15 +236,27 @@ def _schema_hint(f: findings.Finding, raw: Any) -> str:
     return f"change {f.field or 'the object'} so that the API server accepts it"
 
 
-def _dra_hint(f: findings.Finding) -> str:
+def _dns_label(value: Any) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", str(value).lower()).strip("-")[:63].strip("-") or "key"
+
+
+def _dra_hint(f: findings.Finding, raw: Any) -> str:
+    value = _dig(raw, f.path)
+    if f.path[-1:] == ("bindingKey",) and isinstance(value, str) and _dns_label(value) != value:
+        return f"rename the bindingKey to a DNS label, e.g. {_dns_label(value)}, wherever it is used in this overlay"
+    if f.path[-1:] == ("driver",) and isinstance(value, str):
+        fixed = re.sub(r"[^a-z0-9.-]+", "-", value.lower()).strip("-.") or "example.com"
+        if fixed != value:
+            return f"set the driver to a DNS subdomain, e.g. {fixed}"
     if f.code == "invalid-binding-key":
         return ("use one DNS-label bindingKey on at least two devices of this overlay, under one attribute name, "
                 "at most once per device, with no concrete value in that attribute")
     if f.code == "invalid-attribute-binding":
         return ("give at least two deviceSelectors, each naming a template and a device of this overlay, and "
                 "qualified attribute names whose bound devices agree on any concrete value")
-    if "excluded" in f.message or "RFC" in f.message:
-        return f"remove {f.field}: the DRA NodeOverlay RFC excludes it"
+    name = f.path[-1] if f.path else None
+    if isinstance(name, str) and legacy.excluded_reason(f.path[:-1], name) is not None:
+        return f"remove {f.field}: the DRA NodeOverlay RFC excludes it from templates"
     return f"fix {f.field}: a DNS-subdomain driver, unique template and device names, at most 128 devices"
 
 
@@ -254,6 +267,8 @@ def for_finding(f: findings.Finding, raw: Any = None) -> str:
         name = f.path[-1] if f.path else "the field"
         if replacement is not None:
             return f"replace spec.{name} with {replacement}" if replacement != "{}" else f"remove spec.{name}"
+        if name == "overhead":
+            return "reserve it in the NodeClass (kubelet systemReserved/kubeReserved), then remove spec.overhead"
         return f"remove spec.{name} and express it with requirements, price/priceAdjustment or capacity"
     if f.code == "schema":
         return _schema_hint(f, raw)
@@ -265,7 +280,7 @@ def for_finding(f: findings.Finding, raw: Any = None) -> str:
     if f.code == "duplicate-object":
         return "rename one of the two copies (metadata.name) or delete one"
     if f.code in ("invalid-binding-key", "invalid-attribute-binding", "invalid-resource-slice-template"):
-        return _dra_hint(f)
+        return _dra_hint(f, raw)
     if f.code == "parse-error":
         if "boolean" in f.message:
             return "quote the value (YAML 1.1 reads on/off/yes/no as booleans)"
