@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from simulation import findings
 from simulation.semantics import model
 from tests.test_webhook_support import default_catalog, nodepool, overlay
 from webhook import audit, events, leader
+from webhook.config import Config
 from webhook.state import Cache
 
 P5 = [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["gpu"]}]
@@ -337,3 +340,27 @@ async def test_the_loop_audits_after_a_change_settles_and_only_while_leading() -
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_with_state_files_the_audit_is_off_unless_asked_for_and_then_only_logs(
+        caplog: pytest.LogCaptureFixture) -> None:
+    cache = await cache_of(*CONFLICTING)
+    config = Config(tls_cert_file=Path("c"), tls_private_key_file=Path("k"), audit_debounce=0)
+    assert audit.start(config, cache, CollectorRegistry(), live=False) == []
+    registry = CollectorRegistry()
+    tasks = audit.start(dataclasses.replace(config, audit_interval=60), cache, registry, live=False)
+    assert len(tasks) == 1  # no Lease without a cluster
+    try:
+        with caplog.at_level(logging.INFO, logger="overlay-guard.audit"):
+            for _ in range(400):
+                if any(r.getMessage().startswith("audit done") for r in caplog.records):
+                    break
+                await asyncio.sleep(0.025)
+        logged = [r for r in caplog.records if r.getMessage().startswith("audit event")]
+        assert any(getattr(r, "fields", {}).get("reason") == "OverlayConflict" for r in logged)
+        assert "overlay_guard_audit_leader 1.0" in generate_latest(registry).decode()
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -38,6 +38,7 @@ log = logging.getLogger("overlay-guard.audit")
 # Cells matched per overlay as a histogram: one series per bucket, whatever the overlay count
 # (a per-overlay label would be one series per overlay, 10,000 in the large benchmark).
 CELL_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000)
+DEFAULT_INTERVAL = 600.0
 # How soon to audit again while events wait for the per-audit bound.
 BACKLOG_RETRY = 10.0
 
@@ -81,7 +82,7 @@ class LogEvents:
 
 
 class Auditor:
-    def __init__(self, cache: state.Cache, api: events.EventApi, *, instance: str, interval: float = 600.0,
+    def __init__(self, cache: state.Cache, api: events.EventApi, *, instance: str, interval: float = DEFAULT_INTERVAL,
                  debounce: float = 2.0, limit: int = events.DEFAULT_LIMIT, elector: leader.Elector | None = None,
                  poll: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
         self.cache = cache
@@ -222,8 +223,10 @@ def pod_namespace(path: str = SERVICE_ACCOUNT_NAMESPACE, default: str = "overlay
 
 
 def start(config: Config, cache: state.Cache, registry: CollectorRegistry, live: bool) -> list[asyncio.Task[None]]:
-    """The audit's tasks (none with --audit-interval 0); `live`: a cluster to elect in and write to."""
-    if config.audit_interval <= 0:
+    """The audit's tasks (none with --audit-interval 0, or with --state unless an interval is given);
+    `live`: a cluster to elect in and write to."""
+    interval = config.audit_interval if config.audit_interval is not None else (DEFAULT_INTERVAL if live else 0.0)
+    if interval <= 0:
         return []
     instance = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector = None
@@ -233,7 +236,7 @@ def start(config: Config, cache: state.Cache, registry: CollectorRegistry, live:
         elector = leader.Elector(leases, instance, lease_duration=config.lease_duration,
                                  renew_deadline=config.lease_renew_deadline, retry_period=config.lease_retry_period)
         api = events.KubeEvents(None)
-    auditor = Auditor(cache, api, instance=instance, interval=config.audit_interval, debounce=config.audit_debounce,
+    auditor = Auditor(cache, api, instance=instance, interval=interval, debounce=config.audit_debounce,
                       limit=config.audit_max_events, elector=elector)
     registry.register(AuditCollector(auditor))
     tasks = [asyncio.create_task(auditor.run(), name="overlay-guard-audit")]

@@ -60,8 +60,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds to finish requests in flight after SIGTERM (default 25)")
     audit = p.add_argument_group("audit", "re-evaluate every cached overlay and report as Events and gauges; "
                                           "the replica holding the Lease writes")
-    audit.add_argument("--audit-interval", type=float, default=600.0,
-                       help="seconds between audits besides the one after every change (default 600; 0: no audit)")
+    audit.add_argument("--audit-interval", type=float,
+                       help="seconds between audits besides the one after every change (default 600; 0: no audit; "
+                            "with --state off unless given, and it only logs)")
     audit.add_argument("--audit-debounce", type=float, default=2.0,
                        help="seconds the cache must be unchanged before a change is audited (default 2)")
     audit.add_argument("--audit-max-events", type=int, default=100,
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--max-pending >= 1", file=sys.stderr)
         return 2
     if not (0 < args.lease_retry_period < args.lease_renew_deadline < args.lease_duration) \
-            or args.audit_interval < 0 or args.audit_debounce < 0 or args.audit_max_events < 1:
+            or (args.audit_interval or 0) < 0 or args.audit_debounce < 0 or args.audit_max_events < 1:
         print("overlay-webhook: need 0 < --lease-retry-period < --lease-renew-deadline < --lease-duration, "
               "--audit-interval and --audit-debounce >= 0, --audit-max-events >= 1", file=sys.stderr)
         return 2

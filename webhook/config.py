@@ -46,8 +46,9 @@ class Config:
     ready_wait: float = 2.0
     # Connection cap and timeouts, per listening port.
     limits: Limits = dataclasses.field(default_factory=Limits)
-    # The audit (webhook/audit.py): period (0: off), settling time after a change, events per audit.
-    audit_interval: float = 600.0
+    # The audit (webhook/audit.py): period (0: off; None: 600 s with a cluster, off with --state),
+    # settling time after a change, events per audit.
+    audit_interval: float | None = None
     audit_debounce: float = 2.0
     audit_max_events: int = 100
     # Its Lease (namespace None: the pod's own, else overlay-guard) and client-go's timings.
