@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint bench demo run certs e2e-assets helm image karpenter-oracle clean fuzz
+.PHONY: install test unit lint bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz
 
 install: $(STAMP)
 
@@ -18,10 +18,11 @@ $(STAMP): pyproject.toml
 # The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
 # The image tests run the OCI image of `make image`. The differential tests and `make bench` run
 # Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh).
-test: install helm image karpenter-oracle
+# The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it).
+test: install helm image karpenter-oracle chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-unit: install helm karpenter-oracle
+unit: install helm karpenter-oracle chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 lint: install
@@ -46,6 +47,9 @@ demo: install
 
 helm:
 	@bash hack/helm.sh >/dev/null
+
+chromium:
+	@bash hack/chromium.sh >/dev/null
 
 karpenter-oracle:
 	@bash hack/karpenter-oracle.sh >/dev/null

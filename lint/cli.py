@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 from lint import cluster, completion, context, formats, junit, reader, sarif, views
+from lint import report as html_report
 from lint.loader import Loaded, Loader
 from lint.positions import Location, Table
 from simulation import evaluate as ev
@@ -132,6 +133,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     _common(explain_)
     explain_.add_argument("--instance-type", required=True, metavar="NAME", help="the instance type to explain")
     explain_.add_argument("--nodepool", metavar="NAME", help="only this NodePool")
+
+    page = sub.add_parser("report", help="write one self-contained HTML page for people",
+                          description="Overlays by verdict, conflicts with witnesses, price effect per "
+                                      "NodePool and matched cells, as one offline HTML page (-o FILE.html).")
+    _common(page)
 
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
@@ -282,7 +288,18 @@ def _explain(run: _Run) -> int:
     return status
 
 
-_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain}
+def _report(run: _Run) -> int:
+    if run.args.output is None:
+        raise UsageError("report writes a file: give -o FILE.html")
+    loaded, report, _, notes = run.evaluate()
+    status = run.problems_to_stderr(loaded.problems)
+    found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
+    result = formats.Result(found, run.table, loaded.objects, loaded.ignored, notes, loaded.skipped)
+    run.out.write(html_report.render(result, report, effects.effects(report)))
+    return status
+
+
+_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report}
 
 
 def write_output(path: str, text: str) -> None:
