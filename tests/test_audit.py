@@ -364,3 +364,15 @@ async def test_with_state_files_the_audit_is_off_unless_asked_for_and_then_only_
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def test_the_ledger_forgets_old_counts_beyond_its_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "MEMORY", 5)
+    ledger = events.Ledger(limit=100)
+    for i in range(20):
+        ref = findings.ObjectRef(model.NODEOVERLAY, f"o{i}")
+        note = events.Note(ref, events.NO_MATCH, "no-match|spec", "matches nothing")
+        plan = ledger.plan([note], [ref])
+        ledger.commit([note], plan.emit, [ref])
+        ledger.commit([], [], [])  # the overlay is deleted
+    assert len(ledger._counts) <= 5 and not ledger.active

@@ -32,6 +32,9 @@ CONTROLLER = "overlay-guard.io/audit"
 NAMESPACE = "default"
 NOTE_LIMIT = 1024  # the API server's limit on an event's note
 DEFAULT_LIMIT = 100
+# Announcement counts kept for problems no longer present (beyond it, the oldest are forgotten and
+# such a problem coming back is not counted in its event's series).
+MEMORY = 10_000
 API_VERSIONS = {model.NODEOVERLAY: model.OVERLAY_API, model.NODEPOOL: model.NODEPOOL_API}
 
 Key = tuple[findings.ObjectRef, str, str]  # (regarding object, reason, finding identity)
@@ -151,6 +154,10 @@ class Ledger:
             self.active.pop(key)
         for overlay in [o for o in self._open if o not in alive]:
             self._open.pop(overlay)
+        excess = len(self._counts) - MEMORY - len(self.active)
+        if excess > 0:
+            for key in [k for k in self._counts if k not in self.active][:excess]:
+                del self._counts[key]
 
 
 class EventApi(Protocol):
