@@ -18,7 +18,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, incremental
+from simulation.analysis import checks, dra, hints, incremental
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, merge, model
@@ -62,8 +62,8 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     layer = schema.check(obj, ref, doc.source, crd)
     # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies.
     extended = crd.defines(*crds.DRA_FIELD)
-    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer),
-             *(dra.check_overlay(obj, ref, doc.source) if extended else ())]
+    found = hints.attach([*layer, *runtime.check(obj, ref, doc.source, apiserver=layer),
+                          *(dra.check_overlay(obj, ref, doc.source) if extended else ())], obj)
     return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj) if extended else frozenset())
 
 
@@ -143,7 +143,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     replaces (Kubernetes-style validation ratcheting). `checked` offers earlier per-object
     results (e.g. of objects admitted moments ago) to reuse for identical candidates."""
     docs = [dataclasses.replace(d, candidate=True) for d in candidates]
-    problems = _duplicates(docs)
+    problems = hints.attach(_duplicates(docs))
     pool_docs = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]
     snapshot = prepared
     if pool_docs:

@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
 from simulation import findings
+from simulation.analysis import hints
 from simulation.semantics import cells, cellset, merge, model
 from simulation.semantics import requirements as reqs
 
@@ -29,6 +30,7 @@ def _describe_field(field: str) -> str:
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, str],
               verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
     out = []
+    taken: hints.Taken | None = None
     for clash in clashes:
         later, earlier = entries[clash.later].overlay, entries[clash.earlier].overlay
         witness = grid.witness(clash.cells, with_offering=clash.field == merge.PRICE)
@@ -48,10 +50,14 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         if clash.more:
             message += f"; and {clash.more} more earlier overlays of this weight set it on common cells"
             detail = {**detail, "more": str(clash.more)}
+        taken = taken or hints.Taken(entries.values())
+        # Today's value on the shared cells is the one Karpenter keeps: the earlier's, unless it dropped it.
+        kept, lost = (clash.later, clash.earlier) if dropped == [earlier.name] else (clash.earlier, clash.later)
+        hint = hints.conflict(entries[kept], entries[lost], taken)
         out.append(findings.make(
             "same-weight-conflict", later.ref, field_path(later, clash.field), message,
             related=[earlier.ref], witness=witness, source=later.source,
-            detail={**detail, "weight": str(later.weight), "field": clash.field}))
+            detail={**detail, **hint.detail, "weight": str(later.weight), "field": clash.field}, hint=hint.text))
     return out
 
 
