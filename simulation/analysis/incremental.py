@@ -84,8 +84,15 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
     """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
     reached: dict[str, merge.Entry] = {}
     frontier = list(seeds)
+    # Overlays alike in weight, fields and cells reach the same overlays: one scan serves them all.
+    scanned: set[tuple[object, ...]] = set()
     while frontier:
         node = frontier.pop()
+        o = node.overlay
+        alike = (o.weight, o.price_update is not None, o.capacity_set, node.cells, node.type_cells)
+        if alike in scanned:
+            continue
+        scanned.add(alike)
         for m in index.near(node, skip, fresh):
             if m.name not in reached and m.overlay.weight == node.overlay.weight and m.karpenter_overlap(node):
                 reached[m.name] = m
