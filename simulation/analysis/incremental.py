@@ -127,7 +127,9 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     done_shadow: set[tuple[str, str]] = set()
     for c in candidates:
         neighbours = index.near(c, skip, candidates)
-        out += checks.conflicts(grid, entries, status, verdicts, _clashes(index, c, neighbours, skip, candidates))
+        own, others = _split(_clashes(index, c, neighbours, skip, candidates), entries, skip)
+        out += checks.conflicts(grid, entries, status, verdicts, own)
+        out += _first_few(checks.conflicts(grid, entries, status, verdicts, others[:merge.CLASH_LIMIT]), len(others))
         if status.get(c.name) == merge.APPLIED:
             for field in c.fields():
                 mine = checks.claim(c, field, checks.higher(c, field, neighbours, status))
@@ -187,3 +189,32 @@ def _still_claims(target: merge.Entry, field: str, baseline: merge.Outcome, gain
         if g.rank > target.rank:
             before = before - g.fields().get(field, merge.EMPTY)
     return bool(before)
+
+
+def _split(clashes: Sequence[merge.Clash], entries: Mapping[str, merge.Entry],
+           changed: set[str]) -> tuple[list[merge.Clash], list[merge.Clash]]:
+    """The clashes reported on a changed overlay, and those reported on unchanged overlays (naming one
+    candidate as the earlier overlay), in the order a report lists their findings. Of the latter a report keeps the
+    first merge.CLASH_LIMIT (evaluate._bounded), so only those need a finding built."""
+    mine = [k for k in clashes if k.later in changed]
+    others = [k for k in clashes if k.later not in changed]
+
+    def order(k: merge.Clash) -> tuple[Any, ...]:
+        later = entries[k.later].overlay
+        return (later.source if later.source is not None else -1, later.ref,
+                findings.json_path(*checks.field_path(later, k.field)))
+
+    return mine, sorted(others, key=order)
+
+
+def _first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:
+    """`found` (the first of `total` findings on other overlays that name one candidate), the last saying
+    how many more, worded as evaluate._bounded words it."""
+    if total <= len(found) or not found:
+        return found
+    last = found[-1]
+    more = total - len(found)
+    found[-1] = dataclasses.replace(
+        last, message=f"{last.message}; and {more} more such findings on other objects",
+        detail=tuple(sorted((*last.detail, ("moreObjects", str(more))))))
+    return found
