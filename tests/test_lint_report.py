@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from lint import cli
+from tests import test_lint_cluster as clusters
+
+fake_cluster = clusters.fake_cluster
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")
@@ -212,6 +215,22 @@ def test_report_needs_an_output_file() -> None:
 def test_report_of_unreadable_input_exits_2(tmp_path: pathlib.Path) -> None:
     code, _, err = run("report", str(tmp_path / "missing.yaml"), "-o", str(tmp_path / "r.html"))
     assert code == 2 and err
+
+
+def test_kubectl_plugin_reports_the_cluster(tmp_path: pathlib.Path, fake_cluster: clusters.Cluster) -> None:
+    kubeconfig, api = fake_cluster
+    api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": [clusters.overlay("a", 20),
+                                                                           clusters.overlay("b", 20)]}],
+                 "/apis/karpenter.sh/v1/nodepools": [{"items": [nodepool("p1")]}]}
+    target = tmp_path / "cluster.html"
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "kubectl-overlay"), "report", "-o", str(target),
+                           "--kubeconfig", kubeconfig, "--context", "fake", "--catalog", clusters.CATALOG],
+                          capture_output=True, text=True, timeout=RENDER_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    dom = Elements(target.read_text(encoding="utf-8"))
+    assert {a["data-overlay"]: a["data-status"] for a in dom.with_attr("data-status", "tr")} == {
+        "a": "Conflict", "b": "Applied"}
+    assert [a["data-dropped"] for a in dom.with_attr("data-dropped")] == ["a"]
 
 
 # --- the page, rendered by headless Chromium -----------------------------------------------------
