@@ -160,6 +160,7 @@ def test_matrix_counts_matched_cells(tmp_path: pathlib.Path) -> None:
              for row, a in _matrix_cells(dom)}
     assert cells == {("a", "two-in-a"): 2, ("b", "two-in-a"): 0, ("a", "one-everywhere"): 1,
                      ("b", "one-everywhere"): 1, ("a", "nothing"): 0, ("b", "nothing"): 0}
+    assert "no-match" in {a["data-code"] for a in dom.with_attr("data-code", "tr")}  # "nothing", a warning
     simulated = simulate(path)
     assert simulated["overlays"]["broken"]["status"] == "Invalid"
     assert check_against_simulation(page, simulated) == 4  # m5.large and m5.xlarge in a, c5.large in a and b
