@@ -93,7 +93,10 @@ def run(target: str, seconds: int, work: Path, nice: int = 0, keep_going: bool =
             text = log.read_text(errors="replace")[mark:]
             inputs += _stat(text, "number_of_executed_units")
             rss = max(rss, _stat(text, "peak_rss_mb"))
-            new = sorted(set(os.listdir(crashes)) - before)
+            # Only this target's artifacts, and not slow-unit reports (slow, not wrong): targets may
+            # share the directory while running side by side.
+            new = sorted(n for n in set(os.listdir(crashes)) - before
+                         if n.startswith(f"{target}-") and "slow-unit" not in n)
             found += [str(crashes / n) for n in new]
             if status != 0 and not new:
                 failed = True
