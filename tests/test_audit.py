@@ -376,3 +376,14 @@ def test_the_ledger_forgets_old_counts_beyond_its_memory(monkeypatch: pytest.Mon
         ledger.commit([note], plan.emit, [ref])
         ledger.commit([], [], [])  # the overlay is deleted
     assert len(ledger._counts) <= 5 and not ledger.active
+
+
+async def test_a_lasting_lease_failure_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    api, clock = FakeLeases(), Clock()
+    api.down = True
+    (a,) = electors(api, clock, "a")
+    with caplog.at_level(logging.DEBUG, logger="overlay-guard.leader"):
+        for _ in range(5):
+            await a.step()
+    levels = [r.levelno for r in caplog.records if r.getMessage() == "lease round failed"]
+    assert levels == [logging.WARNING] + [logging.DEBUG] * 4

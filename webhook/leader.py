@@ -139,11 +139,13 @@ class Elector:
             self._set_leading(False)
             return False
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"[:300]
             # Every retry period while it lasts (e.g. the namespace does not exist): once is enough.
-            level = logging.DEBUG if error == self._last_error else logging.WARNING
-            self._last_error = error
-            log.log(level, "lease round failed", extra={"fields": {"error": error, "lease": self.api.where}})
+            # Keyed by type and status, the message carries per-request headers.
+            kind = f"{type(exc).__name__}/{getattr(exc, 'status', '')}"
+            level = logging.DEBUG if kind == self._last_error else logging.WARNING
+            self._last_error = kind
+            log.log(level, "lease round failed", extra={"fields": {
+                "error": f"{type(exc).__name__}: {exc}"[:300], "lease": self.api.where}})
             if self.leading and (self._renewed_at is None or now - self._renewed_at >= self.renew_deadline):
                 self._set_leading(False)
             return self.leading

@@ -102,6 +102,7 @@ def test_audit_reports_unguarded_conflicts_once_and_hands_over(
     leader.proc.kill()
     wait_for("the follower to take over", lambda: leader_gauge(follower) == 1.0, timeout=3 * LEASE_DURATION)
     handover = time.monotonic() - killed
+    print(f"audit leader handover after SIGKILL: {handover:.1f} s (Lease {LEASE_DURATION:g} s, retry {RETRY:g} s)")
     # The follower waits one Lease duration from the last renewal it saw (at most a retry before the kill).
     assert handover <= LEASE_DURATION + 3 * RETRY, handover
     time.sleep(2)
