@@ -151,7 +151,9 @@ class _Walk:
         text = self.plain.get(path)
         # A quantity is a number as often as a string; `true` there is no slip of quoting.
         slip = wanted == "string" or (wanted == "quantity" and not isinstance(value, bool))
-        if text is not None and slip:
+        # A NodeOverlay's spec is the API server's to refuse (`schema`, the overlay is Invalid): repairing
+        # the slip here would simulate an overlay that can never be stored.
+        if text is not None and slip and (self.strict or path[:1] == ("metadata",)):
             what = "a boolean" if isinstance(value, bool) else "a number"
             self.problems.append(Problem(path, (
                 f"{_field(path)}: the unquoted {text} is read as {what} ({json.dumps(value)}), as kubectl "

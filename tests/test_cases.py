@@ -32,6 +32,9 @@ REL_TOLERANCE = 1e-9
 ABS_TOLERANCE = 1e-12
 
 CASES = casefmt.discover()
+# A finding about the directory walk itself (a dangling symlink, a FIFO), not about any document: a case
+# folder cannot carry it through the webhook, so tests/test_lint_inputs.py covers it.
+WALK_ONLY_CODES = frozenset({"unreadable-input"})
 
 
 def test_corpus_is_large_enough() -> None:
@@ -42,7 +45,7 @@ def test_every_finding_code_has_a_positive_case() -> None:
     from simulation import findings as core_findings
 
     covered = {f.code for c in CASES for f in c.findings}
-    missing = sorted(set(core_findings.CODES) - covered)
+    missing = sorted(set(core_findings.CODES) - covered - WALK_ONLY_CODES)
     assert not missing, f"no case expects these codes: {missing}"
 
 

@@ -94,8 +94,9 @@ CASES: dict[str, tuple[str, str, str | None, int | None, tuple[str, ...]]] = {
                                    "spec.dynamicResources.attributeBindings", 4, ()),
     # unquoted YAML 1.1 booleans and numbers where a string belongs: say to quote them
     "overlay value on": (OVERLAY_HEAD + "spec: {requirements: [{key: a.io/b, operator: In, values: [on]}]}\n",
-                         "parse-error", "spec.requirements[0].values[0]", 4, ("quote", '"on"', "boolean")),
-    "overlay price a number": (_overlay("price: 1.50"), "parse-error", "spec.price", 4, ("quote", '"1.50"')),
+                         "schema", "spec.requirements[0].values[0]", 4, ("string", "true")),
+    # A NodeOverlay's spec is the API server's to refuse: `schema`, and the overlay is Invalid.
+    "overlay price a number": (_overlay("price: 1.50"), "schema", "spec.price", 4, ("string", "1.5")),
     "overlay label yes": (OVERLAY_HEAD.replace("{name: bad}", "{name: bad, labels: {team: yes}}") + "spec: {}\n",
                           "parse-error", "metadata.labels.team", 3, ("quote", '"yes"')),
     # NodePool fields: context the API server's schema is not asked about here
