@@ -66,10 +66,18 @@ def describe(f: findings.Finding, subject: findings.ObjectRef | None = None) -> 
 def brief(f: findings.Finding) -> str:
     """A warning line: the message first (it names both objects and the witness early, so
     clipping to the API server's limit cuts the least useful part), the field last."""
-    text = f"[{f.code}] {f.message}"
+    text = f"[{f.code}] {_bound(f)}{f.message}"
     if f.witness is not None and f.witness.instance_type not in f.message:
         text += f" (e.g. {f.witness.describe()})"
     return f"{text} [{f.obj} {f.field or '-'}]"
+
+
+def _bound(f: findings.Finding) -> str:
+    """A capped finding's count of the ones it stands for, up front: its message ends with it,
+    and that end is what clipping to the API server's limit cuts."""
+    detail = dict(f.detail)
+    more = sum(int(detail.get(key, "0")) for key in ("more", "moreObjects"))
+    return f"(and {more} more) " if more else ""
 
 
 def warnings(found: Iterable[findings.Finding], notes: Iterable[str] = (), *,
