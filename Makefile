@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 # The image tests run the OCI image of `make image`. The differential tests and `make bench` run
 # Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh).
 # The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it).
-test: install helm image karpenter-oracle chromium
+# `make lint` runs first: CI calls only `make test`, and a lint failure must fail it.
+test: install lint helm image karpenter-oracle chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 unit: install helm karpenter-oracle chromium
