@@ -205,7 +205,8 @@ def test_completion_follows_the_parser(bash_script: pathlib.Path) -> None:
 
 def test_zsh_script_parses(tmp_path: pathlib.Path) -> None:
     # Installed from Debian's packages when missing, so the check never skips.
-    found = subprocess.run(["bash", str(ROOT / "hack" / "zsh.sh")], capture_output=True, text=True, timeout=900)
+    found = subprocess.run(["bash", str(ROOT / "hack" / "debian-tool.sh"), "zsh"], capture_output=True, text=True,
+                           timeout=900)
     assert found.returncode == 0, found.stderr
     zsh = found.stdout.strip()
     script = tmp_path / "_overlay-lint"
