@@ -95,6 +95,25 @@ async def test_a_cached_object_the_api_server_no_longer_has_does_not_deny(tmp_pa
         assert (await post(srv, review(conflicting("another", "1"), dry_run=True)))[0] is False
 
 
+async def test_a_delete_the_watch_delivers_during_the_confirmation_does_not_deny(tmp_path: Path) -> None:
+    # The denial came from a snapshot that still had the object; by the time the read answers, the
+    # watch has delivered the DELETE and a newer snapshot lacks it (kubectl delete, then apply).
+    deleted = conflicting("deleted", "9")
+    async with serving(tmp_path, [nodepool("p"), deleted]) as srv:
+        api = FakeApi([nodepool("p")])
+        srv.cache.reader = api.read
+        confirm = srv.cache._confirm
+
+        async def after_the_watch_delivers(keys: list[Any], subject: Any) -> Any:
+            srv.cache.apply_event(NO, {"type": "DELETED", "object": deleted, "raw_object": deleted})
+            await srv.cache.rebuild()
+            return await confirm(keys, subject)
+
+        srv.cache._confirm = after_the_watch_delivers  # type: ignore[method-assign]
+        allowed, _ = await post(srv, review(conflicting("replacement", "1")))
+        assert allowed is True and api.reads == [(NO, "deleted")]
+
+
 async def test_the_denial_stands_when_nothing_can_be_confirmed(tmp_path: Path) -> None:
     async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
         api = FakeApi()

@@ -368,7 +368,9 @@ class Cache:
             if held is None or store.confirms(held, live):
                 break
         drop_hold = held is not None and not store.confirms(held, live)
-        return drop_hold, live is None and key in snap.basis
+        # Absent and not held: missing, even when the watch has meanwhile taken it out of a newer
+        # snapshot than `snap` (then the denial came from the older one and must be judged again).
+        return drop_hold, live is None and (held is None or key in snap.basis)
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
                        old: Mapping[str, Any] | None) -> ev.Report:
