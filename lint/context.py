@@ -18,17 +18,23 @@ from simulation.validation import crds, syntax
 CATALOG_MAX_BYTES = 256 * 1024 * 1024
 
 
-def read_catalog(path: str) -> cat.Catalog:
-    """A JSON catalog (the embedded format) or YAML/JSON InstanceType documents."""
+def _read_config(path: str, option: str) -> tuple[reader.Text, str]:
+    """A file given to `option` (a catalog, a CRD) and its content, errors naming the option."""
     source = reader.Source(path, None if path == reader.STDIN else path)
     try:
         text = reader.read(source, CATALOG_MAX_BYTES)
     except reader.InputError as err:
-        raise reader.InputError(f"--catalog {err}") from None
+        raise reader.InputError(f"{option} {err}") from None
     if text.text is None:
-        raise reader.InputError(f"--catalog {path}: {text.problem}")
+        raise reader.InputError(f"{option} {path}: {text.problem}")
+    return text, text.text
+
+
+def read_catalog(path: str) -> cat.Catalog:
+    """A JSON catalog (the embedded format) or YAML/JSON InstanceType documents."""
+    text, content = _read_config(path, "--catalog")
     try:
-        data: Any = json.loads(text.text)
+        data: Any = json.loads(content)
     except ValueError:
         data = None
     try:
@@ -70,15 +76,8 @@ def choose(catalog_path: str | None, documents: Sequence[tuple[Mapping[str, Any]
 
 def read_crd(path: str) -> crds.Crd:
     """The NodeOverlay CRD in a YAML or JSON file; the file may hold other CRDs too (all of Karpenter's)."""
-    source = reader.Source(path, None if path == reader.STDIN else path)
-    try:
-        text = reader.read(source, CATALOG_MAX_BYTES)
-    except reader.InputError as err:
-        raise reader.InputError(f"--crd {err}") from None
-    if text.text is None:
-        raise reader.InputError(f"--crd {path}: {text.problem}")
     documents = []
-    for parsed in tree.documents(text.text):
+    for parsed in tree.documents(_read_config(path, "--crd")[1]):
         if parsed.problem is not None:
             line, column = parsed.problem.position
             raise reader.InputError(f"--crd {path}:{line}:{column}: {parsed.problem.message}")
