@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from simulation import findings
 from simulation.semantics import model
-from tests.test_webhook_support import default_catalog, nodepool, overlay
+from tests.webhook_support import default_catalog, nodepool, overlay
 from webhook import audit, events, leader
 from webhook.config import Config
 from webhook.state import Cache

@@ -191,7 +191,7 @@ def test_hint_in_sarif_github_and_junit(tmp_path: pathlib.Path) -> None:
 async def test_webhook_denial_carries_the_hint(tmp_path: pathlib.Path) -> None:
     import aiohttp
 
-    from tests.test_webhook_support import default_catalog, fixture, fixture_state, linter_verdict, serving
+    from tests.webhook_support import default_catalog, fixture, fixture_state, linter_verdict, serving
 
     body = fixture("create-conflict")
     expected = linter_verdict(body["request"]["object"], fixture_state(), default_catalog()).errors()

@@ -288,7 +288,7 @@ async def test_webhook_crd_option_selects_the_schema(tmp_path: Path) -> None:
 
     import aiohttp
 
-    from tests.test_webhook_support import ADMISSION, Process, client_context, make_pki, review, server_args
+    from tests.webhook_support import ADMISSION, Process, client_context, make_pki, review, server_args
 
     keys = make_pki(tmp_path / "pki")
     dra = {**valid(), "metadata": {"name": "dra-only"}}

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from simulation import findings
-from tests.test_webhook_support import (
+from tests.webhook_support import (
     client_context,
     default_catalog,
     fixture,

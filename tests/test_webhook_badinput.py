@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.test_webhook_support import Server, fixture_state, overlay, review, serving
+from tests.webhook_support import Server, fixture_state, overlay, review, serving
 
 JSON = {"Content-Type": "application/json"}
 MIB = 1024 * 1024

@@ -22,7 +22,7 @@ import pytest
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
 from tests import casefmt
-from tests.test_webhook_support import Pki, default_catalog, linter_verdict, make_pki, review, serving
+from tests.webhook_support import Pki, default_catalog, linter_verdict, make_pki, review, serving
 from webhook import loader, patch
 
 CASES = casefmt.discover()

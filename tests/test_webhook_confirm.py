@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.test_webhook_support import Server, nodepool, overlay, review, serving
+from tests.webhook_support import Server, nodepool, overlay, review, serving
 from webhook import store
 
 NO = "NodeOverlay"

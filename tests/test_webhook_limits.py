@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from certs import generate
-from tests.test_webhook_support import (
+from tests.webhook_support import (
     ADMISSION,
     Pki,
     Process,

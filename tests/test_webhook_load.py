@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.test_webhook_support import (
+from tests.webhook_support import (
     ADMISSION,
     Process,
     client_context,

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.test_webhook_support import fixture, fixture_state, overlay, review, serving
+from tests.webhook_support import fixture, fixture_state, overlay, review, serving
 from webhook import patch
 
 

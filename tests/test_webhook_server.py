@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from certs import generate
-from tests.test_webhook_support import (
+from tests.webhook_support import (
     ADMISSION,
     ROOT,
     Process,
@@ -237,7 +237,7 @@ def test_cli_returns_instead_of_exiting(tmp_path: Path) -> None:
 
 async def test_make_run_demo_review_is_denied(tmp_path: Path) -> None:
     """`make run`: webhook.demo writes a review that the webhook on examples/ denies."""
-    from tests.test_webhook_support import serving
+    from tests.webhook_support import serving
     from webhook import demo, loader
 
     examples = ROOT / "examples"

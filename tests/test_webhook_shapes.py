@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.test_webhook_support import fixture_state, overlay, review, serving
+from tests.webhook_support import fixture_state, overlay, review, serving
 
 BASE = overlay("shape", price="1")
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from simulation.semantics import catalog as cat
-from tests.test_webhook_support import nodepool, overlay
+from tests.webhook_support import nodepool, overlay
 from webhook import informer, store
 from webhook.state import Cache
 
