@@ -1,0 +1,21 @@
+"""Fixtures shared by the test modules. Plain helpers live in modules tests import (core_support,
+webhook_support, casefmt, tools); no test module imports another."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulation.semantics import catalog as cat
+from tests import core_support
+
+
+@pytest.fixture(scope="session")
+def default_catalog() -> cat.Catalog:
+    """The embedded AWS us-east-1 catalog, parsed once per session."""
+    return cat.default()
+
+
+@pytest.fixture(scope="session")
+def small_catalog() -> cat.Catalog:
+    """Three hand-made instance types (see core_support.small_catalog)."""
+    return core_support.small_catalog()
