@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz
+.PHONY: install test unit lint reference bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz
 
 install: $(STAMP)
 
@@ -26,10 +26,15 @@ test: install lint helm image karpenter-oracle chromium
 unit: install helm karpenter-oracle chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
+# The README's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py.
+reference: install
+	$(BIN)/python -m lint.reference
+
 lint: install
-	$(BIN)/ruff check simulation lint webhook certs tests fuzz
+	$(BIN)/ruff check simulation sources lint webhook certs tests fuzz
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python -m lint.reference --check
 
 # Coverage-guided fuzzing (atheris/libFuzzer) of the loader, the admission handler, the core against
 # tests/reference.py and the quantity parser: FUZZ_SECONDS per target, nice'd, one after another;

@@ -3,48 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from simulation import codes
 
-class Severity(enum.IntEnum):
-    # Ordered so that comparisons express "at or above --fail-on".
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
+# Re-exported: every check and front end names severities through this module.
+Severity = codes.Severity
 
-    def __str__(self) -> str:
-        return self.name.lower()
-
-    @classmethod
-    def parse(cls, text: str) -> Severity:
-        return cls[text.upper()]
-
-
-# code -> severity; the stable contract of SPEC section 4.
-CODES: Mapping[str, Severity] = {
-    "parse-error": Severity.ERROR,
-    "unreadable-input": Severity.ERROR,
-    "schema": Severity.ERROR,
-    "runtime-invalid": Severity.ERROR,
-    "duplicate-object": Severity.ERROR,
-    "same-weight-conflict": Severity.ERROR,
-    "invalid-binding-key": Severity.ERROR,
-    "invalid-attribute-binding": Severity.ERROR,
-    "invalid-resource-slice-template": Severity.ERROR,
-    "legacy-field": Severity.ERROR,
-    "no-match": Severity.WARNING,
-    "shadowed": Severity.WARNING,
-    "unknown-label": Severity.WARNING,
-    "binding-key-scope": Severity.WARNING,
-    "nodepool-weight-tie": Severity.WARNING,
-    "price-clamped": Severity.WARNING,
-    "ignored-values": Severity.WARNING,
-}
-
-# Codes that make an overlay Invalid for Karpenter (it is skipped whole).
-INVALIDATING = frozenset({"schema", "runtime-invalid"})
+# code -> severity, from the one list of codes.
+CODES: Mapping[str, Severity] = {c.code: c.severity for c in codes.ALL}
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -134,7 +102,7 @@ def make(code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str, *
          detail: Mapping[str, str] | None = None, hint: str = "") -> Finding:
     """Build a finding with the severity its code defines."""
     return Finding(code=code, obj=obj, path=path, message=message,
-                   related=tuple(sorted(set(related))), witness=witness, severity=CODES[code],
+                   related=tuple(sorted(set(related))), witness=witness, severity=codes.get(code).severity,
                    source=source, detail=tuple(sorted((detail or {}).items())), hint=hint)
 
 

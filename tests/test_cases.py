@@ -22,8 +22,10 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import jsonschema
 import pytest
 
+from lint import reference
 from simulation.semantics import quantity
 from tests import casefmt
 
@@ -35,6 +37,8 @@ CASES = casefmt.discover()
 # A finding about the directory walk itself (a dangling symlink, a FIFO), not about any document: a case
 # folder cannot carry it through the webhook, so tests/test_lint_inputs.py covers it.
 WALK_ONLY_CODES = frozenset({"unreadable-input"})
+# Every `check --format json` document of the corpus must match the published schema.
+OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(reference.SCHEMA.read_text(encoding="utf-8")))
 
 
 def test_corpus_is_large_enough() -> None:
@@ -88,6 +92,7 @@ def test_check(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["check", str(case.input), *_existing_args(case), "--format", "json"]
     code, document, err = _run(capsys, argv)
     assert isinstance(document, dict) and isinstance(document.get("findings"), list), document
+    OUTPUT_SCHEMA.validate(document)
     actual = [casefmt.ActualFinding.from_json(f) for f in document["findings"]]
     missing, unexpected = case.unmatched(actual)
     problems = []

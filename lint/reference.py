@@ -1,0 +1,133 @@
+"""Reference documents made from the one list of finding codes: the README's code table and the JSON
+Schema of `overlay-lint check --format json`. Both are committed; `make reference` rewrites them and
+tests/test_reference.py fails when a committed copy differs from what this module makes."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from simulation import codes
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SCHEMA = pathlib.Path(__file__).resolve().parent / "schemas" / "check-output.schema.json"
+# The README table sits between these two lines, so regenerating it leaves the prose around it alone.
+TABLE_START = "<!-- finding-codes:start (made by `make reference` from simulation/codes.py) -->"
+TABLE_END = "<!-- finding-codes:end -->"
+
+
+def readme_table() -> str:
+    rows = ["| code | severity | when |", "|---|---|---|"]
+    rows += [f"| `{c.code}` | {c.severity} | {c.when} |" for c in codes.ALL]
+    return "\n".join(rows) + "\n"
+
+
+def readme_block() -> str:
+    # Blank lines around the table: Markdown would otherwise read a marker as part of the table.
+    return "\n" + readme_table() + "\n"
+
+
+def readme_section(text: str) -> str:
+    """What README text holds between the markers."""
+    start, end = _markers(text)
+    return text[start:end]
+
+
+def with_table(text: str) -> str:
+    start, end = _markers(text)
+    return text[:start] + readme_block() + text[end:]
+
+
+def _markers(text: str) -> tuple[int, int]:
+    start = text.find(TABLE_START + "\n")
+    end = text.find(TABLE_END, start)
+    if start < 0 or end < 0:
+        raise ValueError(f"README has no {TABLE_START!r} ... {TABLE_END!r} block")
+    return start + len(TABLE_START) + 1, end
+
+
+def _strings(*required: str) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "required": list(required),
+            "properties": {key: {"type": "string"} for key in required}}
+
+
+def _count() -> dict[str, Any]:
+    return {"type": "integer", "minimum": 0}
+
+
+def _position() -> dict[str, Any]:
+    return {"type": ["integer", "null"], "minimum": 1}
+
+
+def _finding() -> dict[str, Any]:
+    offering = _strings("zone", "capacityType")
+    witness = _strings("nodepool", "instanceType")
+    witness["properties"]["offering"] = offering
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["code", "severity", "object", "field", "message", "related", "file", "line", "column"],
+        "properties": {
+            "code": {"oneOf": [{"const": c.code, "description": c.short} for c in codes.ALL]},
+            "severity": {"enum": [str(s) for s in sorted(codes.Severity, reverse=True)]},
+            "object": {"$ref": "#/$defs/object"},
+            "field": {"type": "string", "description": "JSON path of the field inside the object"},
+            "message": {"type": "string"},
+            "related": {"type": "array", "items": {"$ref": "#/$defs/object"}},
+            "witness": witness,
+            "detail": {"type": "object", "additionalProperties": {"type": "string"}},
+            "hint": {"type": "string", "minLength": 1},
+            "file": {"type": ["string", "null"]},
+            "line": _position(),
+            "column": _position(),
+        },
+    }
+
+
+def check_output_schema() -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "overlay-lint check --format json",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["findings", "summary", "notes"],
+        "properties": {
+            "findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}},
+            "summary": {"type": "object", "additionalProperties": False,
+                        "required": ["errors", "warnings", "objects"],
+                        "properties": {"errors": _count(), "warnings": _count(), "objects": _count()}},
+            "notes": {"type": "array", "items": {"type": "string"}},
+        },
+        "$defs": {"finding": _finding(), "object": _strings("kind", "name")},
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(check_output_schema(), indent=2) + "\n"
+
+
+def main(argv: Sequence[str]) -> int:
+    """Rewrite the committed copies (no arguments), or with --check report which ones are stale."""
+    check = list(argv) == ["--check"]
+    if argv and not check:
+        sys.stderr.write("usage: python -m lint.reference [--check]\n")
+        return 2
+    readme = README.read_text(encoding="utf-8")
+    wanted = {README: with_table(readme), SCHEMA: schema_text()}
+    stale = [path for path, text in wanted.items()
+             if not path.exists() or path.read_text(encoding="utf-8") != text]
+    for path in stale:
+        if check:
+            sys.stderr.write(f"{path.relative_to(ROOT)} is stale: run `make reference`\n")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(wanted[path], encoding="utf-8")
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,174 @@
+"""The finding codes: the one list the severities, the SARIF rules, the output schema and the README
+table are made from (docs/design.md). A code missing here cannot be reported: `get` raises."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Mapping, Sequence
+
+
+class Severity(enum.IntEnum):
+    # Ordered so that comparisons express "at or above --fail-on".
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        return cls[text.upper()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Code:
+    """One stable code of the contract (SPEC section 4)."""
+
+    code: str
+    severity: Severity
+    # The README's "when" column (Markdown).
+    when: str
+    # SARIF shortDescription: one plain line.
+    short: str
+    # SARIF fullDescription: what the problem means for Karpenter.
+    full: str
+    # SARIF help: what to change.
+    help: str
+
+
+_E, _W = Severity.ERROR, Severity.WARNING
+
+ALL: Sequence[Code] = (
+    Code("parse-error", _E,
+         "YAML/JSON that cannot be read (syntax, encoding, alias bombs, nesting, size), or a field of the wrong "
+         "type (a list where `kind` belongs; an unquoted YAML boolean or number where a string belongs)",
+         "YAML or JSON input that cannot be read, or a field of the wrong type",
+         "The input is not well-formed YAML or JSON, exceeds an input limit, or holds a value of the wrong type "
+         "where the API server needs another; kubectl would refuse to apply it.",
+         "Fix the syntax at the position shown; quote values such as on, yes or 10 where a string belongs."),
+    Code("unreadable-input", _E,
+         "a path inside a given directory that cannot be read (dangling symlink, permission, FIFO, device); the "
+         "rest is still linted and the run exits 2",
+         "A path inside a given directory that cannot be read (dangling link, permission, FIFO)",
+         "A file under a directory given on the command line could not be read; the other files were linted, "
+         "but the result is incomplete.",
+         "Remove the dangling link or special file, or make the file readable, then lint again."),
+    Code("schema", _E,
+         "the API server would reject it: the CRD schema or its CEL rules",
+         "The API server would reject the object (CRD schema or CEL rules)",
+         "The object breaks the NodeOverlay CRD's OpenAPI schema or one of its CEL validation rules, so the "
+         "API server refuses to store it.",
+         "Change the field named in the message to what the CRD allows."),
+    Code("runtime-invalid", _E,
+         "the API server accepts it, Karpenter's runtime validation marks it Invalid and ignores it whole",
+         "Karpenter's runtime validation marks the overlay Invalid and ignores it",
+         "The API server stores the overlay, but Karpenter's own validation rejects it: the overlay is marked "
+         "Invalid and none of its fields takes effect.",
+         "Change the field named in the message so that Karpenter's runtime validation accepts it."),
+    Code("duplicate-object", _E,
+         "two inputs with the same kind and name",
+         "Two inputs with the same kind and name",
+         "Two input documents describe the same object; only one of them can exist in a cluster, so the result "
+         "depends on which is applied last.",
+         "Rename one of the objects or remove the duplicate document."),
+    Code("same-weight-conflict", _E,
+         "two overlays of equal weight set the same field on a common cell",
+         "Two overlays of equal weight set the same field on a common cell",
+         "Two overlays with the same weight both set the price or the same capacity resource on at least one "
+         "(NodePool, instance type, offering); which value wins depends on overlay names, and Karpenter may "
+         "mark one overlay Conflict.",
+         "Give one overlay a different weight, or narrow its requirements so the two match disjoint cells."),
+    Code("invalid-binding-key", _E,
+         "a bindingKey rule is broken",
+         "A bindingKey rule is broken",
+         "A device attribute's bindingKey breaks one of its rules (a DNS label, on at least two devices of "
+         "the overlay, under one attribute name, without a concrete value), so it binds nothing as written.",
+         "Use one DNS-label bindingKey on at least two devices of this overlay, under one attribute name."),
+    Code("invalid-attribute-binding", _E,
+         "an attributeBindings rule is broken",
+         "An attributeBindings rule is broken",
+         "An attributeBindings entry breaks one of its rules (at least two deviceSelectors naming templates "
+         "and devices of this overlay, qualified attribute names, agreeing concrete values).",
+         "Correct the attributeBindings entry named in the message."),
+    Code("invalid-resource-slice-template", _E,
+         "template structure: driver, names, limits, nodeSelector, excluded fields",
+         "ResourceSliceTemplate structure is invalid",
+         "A resourceSliceTemplate has an invalid driver, device or attribute name, exceeds a limit, or uses a "
+         "field that templates exclude.",
+         "Correct the template field named in the message."),
+    Code("legacy-field", _E,
+         "a shape from the first NodeOverlay RFC, with the migration",
+         "A field from the first NodeOverlay RFC, with its migration",
+         "The object uses a field shape from the first NodeOverlay RFC that the current API no longer accepts.",
+         "Migrate the field as the message describes."),
+    Code("no-match", _W,
+         "the overlay matches no cell (with a typo hint where a near label exists)",
+         "The overlay matches no NodePool, instance type and offering",
+         "No (NodePool, instance type, offering) satisfies the overlay's requirements, so it changes nothing.",
+         "Check the requirement keys and values for typos; the message names a near label where one exists."),
+    Code("shadowed", _W,
+         "every cell of one of its fields is won by a higher-precedence overlay",
+         "A field of the overlay is won everywhere by a higher-precedence overlay",
+         "Every cell where the overlay sets this field is already set by an overlay with a higher weight or, "
+         "at equal weight, a later name: the field has no effect.",
+         "Raise the overlay's weight, remove the field, or narrow the overlay that wins."),
+    Code("unknown-label", _W,
+         "a requirement key no instance type or NodePool defines",
+         "A requirement key that no instance type or NodePool defines",
+         "A requirement uses a label key that neither the instance types nor the NodePools define, so the "
+         "requirement can only match through NotIn or DoesNotExist.",
+         "Correct the key, or define the label on the NodePools it is meant to select."),
+    Code("binding-key-scope", _W,
+         "the same bindingKey in two overlays",
+         "The same bindingKey in two overlays binds nothing",
+         "A bindingKey binds devices only within one overlay's templates; the same key in two overlays does "
+         "not bind them together.",
+         "Move the templates that must share devices into one overlay, or use distinct keys."),
+    Code("nodepool-weight-tie", _W,
+         "two NodePools with equal weight can launch the same instance type/offering",
+         "Two NodePools with equal weight can launch the same offering",
+         "Two NodePools of equal weight can launch the same instance type and offering, so which one Karpenter "
+         "picks, and which overlays apply, is not decided by weight.",
+         "Give the NodePools different weights or make their requirements disjoint."),
+    Code("price-clamped", _W,
+         "an adjustment drives some offering's price below 0",
+         "A price adjustment drives some offering's price below 0",
+         "A priceAdjustment would make an offering's price negative; Karpenter clamps it to 0, which makes "
+         "the offering look free.",
+         "Use a smaller adjustment or a fixed price."),
+    Code("ignored-values", _W,
+         "Exists/DoesNotExist with values, which Karpenter ignores",
+         "Exists/DoesNotExist with values, which Karpenter ignores",
+         "A requirement with operator Exists or DoesNotExist lists values; Karpenter ignores them, so the "
+         "requirement is broader than it reads.",
+         "Remove the values, or use In or NotIn if the values matter."),
+)
+
+BY_CODE: Mapping[str, Code] = {c.code: c for c in ALL}
+
+_NAME = re.compile(r"[a-z]+(-[a-z]+)*")
+
+
+def get(code: str) -> Code:
+    """The code's entry; an unknown code is a programming error, never a silent default."""
+    try:
+        return BY_CODE[code]
+    except KeyError:
+        raise KeyError(f"unknown finding code {code!r}: add it to simulation/codes.py") from None
+
+
+def _check(codes: Sequence[Code]) -> None:
+    names = [c.code for c in codes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate finding codes in {names}")
+    for c in codes:
+        if not _NAME.fullmatch(c.code):
+            raise ValueError(f"finding code {c.code!r} is not kebab-case")
+        if not all((c.when, c.short, c.full, c.help)) or "\n" in c.short or "|" in c.when:
+            raise ValueError(f"finding code {c.code!r}: every description is one non-empty line, no '|'")
+
+
+_check(ALL)
