@@ -8,8 +8,9 @@ structural mistake is reported once, by the schema layer, and never cascades int
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simulation import findings
@@ -170,48 +171,59 @@ def _binding_keys(attrs: Sequence[_Attr], ref: findings.ObjectRef,
     for attr in attrs:
         if attr.key is not None:
             uses.setdefault(attr.key, []).append(attr)
-    out: list[findings.Finding] = []
-    for key, group in uses.items():
-        def emit(use: _Attr, why: str, key: str = key) -> None:
-            out.append(findings.make(
-                "invalid-binding-key", ref, (*use.path, "bindingKey"),
-                f"NodeOverlay {ref.name}: bindingKey {key!r} ({use.describe()}) {why}", source=source))
+    return [findings.make("invalid-binding-key", ref, (*use.path, "bindingKey"),
+                          f"NodeOverlay {ref.name}: bindingKey {key!r} ({use.describe()}) {why}", source=source)
+            for key, group in uses.items() for use, why in _key_problems(key, group)]
 
-        first = group[0]
-        if not is_dns_label(key):
-            emit(first, "is not a DNS label (lowercase alphanumerics and '-', at most 63 characters)")
-        # A key set beside a concrete value is the CRD's exactly-one-value rule (schema.py).
-        if len({u.device for u in group}) < 2:
-            # Karpenter v1.15's scheduler (BuildAttributeBindings) skips such a binding without a word.
-            emit(first, "appears on only one device; a key binds an attribute across at least two devices "
-                        "(Karpenter silently ignores a binding of fewer than two devices)")
-        earlier: dict[_Device, _Attr] = {}
-        repeats: list[_Attr] = []
-        for use in group:
-            if use.device in earlier:
-                repeats.append(use)
-            else:
-                earlier[use.device] = use
-        if repeats:
-            prior = earlier[repeats[0].device]
-            emit(repeats[0], f"is already used on this device under attribute {prior.name}; "
-                             "a device may use a key once")
-        # A repeat on one device always spans two attribute names; that use is reported above.
-        stray = next((u for u in group if u.name != first.name and u not in repeats), None)
-        if stray is not None:
-            emit(stray, f"is used under attribute {first.name} elsewhere ({first.device.describe()}); "
-                        "all uses of a key must be under one attribute name (Karpenter would bind each name "
-                        "apart and silently ignore one with a single device)")
+
+def _key_problems(key: str, group: Sequence[_Attr]) -> list[tuple[_Attr, str]]:
+    """What is wrong with the uses of one bindingKey, each with the use to point at."""
+    first = group[0]
+    out: list[tuple[_Attr, str]] = []
+    if not is_dns_label(key):
+        out.append((first, "is not a DNS label (lowercase alphanumerics and '-', at most 63 characters)"))
+    # A key set beside a concrete value is the CRD's exactly-one-value rule (schema.py).
+    if len({u.device for u in group}) < 2:
+        # Karpenter v1.15's scheduler (BuildAttributeBindings) skips such a binding without a word.
+        out.append((first, "appears on only one device; a key binds an attribute across at least two devices "
+                           "(Karpenter silently ignores a binding of fewer than two devices)"))
+    earlier, repeats = _first_uses(group)
+    if repeats:
+        prior = earlier[repeats[0].device]
+        out.append((repeats[0], f"is already used on this device under attribute {prior.name}; "
+                                "a device may use a key once"))
+    # A repeat on one device always spans two attribute names; that use is reported above.
+    stray = next((u for u in group if u.name != first.name and u not in repeats), None)
+    if stray is not None:
+        out.append((stray, f"is used under attribute {first.name} elsewhere ({first.device.describe()}); "
+                           "all uses of a key must be under one attribute name (Karpenter would bind each name "
+                           "apart and silently ignore one with a single device)"))
     return out
+
+
+def _first_uses(group: Sequence[_Attr]) -> tuple[dict[_Device, _Attr], list[_Attr]]:
+    """Each device's first use of a key, and the uses that repeat it on a device."""
+    earlier: dict[_Device, _Attr] = {}
+    repeats: list[_Attr] = []
+    for use in group:
+        if use.device in earlier:
+            repeats.append(use)
+        else:
+            earlier[use.device] = use
+    return earlier, repeats
+
+
+_Node = tuple[int, int, str]
+_Emit = Callable[[Path, str], None]
 
 
 class _Components:
     """Union-find over (template, device, attribute) nodes: which attributes share one value."""
 
     def __init__(self) -> None:
-        self._parent: dict[tuple[int, int, str], tuple[int, int, str]] = {}
+        self._parent: dict[_Node, _Node] = {}
 
-    def find(self, node: tuple[int, int, str]) -> tuple[int, int, str]:
+    def find(self, node: _Node) -> _Node:
         root = node
         while self._parent.get(root, root) != root:
             root = self._parent[root]
@@ -219,10 +231,53 @@ class _Components:
             self._parent[node], node = root, self._parent.get(node, root)
         return root
 
-    def union(self, a: tuple[int, int, str], b: tuple[int, int, str]) -> None:
+    def union(self, a: _Node, b: _Node) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self._parent[max(ra, rb)] = min(ra, rb)
+
+
+class _Selectors:
+    """Resolves an attributeBinding's device selectors against the overlay's templates."""
+
+    def __init__(self, templates_: Sequence[_Template], templates_readable: bool, emit: _Emit) -> None:
+        self._by_name: dict[str, list[_Template]] = {}
+        for tpl in templates_:
+            if tpl.name is not None:
+                self._by_name.setdefault(tpl.name, []).append(tpl)
+        # With an unreadable entry somewhere, "no such template" could be a schema error in disguise.
+        self._names_known = templates_readable and all(t.name_known for t in templates_)
+        self._emit = emit
+
+    def bound(self, bi: int, binding: Mapping[Any, Any]) -> list[_Device]:
+        """The distinct devices binding `bi` selects; a selector that names nothing is reported."""
+        out: list[_Device] = []
+        for si, raw in enumerate(_seq(binding.get("deviceSelectors")) or ()):
+            spath = (*_DR, "attributeBindings", bi, "deviceSelectors", si)
+            dev = self._device(bi, _map(raw), spath)
+            if dev is not None and dev in out:
+                self._emit(spath, f"attributeBindings[{bi}] selects {dev.describe()} twice; a binding needs "
+                                  "distinct devices")
+            elif dev is not None:
+                out.append(dev)
+        return out
+
+    def _device(self, bi: int, sel: Mapping[Any, Any] | None, spath: Path) -> _Device | None:
+        tname = sel.get("resourceSliceTemplate") if sel is not None else None
+        dname = sel.get("device") if sel is not None else None
+        if not isinstance(tname, str) or not isinstance(dname, str):
+            return None
+        candidates = self._by_name.get(tname, [])
+        if not candidates:
+            if self._names_known:
+                self._emit((*spath, "resourceSliceTemplate"),
+                           f"attributeBindings[{bi}] selects template {tname}, which this overlay does not define")
+            return None
+        dev = next((t.devices[dname] for t in candidates if dname in t.devices), None)
+        if dev is None and all(t.devices_known for t in candidates):
+            self._emit((*spath, "device"), f"attributeBindings[{bi}] selects device {dname} of template {tname}, "
+                                           "which the template does not define")
+        return dev
 
 
 def _attribute_bindings(obj: Any, templates_: Sequence[_Template], attrs: Sequence[_Attr],
@@ -234,62 +289,36 @@ def _attribute_bindings(obj: Any, templates_: Sequence[_Template], attrs: Sequen
         out.append(findings.make("invalid-attribute-binding", ref, path,
                                  f"NodeOverlay {ref.name}: {why}", source=source))
 
-    by_name: dict[str, list[_Template]] = {}
-    for tpl in templates_:
-        if tpl.name is not None:
-            by_name.setdefault(tpl.name, []).append(tpl)
-    # With an unreadable entry somewhere, "no such template" could be a schema error in disguise.
-    names_known = templates_readable and all(t.name_known for t in templates_)
+    selectors = _Selectors(templates_, templates_readable, emit)
     components = _Components()
-    binders: list[tuple[int, tuple[int, int, str]]] = []
+    binders: list[tuple[int, _Node]] = []
     for bi, raw in enumerate(_seq(_dynamic_resources(obj).get("attributeBindings")) or ()):
         binding = _map(raw)
         if binding is None:
             continue
-        bpath = (*_DR, "attributeBindings", bi)
         # Whether the names are qualified names is the CRD's own rule (schema.py reports it).
         names = [n for n in _seq(binding.get("attributes")) or () if isinstance(n, str)]
-        bound: list[_Device] = []
-        for si, raw_sel in enumerate(_seq(binding.get("deviceSelectors")) or ()):
-            sel = _map(raw_sel)
-            tname = sel.get("resourceSliceTemplate") if sel is not None else None
-            dname = sel.get("device") if sel is not None else None
-            if not isinstance(tname, str) or not isinstance(dname, str):
-                continue
-            spath = (*bpath, "deviceSelectors", si)
-            candidates = by_name.get(tname, [])
-            if not candidates:
-                if names_known:
-                    emit((*spath, "resourceSliceTemplate"),
-                         f"attributeBindings[{bi}] selects template {tname}, "
-                         "which this overlay does not define")
-                continue
-            dev = next((t.devices[dname] for t in candidates if dname in t.devices), None)
-            if dev is None:
-                if all(t.devices_known for t in candidates):
-                    emit((*spath, "device"),
-                         f"attributeBindings[{bi}] selects device {dname} of template {tname}, "
-                         "which the template does not define")
-                continue
-            if dev in bound:
-                emit(spath, f"attributeBindings[{bi}] selects {dev.describe()} twice; a binding needs "
-                            "distinct devices")
-                continue
-            bound.append(dev)
-        for name in names:
-            for dev in bound:
-                node = (dev.template, dev.index, name)
-                components.union((bound[0].template, bound[0].index, name), node)
-                binders.append((bi, node))
-    keyed: dict[str, tuple[int, int, str]] = {}
+        bound = selectors.bound(bi, binding)
+        for name, dev in itertools.product(names, bound):
+            node = (dev.template, dev.index, name)
+            components.union((bound[0].template, bound[0].index, name), node)
+            binders.append((bi, node))
+    keyed: dict[str, _Node] = {}
     for attr in attrs:
         if attr.key is not None:
             components.union(keyed.setdefault(attr.key, attr.node), attr.node)
-    bindings_of: dict[tuple[int, int, str], set[int]] = {}
+    _value_clashes(attrs, components, binders, emit)
+    return out
+
+
+def _value_clashes(attrs: Sequence[_Attr], components: _Components, binders: Sequence[tuple[int, _Node]],
+                   emit: _Emit) -> None:
+    """Bound attributes (by attributeBindings) that are given different concrete values: one report per set."""
+    bindings_of: dict[_Node, set[int]] = {}
     for bi, node in binders:
         bindings_of.setdefault(components.find(node), set()).add(bi)
-    seen: dict[tuple[int, int, str], tuple[_Attr, tuple[str, Any]]] = {}
-    reported: set[tuple[int, int, str]] = set()
+    seen: dict[_Node, tuple[_Attr, tuple[str, Any]]] = {}
+    reported: set[_Node] = set()
     for attr in attrs:
         if attr.value is None or attr.key is not None:
             continue
@@ -303,7 +332,6 @@ def _attribute_bindings(obj: Any, templates_: Sequence[_Template], attrs: Sequen
              f"attribute {attr.name} of {attr.device.describe()} ({_show(attr.value)}) is bound by {via} "
              f"to attribute {first.name} of {first.device.describe()} ({_show(value)}); bound devices "
              "share one value and must not give different concrete values")
-    return out
 
 
 def check_scope(overlays: Sequence[tuple[findings.ObjectRef, Mapping[str, Any], int | None]]
