@@ -10,32 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from lint.positions import Location
-from simulation import findings
+from simulation import codes, findings
 from simulation.findings import Severity
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 TOOL = "overlay-lint"
 
-# One line per code: the "when" column of the contract (SPEC section 4).
-DESCRIPTIONS = {
-    "parse-error": "YAML or JSON input that cannot be read, or a field of the wrong type",
-    "unreadable-input": "A path inside a given directory that cannot be read (dangling link, permission, FIFO)",
-    "schema": "The API server would reject the object (CRD schema or CEL rules)",
-    "runtime-invalid": "Karpenter's runtime validation marks the overlay Invalid and ignores it",
-    "duplicate-object": "Two inputs with the same kind and name",
-    "same-weight-conflict": "Two overlays of equal weight set the same field on a common cell",
-    "invalid-binding-key": "A bindingKey rule is broken",
-    "invalid-attribute-binding": "An attributeBindings rule is broken",
-    "invalid-resource-slice-template": "ResourceSliceTemplate structure is invalid",
-    "legacy-field": "A field from the first NodeOverlay RFC, with its migration",
-    "no-match": "The overlay matches no NodePool, instance type and offering",
-    "shadowed": "A field of the overlay is won everywhere by a higher-precedence overlay",
-    "unknown-label": "A requirement key that no instance type or NodePool defines",
-    "binding-key-scope": "The same bindingKey in two overlays binds nothing",
-    "nodepool-weight-tie": "Two NodePools with equal weight can launch the same offering",
-    "price-clamped": "A price adjustment drives some offering's price below 0",
-    "ignored-values": "Exists/DoesNotExist with values, which Karpenter ignores",
-}
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
@@ -68,11 +48,13 @@ def _camel(code: str) -> str:
 
 
 def rules() -> list[dict[str, Any]]:
-    return [{"id": code, "name": _camel(code),
-             "shortDescription": {"text": DESCRIPTIONS.get(code, code)},
-             "defaultConfiguration": {"level": LEVELS[severity]},
+    return [{"id": c.code, "name": _camel(c.code),
+             "shortDescription": {"text": c.short},
+             "fullDescription": {"text": c.full},
+             "help": {"text": c.help},
+             "defaultConfiguration": {"level": LEVELS[c.severity]},
              "properties": {"tags": ["karpenter", "nodeoverlay"]}}
-            for code, severity in findings.CODES.items()]
+            for c in codes.ALL]
 
 
 def _logical(ref: findings.ObjectRef) -> dict[str, str]:
@@ -101,9 +83,8 @@ def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd:
         text += f" Hint: {finding.hint}"
     out: dict[str, Any] = {"ruleId": finding.code, "level": LEVELS[finding.severity],
                            "message": {"text": text}, "locations": [location],
-                           "properties": properties}
-    if finding.code in index:
-        out["ruleIndex"] = index[finding.code]
+                           "properties": properties,
+                           "ruleIndex": index[finding.code]}
     return out
 
 
