@@ -10,7 +10,7 @@ checks against upstream's own test values).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
@@ -72,29 +72,36 @@ def run(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
     status: dict[str, str] = {}
     ordered = sorted(overlays, key=lambda o: (o.weight, o.name), reverse=True)
     for o in ordered:
-        r = o.requirement_map()
-        ok = True
-        for pool in pools:
-            for it in catalog.types:
-                offerings = overlaid_offerings(pool, it, r)
-                if not offerings:
-                    continue
-                if _price_conflict(store, pool.name, it.name, offerings, o) or _capacity_conflict(
-                        store, pool.name, it.name, o):
-                    ok = False
-                    break
-            if not ok:
-                break
-        if not ok:
+        if _conflicts(store, o, pools, catalog):
             status[o.name] = "Conflict"
             continue
         status[o.name] = "Applied"
-        for pool in pools:
-            for it in catalog.types:
-                offerings = overlaid_offerings(pool, it, r)
-                if offerings:
-                    _store_price(store, pool.name, it.name, o, offerings)
-                    _store_capacity(store, pool.name, it.name, o)
+        for pool, it, offerings in _overlaid(o, pools, catalog):
+            _store_price(store, pool.name, it.name, o, offerings)
+            _store_capacity(store, pool.name, it.name, o)
+    return _result(store, status, pools, catalog)
+
+
+def _overlaid(o: model.Overlay, pools: Sequence[model.NodePool],
+              catalog: cat.Catalog) -> Iterator[tuple[model.NodePool, cat.InstanceType, list[cat.Offering]]]:
+    """Every (pool, type) the overlay applies to, with its matched offerings."""
+    r = o.requirement_map()
+    for pool in pools:
+        for it in catalog.types:
+            offerings = overlaid_offerings(pool, it, r)
+            if offerings:
+                yield pool, it, offerings
+
+
+def _conflicts(store: dict[str, dict[str, TypeUpdate]], o: model.Overlay, pools: Sequence[model.NodePool],
+               catalog: cat.Catalog) -> bool:
+    return any(_price_conflict(store, pool.name, it.name, offerings, o)
+               or _capacity_conflict(store, pool.name, it.name, o)
+               for pool, it, offerings in _overlaid(o, pools, catalog))
+
+
+def _result(store: dict[str, dict[str, TypeUpdate]], status: dict[str, str], pools: Sequence[model.NodePool],
+            catalog: cat.Catalog) -> Result:
     prices: dict[tuple[str, str, str, str], float | None] = {}
     capacity: dict[tuple[str, str], dict[str, str]] = {}
     for pool in pools:
