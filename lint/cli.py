@@ -17,10 +17,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from lint import cluster, completion, context, formats, junit, reader, sarif, views
+from lint import completion, formats, junit, sarif, views
 from lint import report as html_report
-from lint.loader import Loaded, Loader
-from lint.positions import Location, Table
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import effects, explain, hints
@@ -28,6 +26,9 @@ from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
 from simulation.validation import crds
+from sources import context, files, kube
+from sources.objects import Loaded, Loader
+from sources.positions import Location, Table
 
 PROG = "overlay-lint"
 # An input that could not be read: reported with the rest, but the run exits 2 (an I/O error).
@@ -78,7 +79,7 @@ class _Many(argparse.Action):
 
 def _size(text: str) -> int:
     try:
-        return reader.parse_size(text)
+        return files.parse_size(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 10485760, 10Mi)") from None
 
@@ -92,7 +93,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crd", metavar="FILE",
                    help="the NodeOverlay CRD to validate against, e.g. Karpenter's own (default: the cluster's "
                         "with --cluster, else the embedded DRA-extended CRD)")
-    p.add_argument("--max-file-size", type=_size, default=reader.DEFAULT_MAX_BYTES, metavar="BYTES",
+    p.add_argument("--max-file-size", type=_size, default=files.DEFAULT_MAX_BYTES, metavar="BYTES",
                    help="refuse input files larger than this (default 10Mi)")
     p.add_argument("--cluster", action="store_true",
                    help="read the NodeOverlays and NodePools in the cluster (with no PATH: audit them)")
@@ -190,7 +191,7 @@ class _Run:
         existing = self.loader.load(existing_paths, candidate=False) if existing_paths else Loaded()
         notes: list[str] = []
         if args.cluster:
-            objects, notes = cluster.read(args.kubeconfig, args.context)
+            objects, notes = kube.read(args.kubeconfig, args.context)
             audit = not args.paths
             (candidates if audit else existing).extend(self.loader.add_objects(objects, candidate=audit))
         return candidates, existing, notes
@@ -198,7 +199,7 @@ class _Run:
     def crd(self, notes: list[str]) -> crds.Crd:
         raw = None
         if self.args.cluster and self.args.crd is None:
-            raw, unread = cluster.read_crd(self.args.kubeconfig, self.args.context)
+            raw, unread = kube.read_crd(self.args.kubeconfig, self.args.context)
             notes += unread
         crd = context.choose_crd(self.args.crd, raw)
         notes += context.crd_notes(crd)
@@ -255,7 +256,7 @@ def _known(kind: str, names: Sequence[str], known: Sequence[str]) -> None:
         if name not in known:
             near = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise reader.InputError(f"unknown {kind} {name!r}{hint}")
+            raise files.InputError(f"unknown {kind} {name!r}{hint}")
 
 
 def _simulate(run: _Run) -> int:
@@ -283,7 +284,7 @@ def _explain(run: _Run) -> int:
     try:
         data: dict[str, Any] = explain.explain(report, run.args.instance_type, run.args.nodepool)
     except explain.UnknownName as unknown:
-        raise reader.InputError(str(unknown)) from None
+        raise files.InputError(str(unknown)) from None
     views.write_explanation(data, run.out)
     return status
 
@@ -316,7 +317,7 @@ def write_output(path: str, text: str) -> None:
             os.unlink(temporary)
             raise
     except OSError as err:
-        raise reader.InputError(f"--output {path}: {err.strerror or err}") from None
+        raise files.InputError(f"--output {path}: {err.strerror or err}") from None
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: BinaryIO | None,
@@ -346,7 +347,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         text = str(usage)
         err.write((text if text.startswith("usage:") else f"{prog}: error: {text}") + "\n")
         return 2
-    except reader.InputError as problem:
+    except files.InputError as problem:
         err.write(f"{prog}: error: {problem}\n")
         return 2
     except KeyboardInterrupt:

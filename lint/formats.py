@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from lint import junit, sarif
-from lint.positions import Location, Table
 from simulation.findings import Finding, Severity
+from sources.positions import Location, Table
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
 

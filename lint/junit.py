@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TextIO
 
-from lint.positions import Location
 from simulation.findings import Finding, ObjectRef, Severity
+from sources.positions import Location
 
 SUITE = "overlay-lint"
 

@@ -15,10 +15,10 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 
 from lint import formats, views
-from lint.positions import Location
 from simulation.analysis import report as rp
 from simulation.analysis.effects import CellEffect
 from simulation.findings import Finding, Severity
+from sources.positions import Location
 
 VERDICTS = ("Conflict", "Invalid", "Applied")
 CONFLICT = "same-weight-conflict"

@@ -9,9 +9,9 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
-from lint.positions import Location
 from simulation import codes, findings
 from simulation.findings import Severity
+from sources.positions import Location
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 TOOL = "overlay-lint"

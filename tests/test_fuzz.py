@@ -35,7 +35,7 @@ def test_a_failing_target_is_reported_with_its_input(tmp_path: pathlib.Path) -> 
 
 def test_targets_detect_what_they_guard_against(monkeypatch: pytest.MonkeyPatch) -> None:
     """A target that cannot fail is no test: break the code under test and watch it fail."""
-    from lint import loader
+    from sources import objects as loader
 
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("injected")

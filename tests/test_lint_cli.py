@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lint import cli, formats
-from lint.positions import Location
+from sources.positions import Location
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "lint_fixtures"

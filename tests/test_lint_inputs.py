@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lint import cli, reader, tree
-from lint.loader import Loader
-from lint.positions import Origin, Table
+from lint import cli
+from sources import files, tree
+from sources.objects import Loader
+from sources.positions import Origin, Table
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")
@@ -184,7 +185,7 @@ def test_huge_file_is_refused_without_reading_it(tmp_path: pathlib.Path,
             data: bytes = self.handle.read(n)
             return data
 
-    monkeypatch.setattr(reader, "open", lambda p, mode="r", **kw: Spy(real_open(p, mode, **kw), p), raising=False)
+    monkeypatch.setattr(files, "open", lambda p, mode="r", **kw: Spy(real_open(p, mode, **kw), p), raising=False)
     code, data, _ = timed(str(path))
     assert code == 1 and "larger than 10485760 bytes" in only(data)["message"]
     assert reads == [], "the size is checked before reading"
@@ -255,7 +256,7 @@ def test_directory_walk_is_sorted_filtered_and_skips_vcs(tmp_path: pathlib.Path)
     write(tmp_path, "notes.txt", "kind: NodeOverlay\n{{{ broken")
     write(tmp_path, ".git/x.yaml", "kind: NodeOverlay\n{{{ broken")
     write(tmp_path, "chart/templates/d.yaml", "kind: Deployment\nreplicas: {{ .Values.n }}\n")
-    found = [s.name for s in reader.discover([str(tmp_path)])]
+    found = [s.name for s in files.discover([str(tmp_path)])]
     assert [pathlib.Path(n).relative_to(tmp_path).as_posix() for n in found] == [
         "a/1.YAML", "b/2.yml", "c.json", "chart/templates/d.yaml"]
     code, data, _ = timed(str(tmp_path))
@@ -284,7 +285,7 @@ def test_permission_denied_is_exit_2(tmp_path: pathlib.Path, monkeypatch: pytest
     def deny(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(reader, "open", deny, raising=False)
+    monkeypatch.setattr(files, "open", deny, raising=False)
     code, _, err = run(path)
     assert code == 2 and err.strip() == f"overlay-lint: error: {path}: Permission denied"
 
@@ -388,7 +389,7 @@ _YAML_BITS = st.sampled_from(["a", ":", " ", "\n", "-", "[", "]", "{", "}", ",",
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_YAML_BITS, max_size=60).map("".join) | st.text(max_size=200))
 def test_loader_never_raises(text: str) -> None:
-    loaded = Loader(Table()).load_text(reader.Text(reader.Source("f.yaml", "f.yaml"), text))
+    loaded = Loader(Table()).load_text(files.Text(files.Source("f.yaml", "f.yaml"), text))
     for problem in loaded.problems:
         assert problem.code == "parse-error" and problem.source is not None
 
@@ -492,7 +493,7 @@ def test_permission_denied_in_a_directory(tmp_path: pathlib.Path, monkeypatch: p
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(reader, "open", deny, raising=False)
+    monkeypatch.setattr(files, "open", deny, raising=False)
     code, data, _ = run(str(root))
     assert code == 2
     _assert_unreadable_reported(data, secret, "Permission denied")

@@ -21,6 +21,7 @@ import pytest
 
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
+from sources import objects, positions
 from tests import casefmt
 from tests.webhook_support import Pki, default_catalog, linter_verdict, make_pki, review, serving
 from webhook import loader, patch
@@ -41,9 +42,13 @@ class Admission:
 
 
 def _docs(path: Path | None) -> list[Any]:
+    """Objects as `--state` reads them: the webhook's reader refuses a file with any parse finding."""
     if path is None:
         return []
-    return [o for d in loader.documents(path) for o in loader.expand(d)]
+    loaded = objects.Loader(positions.Table()).load([str(path)], candidate=False)
+    if loaded.problems:
+        raise loader.LoadError(f"{path}: {loaded.problems[0].message}")
+    return [*(d.obj for d in loaded.documents), *(obj for obj, _ in loaded.instance_types)]
 
 
 def admissions(case: casefmt.Case) -> list[Admission]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from simulation.semantics import catalog as cat
+from sources import kube
 from tests.webhook_support import nodepool, overlay
 from webhook import informer, store
 from webhook.state import Cache
@@ -172,12 +173,6 @@ class Recorder:
         self.calls.append(("lost", kind))
 
 
-class ApiError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
 def test_informer_relists_on_gone_and_resumes_from_last_version() -> None:
     stop = threading.Event()
     sink = Recorder()
@@ -194,7 +189,7 @@ def test_informer_relists_on_gone_and_resumes_from_last_version() -> None:
             yield event("MODIFIED", with_rv(overlay("a", price="1"), "11"))
             return  # server-side timeout: resume from 11, no relist
         if len(watched_from) == 2:
-            raise ApiError(410)
+            raise kube.Gone("too old resource version", 410)
         stop.set()
         yield event("ADDED", with_rv(overlay("c"), "21"))
 
@@ -207,7 +202,7 @@ def test_informer_backs_off_on_errors() -> None:
     stop = threading.Event()
     sink = Recorder()
     delays: list[float] = []
-    attempts = iter([ConnectionError("refused"), ApiError(500), None])
+    attempts = iter([ConnectionError("refused"), kube.KubeError("cannot list: 500", 500), None])
 
     def lister(kind: str) -> tuple[list[Mapping[str, Any]], str | None]:
         failure = next(attempts)
@@ -348,10 +343,13 @@ def test_confirming_read_maps_not_found_to_none_and_raises_the_rest() -> None:
             assert (group, version, plural) == ("karpenter.sh", "v1alpha1", "nodeoverlays")
             return {"metadata": {"name": name}, "spec": {"requirements": []}}
 
+    client = object.__new__(kube.Client)
+    client._custom = Api()
     source = object.__new__(informer.KubeSource)
-    source._api = Api()
+    source._client = client
     found = source.read(NO, "there")
     assert found is not None and found["kind"] == NO and found["metadata"]["name"] == "there"
     assert source.read(NO, "missing") is None
-    with pytest.raises(ApiException):
+    with pytest.raises(kube.KubeError) as raised:
         source.read(NO, "forbidden")
+    assert raised.value.status == 403 and not isinstance(raised.value, kube.NotFound)

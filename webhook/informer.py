@@ -17,19 +17,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from simulation.semantics import model
+from sources import kube
 from webhook import store
 
 log = logging.getLogger("overlay-guard.informer")
 
-# kind -> (group, version, plural)
-RESOURCES: Mapping[str, tuple[str, str, str]] = {
-    model.NODEOVERLAY: ("karpenter.sh", "v1alpha1", "nodeoverlays"),
-    model.NODEPOOL: ("karpenter.sh", "v1", "nodepools"),
-}
 WATCH_SECONDS = 240
-GONE = 410
-NOT_FOUND = 404
 # A confirming read happens while an admission waits (the API server gives up after 5 s).
 READ_TIMEOUT = 2.0
 
@@ -66,11 +59,6 @@ class Backoff:
         self.attempt = 0
 
 
-def status_of(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def run_informer(kind: str, lister: Lister, watcher: Watcher, sink: Sink, stop: threading.Event,
                  backoff: Backoff | None = None, sleep: Callable[[float], bool] | None = None) -> None:
     """List, then watch from the list's resource version until told to stop.
@@ -81,33 +69,19 @@ def run_informer(kind: str, lister: Lister, watcher: Watcher, sink: Sink, stop: 
     backoff = backoff or Backoff()
     wait = sleep or stop.wait
     rv: str | None = None
-    need_list = True
     while not stop.is_set():
         try:
-            if need_list:
-                items, rv = lister(kind)
-                sink.replace(kind, items)
-                need_list = False
+            if rv is None:
+                rv = _list(kind, lister, sink)
                 backoff.reset()
-                log.info("listed", extra={"fields": {"kind": kind, "objects": len(items),
-                                                     "resourceVersion": rv}})
-            for event in watcher(kind, rv):
-                if stop.is_set():
-                    return
-                outcome = sink.event(kind, event)
-                if outcome is None:
-                    continue
-                if outcome.relist:
-                    raise GoneError(outcome.error or "watch expired")
-                if outcome.resource_version:
-                    rv = outcome.resource_version
+            rv = _watch(kind, watcher, sink, stop, rv)
             backoff.reset()
         except Exception as exc:
             if stop.is_set():
                 return
-            need_list = True
+            rv = None
             sink.lost(kind)
-            if isinstance(exc, GoneError) or status_of(exc) == GONE:
+            if isinstance(exc, kube.Gone):
                 log.info("watch expired; relisting", extra={"fields": {"kind": kind}})
                 continue
             delay = backoff.next()
@@ -117,8 +91,27 @@ def run_informer(kind: str, lister: Lister, watcher: Watcher, sink: Sink, stop: 
                 return
 
 
-class GoneError(Exception):
-    """The watch reported 410 Gone as an event instead of an HTTP status."""
+def _list(kind: str, lister: Lister, sink: Sink) -> str:
+    """Replaces the kind's objects; the resource version to watch from ("" when the list had none)."""
+    items, rv = lister(kind)
+    sink.replace(kind, items)
+    log.info("listed", extra={"fields": {"kind": kind, "objects": len(items), "resourceVersion": rv}})
+    return rv or ""
+
+
+def _watch(kind: str, watcher: Watcher, sink: Sink, stop: threading.Event, rv: str) -> str:
+    """Delivers events until the watch ends; the last resource version seen."""
+    for event in watcher(kind, rv or None):
+        if stop.is_set():
+            break
+        outcome = sink.event(kind, event)
+        if outcome is None:
+            continue
+        if outcome.relist:
+            raise kube.Gone(outcome.error or "watch expired", 410)
+        if outcome.resource_version:
+            rv = outcome.resource_version
+    return rv
 
 
 class LoopSink:
@@ -142,61 +135,28 @@ class LoopSink:
 
 
 class KubeSource:
-    """Both informers against a real API server (in-cluster or a kubeconfig)."""
+    """Both informers against a real API server (a kubeconfig, or in-cluster)."""
 
     def __init__(self, kubeconfig: Path | None) -> None:
-        # Imported here: the client is slow to import and `--state` never needs it.
-        import kubernetes
-
-        # The client's annotations are partial; treat it as untyped at this one boundary.
-        k8s: Any = kubernetes
-        config, client, watch = k8s.config, k8s.client, k8s.watch
-        if kubeconfig is not None:
-            config.load_kube_config(config_file=str(kubeconfig))
-        else:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-        self._api: Any = client.CustomObjectsApi()
-        self._watch_cls: Any = watch.Watch
+        self._client = kube.Client.connect(None if kubeconfig is None else str(kubeconfig))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def _list(self, kind: str) -> tuple[list[Mapping[str, Any]], str | None]:
-        group, version, plural = RESOURCES[kind]
-        body: Any = self._api.list_cluster_custom_object(group, version, plural, _request_timeout=30)
-        meta = body.get("metadata") or {}
-        return list(body.get("items") or []), meta.get("resourceVersion")
+        listing = self._client.list(kind)
+        return list(listing.items), listing.resource_version
 
     def read(self, kind: str, name: str) -> Mapping[str, Any] | None:
         """One object by name, None when the API server does not have it (confirming a denial)."""
-        group, version, plural = RESOURCES[kind]
-        try:
-            obj: Any = self._api.get_cluster_custom_object(group, version, plural, name,
-                                                           _request_timeout=READ_TIMEOUT)
-        except Exception as exc:
-            if status_of(exc) == NOT_FOUND:
-                return None
-            raise
-        return store.with_kind(obj, kind) if isinstance(obj, Mapping) else None
+        return self._client.get(kind, name, timeout=READ_TIMEOUT)
 
     def _watch(self, kind: str, rv: str | None) -> Iterator[Mapping[str, Any]]:
-        group, version, plural = RESOURCES[kind]
-        w = self._watch_cls()
-        kwargs: dict[str, Any] = {"timeout_seconds": WATCH_SECONDS, "allow_watch_bookmarks": True,
-                                  "_request_timeout": WATCH_SECONDS + 30}
-        if rv:
-            kwargs["resource_version"] = rv
-        try:
-            yield from w.stream(self._api.list_cluster_custom_object, group, version, plural, **kwargs)
-        finally:
-            w.stop()
+        return self._client.watch(kind, rv, WATCH_SECONDS)
 
     def start(self, loop: asyncio.AbstractEventLoop, cache: Any) -> None:
-        cache.expect(RESOURCES)
+        cache.expect(kube.RESOURCES)
         sink = LoopSink(loop, cache)
-        for kind in RESOURCES:
+        for kind in kube.RESOURCES:
             t = threading.Thread(target=run_informer, args=(kind, self._list, self._watch, sink, self._stop),
                                  name=f"informer-{kind}", daemon=True)
             t.start()

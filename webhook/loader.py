@@ -1,111 +1,47 @@
-"""Files the webhook reads at start: `--state` objects, the `--catalog` and the `--crd`.
+"""Files the webhook reads at start: `--state` objects, the `--catalog` and the `--crd`, read by the
+linter's reader (`sources`), so that the same file means the same objects to both front ends.
 
-Deliberately small and separate from the linter's loader: the webhook needs plain objects,
-not source positions, and these files come from the operator, not from a pull request.
+Any finding the reader makes about a `--state` file (a YAML error, `team: on` where a label value
+belongs) refuses the file: a demo or test cluster built on objects the API server would refuse says
+nothing about a real one.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from simulation.semantics import catalog as cat
-from simulation.semantics import model
 from simulation.validation import crds
-from webhook import store
+from sources import context, files, objects, positions
 
-SUFFIXES = (".yaml", ".yml", ".json")
-MAX_FILE_BYTES = 64 * 1024 * 1024
-
-
-class LoadError(Exception):
-    """A file that cannot be used; the message names it."""
+LoadError = files.InputError
 
 
-def plain(value: Any) -> Any:
-    """YAML timestamps become strings, so every object is what the API server would send."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return value.isoformat()
-    return value
-
-
-def files(paths: Iterable[Path]) -> Iterator[Path]:
-    for path in paths:
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
-        elif path.exists():
-            yield path
-        else:
-            raise LoadError(f"{path}: no such file or directory")
-
-
-def documents(path: Path) -> list[Any]:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise LoadError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise LoadError(f"{path}: {err}") from None
-    try:
-        if path.suffix == ".json":
-            return [json.loads(text)]
-        return [plain(d) for d in YAML(typ="safe", pure=True).load_all(text) if d is not None]
-    except (ValueError, YAMLError, RecursionError) as err:
-        raise LoadError(f"{path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
-
-
-def expand(doc: Any) -> Iterator[Any]:
-    """`kind: List` (what `kubectl get -o yaml` writes) and bare JSON arrays hold objects."""
-    if isinstance(doc, list):
-        for item in doc:
-            yield from expand(item)
-    elif isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-        for item in doc["items"]:
-            yield from expand(item)
-    else:
-        yield doc
+def _load(paths: Sequence[Path]) -> objects.Loaded:
+    table = positions.Table()
+    loaded = objects.Loader(table).load([str(p) for p in paths], candidate=False)
+    if loaded.problems:
+        first = loaded.problems[0]
+        where = table.locate(first)
+        place = ":".join(str(p) for p in (where.file, where.line, where.column) if p is not None)
+        more = f" (and {len(loaded.problems) - 1} more)" if len(loaded.problems) > 1 else ""
+        raise LoadError(f"--state {place or first.obj.name}: {first.message}{more}")
+    return loaded
 
 
 def state_objects(paths: Sequence[Path]) -> list[Mapping[str, Any]]:
     """NodeOverlays and NodePools from files and directories; other kinds are ignored."""
-    out: list[Mapping[str, Any]] = []
-    for path in files(paths):
-        for doc in documents(path):
-            out.extend(o for o in expand(doc) if isinstance(o, Mapping) and model.kind_of(o) in store.KINDS)
-    return out
+    return [d.obj for d in _load(paths).documents]
 
 
 def load_crd(path: Path | None) -> crds.Crd | None:
     """The NodeOverlay CRD to validate against (None: the embedded DRA-extended one)."""
-    if path is None:
-        return None
-    try:
-        return crds.load_from(documents(path), str(path))
-    except crds.CrdError as err:
-        raise LoadError(str(err)) from None
+    return None if path is None else context.read_crd(str(path))
 
 
-def load_catalog(path: Path | None) -> cat.Catalog:
-    """The embedded default, the JSON catalog format, or InstanceType documents."""
-    if path is None:
-        return cat.default()
-    docs = [d for doc in documents(path) for d in expand(doc)]
-    try:
-        if len(docs) == 1 and isinstance(docs[0], Mapping) and "instanceTypes" in docs[0]:
-            return cat.from_json(docs[0])
-        types = [d for d in docs if isinstance(d, Mapping) and d.get("kind") == model.INSTANCETYPE]
-        if not types:
-            raise LoadError(f"{path}: neither a JSON catalog nor InstanceType documents")
-        return cat.from_documents(types)
-    except cat.CatalogError as err:
-        raise LoadError(f"{path}: {err}") from None
+def load_catalog(path: Path | None, state: Sequence[Path] = ()) -> cat.Catalog:
+    """`--catalog`, else InstanceType objects among the `--state` files, else the embedded default."""
+    found = _load(state).instance_types if state else []
+    return context.choose(None if path is None else str(path), [(obj, "--state") for obj, _ in found])

@@ -28,7 +28,7 @@ BACKLOG = 1024
 
 async def _load(config: Config, cache: Cache) -> Any:
     """Returns the live source to stop at shutdown (None for --state)."""
-    catalog = await asyncio.to_thread(loader.load_catalog, config.catalog)
+    catalog = await asyncio.to_thread(loader.load_catalog, config.catalog, config.state)
     crd = await asyncio.to_thread(loader.load_crd, config.crd)
     cache.set_catalog(catalog, crd)
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),

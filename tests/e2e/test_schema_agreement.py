@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from lint import tree
 from simulation.evaluate import Document, check_overlay
 from simulation.semantics import model
 from simulation.validation import crds
+from sources import tree
 
 from ._cluster import REPO_ROOT, ControlPlane
 from ._guard import Guard

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
-from lint.tree import Position, position_of
+from sources.tree import Position, position_of
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -12,11 +12,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from lint import reader, shapes, tree
-from lint.positions import Origin, Table, split_items
 from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
+from sources import files, shapes, tree
+from sources.positions import Origin, Table, split_items
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
 GROUP = "karpenter.sh"
@@ -65,7 +65,7 @@ def is_relevant(obj: Mapping[str, Any]) -> bool:
 
 
 class Loader:
-    def __init__(self, table: Table, max_bytes: int = reader.DEFAULT_MAX_BYTES,
+    def __init__(self, table: Table, max_bytes: int = files.DEFAULT_MAX_BYTES,
                  stdin: BinaryIO | None = None) -> None:
         self.table = table
         self.max_bytes = max_bytes
@@ -74,15 +74,15 @@ class Loader:
 
     def load(self, args: Sequence[str], candidate: bool = True) -> Loaded:
         out = Loaded()
-        for source in reader.discover(args):
+        for source in files.discover(args):
             if source.path is None:
                 if self._stdin_used:
-                    raise reader.InputError("'-' (stdin) can be given only once")
+                    raise files.InputError("'-' (stdin) can be given only once")
                 self._stdin_used = True
-            out.extend(self.load_text(reader.read(source, self.max_bytes, self.stdin), candidate))
+            out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
         return out
 
-    def load_text(self, text: reader.Text, candidate: bool = True) -> Loaded:
+    def load_text(self, text: files.Text, candidate: bool = True) -> Loaded:
         out = Loaded()
         name = text.source.name
         if text.unreadable:

@@ -7,26 +7,26 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lint import reader, tree
-from lint.loader import Loader
-from lint.positions import Table
 from simulation.semantics import catalog as cat
 from simulation.validation import crds, syntax
+from sources import files, tree
+from sources.objects import Loader
+from sources.positions import Table
 
 # The catalog is trusted configuration rather than a file under review, and the embedded one
 # alone is over 1 MiB, so it gets its own, larger limit.
 CATALOG_MAX_BYTES = 256 * 1024 * 1024
 
 
-def _read_config(path: str, option: str) -> tuple[reader.Text, str]:
+def _read_config(path: str, option: str) -> tuple[files.Text, str]:
     """A file given to `option` (a catalog, a CRD) and its content, errors naming the option."""
-    source = reader.Source(path, None if path == reader.STDIN else path)
+    source = files.Source(path, None if path == files.STDIN else path)
     try:
-        text = reader.read(source, CATALOG_MAX_BYTES)
-    except reader.InputError as err:
-        raise reader.InputError(f"{option} {err}") from None
+        text = files.read(source, CATALOG_MAX_BYTES)
+    except files.InputError as err:
+        raise files.InputError(f"{option} {err}") from None
     if text.text is None:
-        raise reader.InputError(f"{option} {path}: {text.problem}")
+        raise files.InputError(f"{option} {path}: {text.problem}")
     return text, text.text
 
 
@@ -42,16 +42,16 @@ def read_catalog(path: str) -> cat.Catalog:
             return cat.from_json(data)
         return _from_documents(path, text)
     except cat.CatalogError as err:
-        raise reader.InputError(f"--catalog {path}: {err}") from None
+        raise files.InputError(f"--catalog {path}: {err}") from None
 
 
-def _from_documents(path: str, text: reader.Text) -> cat.Catalog:
+def _from_documents(path: str, text: files.Text) -> cat.Catalog:
     loaded = Loader(Table()).load_text(text)
     if loaded.problems:
         first = loaded.problems[0]
-        raise reader.InputError(f"--catalog {path}: {first.message}")
+        raise files.InputError(f"--catalog {path}: {first.message}")
     if not loaded.instance_types:
-        raise reader.InputError(f"--catalog {path}: neither a JSON catalog (an object with 'instanceTypes') "
+        raise files.InputError(f"--catalog {path}: neither a JSON catalog (an object with 'instanceTypes') "
                                 "nor YAML with InstanceType documents")
     return cat.from_documents([obj for obj, _ in loaded.instance_types])
 
@@ -59,7 +59,7 @@ def _from_documents(path: str, text: reader.Text) -> cat.Catalog:
 def choose(catalog_path: str | None, documents: Sequence[tuple[Mapping[str, Any], str]]) -> cat.Catalog:
     """`documents`: InstanceType objects found among the inputs, with where each came from."""
     if catalog_path is not None and documents:
-        raise reader.InputError(
+        raise files.InputError(
             f"both --catalog {catalog_path} and InstanceType documents (first in {documents[0][1]}) were "
             "given; use one or the other")
     if catalog_path is not None:
@@ -68,7 +68,7 @@ def choose(catalog_path: str | None, documents: Sequence[tuple[Mapping[str, Any]
         try:
             return cat.from_documents([obj for obj, _ in documents])
         except cat.CatalogError as err:
-            raise reader.InputError(f"InstanceType documents: {err}") from None
+            raise files.InputError(f"InstanceType documents: {err}") from None
     return cat.default()
 
 
@@ -80,12 +80,12 @@ def read_crd(path: str) -> crds.Crd:
     for parsed in tree.documents(_read_config(path, "--crd")[1]):
         if parsed.problem is not None:
             line, column = parsed.problem.position
-            raise reader.InputError(f"--crd {path}:{line}:{column}: {parsed.problem.message}")
+            raise files.InputError(f"--crd {path}:{line}:{column}: {parsed.problem.message}")
         documents.append(syntax.plain_json(parsed.value))
     try:
         return crds.load_from(documents, f"--crd {path}")
     except crds.CrdError as err:
-        raise reader.InputError(str(err)) from None
+        raise files.InputError(str(err)) from None
 
 
 def choose_crd(path: str | None, cluster_crd: Mapping[str, Any] | None) -> crds.Crd:
@@ -97,7 +97,7 @@ def choose_crd(path: str | None, cluster_crd: Mapping[str, Any] | None) -> crds.
     try:
         return crds.load(syntax.plain_json(cluster_crd), f"the cluster's {crds.NAME}")
     except crds.CrdError as err:
-        raise reader.InputError(str(err)) from None
+        raise files.InputError(str(err)) from None
 
 
 def crd_notes(crd: crds.Crd) -> list[str]:

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TypeVar
 
-from lint.tree import Path, Position
 from simulation import findings
+from sources.tree import Path, Position
 
 T = TypeVar("T")
 
