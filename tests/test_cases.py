@@ -141,10 +141,19 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
     code, document, err = _run(capsys, argv)
     # 1 only says the input had problems (reported on stderr); the simulation is still printed.
     assert code in (0, 1), f"`overlay-lint {' '.join(argv)}` exited {code}:\n{err}"
-    overlays = document.get("overlays") or {}
     pools = document.get("nodepools") or {}
-    problems = []
+    problems = [
+        *_status_problems(case, document.get("overlays") or {}),
+        *_price_problems(case, pools),
+        *_capacity_problems(case, pools),
+        *_template_problems(case, pools),
+    ]
+    if problems:
+        pytest.fail(f"{case.name}: {case.description}\n  " + "\n  ".join(problems), pytrace=False)
 
+
+def _status_problems(case: casefmt.Case, overlays: dict[str, Any]) -> list[str]:
+    problems = []
     for name, want in sorted(case.status.items()):
         got = (overlays.get(name) or {}).get("status")
         if got != want:
@@ -152,14 +161,19 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
                 f"overlay {name}: status {got!r}, expected {want!r} "
                 f"({(overlays.get(name) or {}).get('reason', '')})"
             )
+    return problems
 
-    def cell(pool: str, instance_type: str) -> dict[str, Any] | None:
-        found = (pools.get(pool) or {}).get(instance_type)
-        return found if isinstance(found, dict) else None
 
+def _cell(pools: dict[str, Any], pool: str, instance_type: str) -> dict[str, Any] | None:
+    found = (pools.get(pool) or {}).get(instance_type)
+    return found if isinstance(found, dict) else None
+
+
+def _price_problems(case: casefmt.Case, pools: dict[str, Any]) -> list[str]:
+    problems = []
     for p in case.prices:
         where = f"{p.nodepool}/{p.instance_type} {p.zone}/{p.capacity_type}"
-        c = cell(p.nodepool, p.instance_type)
+        c = _cell(pools, p.nodepool, p.instance_type)
         if c is None:
             problems.append(f"price {where}: no such cell in the simulation")
             continue
@@ -175,10 +189,14 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
                 f"price {where}: {offers[0].get('price')!r} (overlay "
                 f"{offers[0].get('priceOverlay')}), expected {p.price!r}"
             )
+    return problems
 
+
+def _capacity_problems(case: casefmt.Case, pools: dict[str, Any]) -> list[str]:
+    problems = []
     for q in case.capacity:
         where = f"{q.nodepool}/{q.instance_type} {q.resource}"
-        c = cell(q.nodepool, q.instance_type)
+        c = _cell(pools, q.nodepool, q.instance_type)
         if c is None:
             problems.append(f"capacity {where}: no such cell in the simulation")
             continue
@@ -193,19 +211,21 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
                 f"capacity {where}: {capacity[q.resource]!r} (overlay "
                 f"{(c.get('capacityOverlays') or {}).get(q.resource)}), expected {q.quantity!r}"
             )
+    return problems
 
+
+def _template_problems(case: casefmt.Case, pools: dict[str, Any]) -> list[str]:
+    problems = []
     for t in case.templates:
         where = f"{t.nodepool}/{t.instance_type} driver {t.driver}"
-        c = cell(t.nodepool, t.instance_type)
+        c = _cell(pools, t.nodepool, t.instance_type)
         if c is None:
             problems.append(f"resourceSliceTemplates {where}: no such cell in the simulation")
             continue
         got = (c.get("resourceSliceTemplates") or {}).get(t.driver)
         if got != t.overlay:
             problems.append(f"resourceSliceTemplates {where}: {got!r}, expected {t.overlay!r}")
-
-    if problems:
-        pytest.fail(f"{case.name}: {case.description}\n  " + "\n  ".join(problems), pytrace=False)
+    return problems
 
 
 def test_quantities_compare_exactly() -> None:
