@@ -147,29 +147,41 @@ def test_corpus_errors_have_hints_and_conflict_hints_work(case: casefmt.Case, tm
             assert f.get("hint"), f"{f['code']} {f['field']} has no hint: {f['message']}"
     for finding in conflicts(data):
         for option in ("raiseWeight", "lowerWeight", "disjoint"):
-            inputs = {"input": _flatten(_documents(case.input))}
-            if case.existing is not None:
-                inputs["existing"] = _flatten(_documents(case.existing))
-            changed = None
-            for docs in inputs.values():
-                objects = [d for d in docs if isinstance(d, dict) and d.get("kind") == "NodeOverlay"
-                           and isinstance(d.get("metadata"), dict)]
-                try:
-                    changed = _apply(objects, finding, option) or changed
-                except StopIteration:
-                    continue
-                if changed:
-                    break
+            inputs, changed = _with_hint_applied(case, finding, option)
             if changed is None:
                 continue
-            paths = {k: tmp_path / f"{option}-{k}.json" for k in inputs}
-            for k, docs in inputs.items():
-                paths[k].write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-            _, after = check(str(paths["input"]), existing=str(paths["existing"]) if "existing" in paths else None,
-                             catalog=None)
+            after = _check_inputs(tmp_path, option, inputs)
             assert pair(finding) not in {pair(f) for f in conflicts(after)}, (option, finding["hint"])
             new = {pair(f) for f in conflicts(after) if changed in pair(f)} - {pair(f) for f in conflicts(data)}
             assert not new, (option, finding["hint"])
+
+
+def _with_hint_applied(case: casefmt.Case, finding: dict[str, Any],
+                       option: str) -> tuple[dict[str, list[Any]], str | None]:
+    """The case's documents with the hint's `option` applied, and the name of the overlay it changed."""
+    inputs = {"input": _flatten(_documents(case.input))}
+    if case.existing is not None:
+        inputs["existing"] = _flatten(_documents(case.existing))
+    changed = None
+    for docs in inputs.values():
+        objects = [d for d in docs if isinstance(d, dict) and d.get("kind") == "NodeOverlay"
+                   and isinstance(d.get("metadata"), dict)]
+        try:
+            changed = _apply(objects, finding, option) or changed
+        except StopIteration:
+            continue
+        if changed:
+            break
+    return inputs, changed
+
+
+def _check_inputs(tmp_path: pathlib.Path, option: str, inputs: dict[str, list[Any]]) -> dict[str, Any]:
+    paths = {k: tmp_path / f"{option}-{k}.json" for k in inputs}
+    for k, docs in inputs.items():
+        paths[k].write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+    _, after = check(str(paths["input"]), existing=str(paths["existing"]) if "existing" in paths else None,
+                     catalog=None)
+    return after
 
 
 # --- the hint reaches every front end --------------------------------------------------------------
