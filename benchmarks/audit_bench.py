@@ -20,7 +20,7 @@ from benchmarks import workload
 from simulation import evaluate as ev
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
-from webhook import audit, events, state, store
+from webhook import audit, events, store
 
 SIZES = (workload.Size(2000, 20), workload.Size(10_000, 100))
 ROUNDS = 3
@@ -58,7 +58,7 @@ def _latency(times: list[float]) -> dict[str, float]:
 def measure(size: workload.Size) -> dict[str, Any]:
     catalog = cat.default()
     objects = store.build(workload.documents(size, catalog))
-    docs = state.documents(objects)
+    docs = store.documents(objects)
     started = time.perf_counter()
     prepared = ev.prepare(docs, catalog)
     out: dict[str, Any] = {"overlays": size.overlays, "nodepools": size.pools,

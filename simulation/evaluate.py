@@ -138,11 +138,14 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
 
 
 def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False,
-             checked: Mapping[str, Checked] | None = None) -> Report:
+             checked: Mapping[str, Checked] | None = None, context: Sequence[Document] = ()) -> Report:
     """Findings that involve the candidates, with an edit ratcheted against the version it
     replaces (Kubernetes-style validation ratcheting). `checked` offers earlier per-object
-    results (e.g. of objects admitted moments ago) to reuse for identical candidates."""
-    docs = [dataclasses.replace(d, candidate=True) for d in candidates]
+    results (e.g. of objects admitted moments ago) to reuse for identical candidates.
+    `context`: overlays that join as changes `prepared` lacks (the webhook's admitted, not yet
+    stored ones) but are not judged: their findings count only where they involve a candidate."""
+    docs = [dataclasses.replace(d, candidate=True) for d in (*candidates, *context)]
+    judged = {model.name_of(d.obj) for d in candidates}
     problems = hints.attach(_duplicates(docs))
     pool_docs = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]
     snapshot = prepared
@@ -172,7 +175,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         report = _full(snapshot, index, ties=bool(pool_docs), notes=notes)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
-    involved = {overlays[n].overlay.ref for n in changed}
+    involved = {overlays[n].overlay.ref for n in changed if n in judged}
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
     kept = _bounded([f for f in report.findings if f.obj in involved or involved.intersection(f.related)],
                     involved)

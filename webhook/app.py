@@ -1,12 +1,8 @@
 """The HTTP surface: AdmissionReview endpoints, probes, and the metrics app.
 
-Decisions per SPEC section 6. What the handlers do not cover:
-- kinds other than NodeOverlay/NodePool (a misrouted webhook configuration): allowed, with
-  a warning saying they were not checked; the guard never blocks what it does not understand;
-- subresources (status) and DELETE/CONNECT: allowed without evaluation;
-- a NodeOverlay request before the first sync: denied with code 503 in enforce mode (the
-  same outcome failurePolicy Fail would give, with a clearer message), allowed with a
-  warning in warn mode.
+Transport only: read and bound the body, time and count the request, ask the cache for the
+report the policy needs, write the answer. What is allowed, denied, warned or patched is
+decided in webhook/admission.py, without I/O.
 """
 
 from __future__ import annotations
@@ -18,16 +14,13 @@ from typing import Any
 
 from aiohttp import web
 
-from simulation import findings
 from simulation.semantics import model
-from webhook import listener, patch, review, verdict
+from webhook import admission, listener, review
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.state import Cache, NotReady
 
 log = logging.getLogger("overlay-guard.admission")
-
-Answer = tuple[str, dict[str, Any]]
 
 
 class Handlers:
@@ -35,7 +28,7 @@ class Handlers:
         self.config = config
         self.state = state
         self.metrics = metrics
-        self._admits = verdict.admits(config.enforce)
+        self._admits = admission.admits(config.enforce)
         self._malformed = listener.Throttle("malformed admission requests refused", config.limits.warn_interval,
                                             logging.INFO, log)
         self.inflight = 0
@@ -111,8 +104,10 @@ class Handlers:
             req = review.parse(await self._body(request))
             fields.update(uid=req.uid, operation=req.operation, kind=req.target, name=req.name,
                           dryRun=req.dry_run)
-            label, payload = await (self._validate(req) if endpoint == "validate" else self._mutate(req))
-            response = web.json_response(payload)
+            step = admission.triage(req, endpoint)
+            answer = step if isinstance(step, admission.Answer) else await self._work(step)
+            label = answer.label
+            response = web.json_response(answer.body)
         except review.ReviewError as err:
             label = "bad_request"
             fields["error"] = err.message
@@ -134,77 +129,25 @@ class Handlers:
             log.info("admission", extra={"fields": line})
         return response
 
-    async def _validate(self, req: review.Request) -> Answer:
-        if req.sub_resource or req.operation in ("DELETE", "CONNECT"):
-            return "allowed", review.response(req.uid, True)
-        if req.target == model.NODEPOOL:
-            return await self._nodepool(req)
-        if req.target != model.NODEOVERLAY:
-            note = (f"overlay-guard: {req.target} is not a kind overlay-guard checks; allowed unchecked "
-                    "(check the webhook configuration's rules)")
-            return "warned", review.response(req.uid, True, warnings=[verdict.clip(note)])
-        if req.obj is None:
-            return "denied", review.response(req.uid, False, code=400, reason="BadRequest",
-                                             message=f"overlay-guard: {req.operation} without request.object")
-        problem = review.malformed(req.obj)
-        if problem is not None:
-            return "denied", review.response(req.uid, False, code=400, reason="BadRequest",
-                                             message=f"overlay-guard: {problem}")
-        candidate = review.candidate(req)
-        subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
+    async def _work(self, work: admission.Work) -> admission.Answer:
+        """Have the cache judge `work` (waiting a little for the first sync); the policy answers."""
+        enforce = self.config.enforce
+        req = work.req
         try:
             if not await self.state.wait_ready(self.config.ready_wait):
                 raise NotReady("not synced")
-            decision = await self.state.decide(candidate, req.operation, req.old, uid=req.uid,
-                                               dry_run=req.dry_run, admits=self._admits)
+            if work.action == admission.NODEPOOL:
+                report = await asyncio.wait_for(self.state.assess(work.candidate), self.config.nodepool_timeout)
+            elif work.action == admission.SIMULATE:
+                report = await self.state.simulate(work.candidate, req.operation, req.old)
+            else:
+                report = (await self.state.decide(work.candidate, req.operation, req.old, uid=req.uid,
+                                                  dry_run=req.dry_run, admits=self._admits)).report
         except NotReady:
-            return self._unready(req, subject)
-        v = verdict.overlay(decision.report, subject, enforce=self.config.enforce)
-        body = review.response(req.uid, v.allowed, code=None if v.allowed else 403,
-                               reason="" if v.allowed else "Forbidden", message=v.message,
-                               warnings=v.warnings, audit=verdict.audit(decision.report, v.label))
-        return v.label, body
-
-    def _unready(self, req: review.Request, subject: findings.ObjectRef) -> Answer:
-        message = (f"overlay-guard has not synced the cluster state yet, so {subject.kind} {subject.name} "
-                   "cannot be checked; "
-                   "retry in a few seconds")
-        if self.config.enforce:
-            return "denied", review.response(req.uid, False, code=503, reason="ServiceUnavailable",
-                                             message=message)
-        return "warned", review.response(req.uid, True, warnings=[verdict.clip("overlay-guard: " + message)])
-
-    async def _nodepool(self, req: review.Request) -> Answer:
-        if req.obj is None:
-            return "allowed", review.response(req.uid, True)
-        candidate = review.candidate(req)
-        subject = findings.ObjectRef(model.NODEPOOL, model.name_of(candidate) or "")
-        try:
-            if not await self.state.wait_ready(self.config.ready_wait):
-                raise NotReady("not synced")
-            found = await asyncio.wait_for(self.state.nodepool_findings(candidate),
-                                           self.config.nodepool_timeout)
-        except (NotReady, TimeoutError) as err:
-            why = "has not synced yet" if isinstance(err, NotReady) else "did not finish in time"
-            note = f"overlay-guard: NodePool {subject.name} was not checked (the simulation {why})"
-            return "warned", review.response(req.uid, True, warnings=[verdict.clip(note)])
-        v = verdict.nodepool(found, subject)
-        return v.label, review.response(req.uid, True, warnings=v.warnings)
-
-    async def _mutate(self, req: review.Request) -> Answer:
-        plain = "allowed", review.response(req.uid, True)
-        if (req.sub_resource or req.operation not in ("CREATE", "UPDATE") or req.obj is None
-                or req.target != model.NODEOVERLAY or review.malformed(req.obj) is not None):
-            return plain
-        candidate = review.candidate(req)
-        try:
-            if not await self.state.wait_ready(self.config.ready_wait):
-                return plain
-            report = await self.state.simulate(candidate, req.operation, req.old)
-        except NotReady:
-            return plain
-        ops = patch.operations(req.obj, patch.summary(report, model.name_of(candidate) or ""))
-        return ("patched" if ops else "allowed"), review.response(req.uid, True, patch=ops)
+            return admission.unanswered(work, enforce=enforce)
+        except TimeoutError:
+            return admission.unanswered(work, enforce=enforce, timed_out=True)
+        return admission.answer(work, report, enforce=enforce)
 
 
 HANDLERS = web.AppKey("handlers", Handlers)

@@ -54,7 +54,7 @@ class Result:
 
 def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
     """Every overlay as a candidate against the NodePools; pure, for a worker thread."""
-    docs = state.documents(objects)
+    docs = store.documents(objects)
     pools = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL]
     overlays = [d for d in docs if model.kind_of(d.obj) == model.NODEOVERLAY]
     # The snapshot as `previous` lends its grid when the NodePools are the same.

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from simulation import evaluate as ev
-from simulation.semantics import merge
+from simulation.analysis import effects
 
 PREFIX = "overlay-guard.io/"
 STATUS = PREFIX + "status"
@@ -21,24 +20,12 @@ SHADOWED = PREFIX + "shadowed-fields"
 EXAMPLE = PREFIX + "example-cell"
 
 
-def summary(report: ev.Report, name: str) -> dict[str, str]:
-    """Status as Karpenter will see it, how many (NodePool, instance type) cells and offerings
-    the overlay matches, which of its fields win somewhere and which win nowhere."""
-    status = report.status.get(name, (merge.INVALID, ""))[0]
-    entry = report.entries.get(name)
-    out = {STATUS: status, CELLS: "0", OFFERINGS: "0", IN_EFFECT: "", SHADOWED: ""}
-    if entry is None:
-        return out
-    out[CELLS] = str(entry.type_cells.bit_count())
-    out[OFFERINGS] = str(entry.cells.bit_count())
-    witness = report.grid.witness(entry.cells, with_offering=False)
-    if witness is not None:
-        out[EXAMPLE] = witness.describe()
-    if status == merge.APPLIED:
-        fields = set(entry.fields())
-        winning = {c.field for c in report.outcome.claims if c.overlay == name and c.cells}
-        out[IN_EFFECT] = ",".join(sorted(fields & winning))
-        out[SHADOWED] = ",".join(sorted(fields - winning))
+def summary(effect: effects.OverlayEffect) -> dict[str, str]:
+    """The core's account of the overlay's effect, as annotations."""
+    out = {STATUS: effect.status, CELLS: str(effect.type_cells), OFFERINGS: str(effect.offerings),
+           IN_EFFECT: ",".join(effect.in_effect), SHADOWED: ",".join(effect.shadowed)}
+    if effect.example is not None:
+        out[EXAMPLE] = effect.example
     return out
 
 

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from simulation import evaluate as ev
@@ -30,15 +30,14 @@ from simulation import findings
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
 from simulation.validation import crds
-from webhook import store, verdict
+from webhook import admission, store
 from webhook.store import Key, Store
 
 log = logging.getLogger("overlay-guard.state")
 # How long an UPDATE of a still-pending object waits for a Prepared holding that version.
 REBASE_WAIT = 2.0
-# Cached objects confirmed per round (held ones are all confirmed at once, see `_confirmed`),
-# and rounds of judging again without the missing ones: bounds the reads one request causes.
-MAX_CONFIRM = 10
+# Rounds of judging again without the objects a denial rested on that are missing (each round
+# reads at most admission.MAX_CONFIRM cached objects): bounds the reads one request causes.
 CONFIRM_ROUNDS = 3
 # When, as fractions of the confirmation window, a held object is read again while absent: a
 # CREATE the guard admitted is persisted within milliseconds, a forged one never.
@@ -63,30 +62,6 @@ class Decision:
     report: ev.Report
     allowed: bool
     held: bool
-
-
-def documents(objects: Store) -> list[ev.Document]:
-    return [ev.Document(s.obj, i, candidate=False) for i, (_, s) in enumerate(sorted(objects.items()))]
-
-
-def judge(prepared: ev.Prepared, candidate: Mapping[str, Any],
-          extras: Sequence[Mapping[str, Any]], checked: Mapping[str, ev.Checked] | None = None) -> ev.Report:
-    """evaluate([candidate]) on a snapshot, with held overlays the snapshot lacks joining as
-    fellow candidates; only findings that involve the real candidate decide. `checked` holds
-    the held overlays' own checks, done when they were admitted."""
-    docs = [ev.Document(candidate, 0), *(ev.Document(x, i + 1) for i, x in enumerate(extras))]
-    report = ev.evaluate(docs, prepared, checked=checked)
-    if not extras:
-        return report
-    ref = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
-    kept = tuple(f for f in report.findings if f.obj == ref or ref in f.related)
-    return dataclasses.replace(report, findings=kept)
-
-
-def assess_nodepool(prepared: ev.Prepared, pool: Mapping[str, Any]) -> list[findings.Finding]:
-    """What a NodePool change does: findings about the pool itself, plus the problems among
-    overlays that its new cells create (the core reports those as warnings)."""
-    return list(ev.evaluate([ev.Document(pool, 0)], prepared).findings)
 
 
 class NotReady(Exception):
@@ -245,7 +220,7 @@ class Cache:
             return
         started = time.perf_counter()
         # The previous snapshot lends its checks and cells for every object that did not change.
-        prepared = await asyncio.to_thread(ev.prepare, documents(live), catalog, self._snapshot.prepared,
+        prepared = await asyncio.to_thread(ev.prepare, store.documents(live), catalog, self._snapshot.prepared,
                                             crd=self._crd)
         seconds = time.perf_counter() - started
         current = self._snapshot
@@ -269,11 +244,10 @@ class Cache:
         found = self._derived.get(tag)
         if found is not None:
             return found, ""
-        basis = store.rebased(snap.basis, key, plan.previous)
         task = self._rebasing.get(tag)
         if task is None:
-            task = asyncio.ensure_future(
-                asyncio.to_thread(ev.prepare, documents(basis), self._catalog, snap.prepared, crd=self._crd))
+            task = asyncio.ensure_future(asyncio.to_thread(
+                admission.rebased, snap.basis, key, plan, self._catalog, snap.prepared, self._crd))
             self._rebasing = {tag: task}
             task.add_done_callback(lambda t: self._keep_derived(tag, t))
         if key not in snap.basis:
@@ -304,27 +278,14 @@ class Cache:
         basis = {k: v for k, v in snap.basis.items() if k not in without} if without else snap.basis
         plan = store.plan(basis, snap.pending, key, operation, old, self._clock())
         if without:
-            docs = documents(store.rebased(basis, key, plan.previous) if plan.rebase else basis)
-            prepared, note = await asyncio.to_thread(ev.prepare, docs, self._catalog, snap.prepared, crd=self._crd), ""
+            prepared, note = await asyncio.to_thread(admission.rebased, basis, key, plan, self._catalog,
+                                                     snap.prepared, self._crd), ""
         else:
             prepared, note = await self._prepared_for(snap, key, plan)
         extras = {model.name_of(x) for x in plan.extras}
         held = {n: c for n, c in self._checked.items() if n in extras}
-        report = await asyncio.to_thread(judge, prepared, candidate, plan.extras, held)
+        report = await asyncio.to_thread(admission.judge, prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
-
-    def _to_confirm(self, report: ev.Report, subject: findings.ObjectRef, checked: set[Key]) -> list[Key]:
-        """The objects a denial rests on that this request has not read yet."""
-        snap = self._snapshot
-        keys = [k for k in ((r.kind, r.name) for r in verdict.grounds(report, subject))
-                if k not in checked and k[0] in store.KINDS][:MAX_CONFIRM]
-        if any(k in snap.pending for k in keys):
-            # Every hold at once: held objects are what anyone can invent, and a batch of them
-            # must not outlast the rounds by being confirmed ten at a time.
-            now, own = self._clock(), (model.NODEOVERLAY, subject.name)
-            keys += [k for k, p in snap.pending.items()
-                     if p.expires > now and k != own and k not in checked and k not in keys]
-        return keys
 
     async def _confirm(self, keys: list[Key], subject: findings.ObjectRef) -> set[Key] | None:
         """Read `keys` (outside the decision lock: the reads and the window take up to about a
@@ -333,8 +294,8 @@ class Cache:
         snap = self._snapshot
         self.confirmations += 1
         results = await asyncio.gather(*(self._check(k, snap) for k in keys))
-        held = [k for k, (drop_hold, _) in zip(keys, results, strict=True) if drop_hold]
-        stale = {k for k, (_, absent) in zip(keys, results, strict=True) if absent}
+        held = [k for k, r in zip(keys, results, strict=True) if r.drop_hold]
+        stale = {k for k, r in zip(keys, results, strict=True) if r.absent}
         if not held and not stale:
             return None
         self.dropped_holds += len(held)
@@ -348,10 +309,9 @@ class Cache:
             current, [k for k in held if current.get(k) is snap.pending.get(k)]))
         return stale
 
-    async def _check(self, key: Key, snap: Snapshot) -> tuple[bool, bool]:
-        """Whether to drop the object's hold, and whether the API server no longer has it at
-        all. A held version is read again over the confirmation window before it counts as
-        never stored; an object that cannot be read counts as confirmed."""
+    async def _check(self, key: Key, snap: Snapshot) -> admission.Read:
+        """Read one object a denial rests on; a held version is read again over the confirmation
+        window before it counts as never stored. One that cannot be read counts as confirmed."""
         assert self.reader is not None
         held = snap.pending.get(key)
         waited = 0.0
@@ -364,13 +324,10 @@ class Cache:
             except Exception as err:
                 log.warning("cannot confirm an object a denial rests on; the denial stands", extra={
                     "fields": {"object": f"{key[0]}/{key[1]}", "error": f"{type(err).__name__}: {err}"[:300]}})
-                return False, False
-            if held is None or store.confirms(held, live):
+                return admission.Read(drop_hold=False, absent=False)
+            if admission.settled(held, live):
                 break
-        drop_hold = held is not None and not store.confirms(held, live)
-        # Absent and not held: missing, even when the watch has meanwhile taken it out of a newer
-        # snapshot than `snap` (then the denial came from the older one and must be judged again).
-        return drop_hold, live is None and (held is None or key in snap.basis)
+        return admission.read(key, held, live, snap.basis)
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
                        old: Mapping[str, Any] | None) -> ev.Report:
@@ -390,7 +347,8 @@ class Cache:
                 report = await self._evaluate(candidate, operation, old, gone)
                 allowed = admits(report)
                 confirmable = not allowed and self.reader is not None and rounds < CONFIRM_ROUNDS
-                keys = self._to_confirm(report, subject, checked) if confirmable else []
+                keys = (admission.to_confirm(report, subject, self._snapshot.pending, checked, self._clock())
+                        if confirmable else [])
                 if not keys:
                     held = allowed and not dry_run
                     if held:
@@ -415,8 +373,9 @@ class Cache:
         if key[1] in report.overlays:
             self._checked[key[1]] = report.overlays[key[1]]
 
-    async def nodepool_findings(self, pool: Mapping[str, Any]) -> list[findings.Finding]:
+    async def assess(self, pool: Mapping[str, Any]) -> ev.Report:
+        """What a NodePool change does to the overlays (never held: NodePools are not denied)."""
         snap = self._snapshot
         if snap.prepared is None:
             raise NotReady("the cluster state has not been synced yet")
-        return await asyncio.to_thread(assess_nodepool, snap.prepared, pool)
+        return await asyncio.to_thread(admission.assess, snap.prepared, pool)

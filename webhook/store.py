@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from simulation import evaluate as ev
 from simulation.semantics import model
 
 Key = tuple[str, str]  # (kind, name)
@@ -36,6 +37,11 @@ def semantic(obj: Mapping[str, Any]) -> str:
 
 def stored(obj: Mapping[str, Any]) -> Stored:
     return Stored(obj, semantic(obj))
+
+
+def documents(objects: Store) -> list[ev.Document]:
+    """The stored objects as the core's existing documents, in a stable order."""
+    return [ev.Document(s.obj, i, candidate=False) for i, (_, s) in enumerate(sorted(objects.items()))]
 
 
 def key_of(obj: Any, kind: str | None = None) -> Key | None:

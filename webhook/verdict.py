@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from simulation import evaluate as ev
 from simulation import findings
@@ -111,14 +111,9 @@ def audit(report: ev.Report, label: str) -> dict[str, str]:
     return out
 
 
-def split(report: ev.Report) -> tuple[list[findings.Finding], list[findings.Finding]]:
-    errors = [f for f in report.findings if f.severity == findings.Severity.ERROR]
-    rest = [f for f in report.findings if f.severity == findings.Severity.WARNING]
-    return errors, rest
-
-
 def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool) -> Verdict:
-    errors, rest = split(report)
+    errors = report.errors()
+    rest = [f for f in report.findings if f.severity < findings.Severity.ERROR]
     notes = list(report.notes)
     if errors and enforce:
         return Verdict(False, denial(subject, errors), tuple(warnings(rest, notes, subject=subject)),
@@ -132,18 +127,11 @@ def grounds(report: ev.Report, subject: findings.ObjectRef) -> list[findings.Obj
     """The other objects the report's errors rest on, in order of first mention: a denial is
     only as good as their existence."""
     out: dict[findings.ObjectRef, None] = {}
-    for f in split(report)[0]:
+    for f in report.errors():
         for ref in (f.obj, *f.related):
             if ref != subject:
                 out.setdefault(ref)
     return list(out)
-
-
-def admits(enforce: bool) -> Callable[[ev.Report], bool]:
-    """The predicate the cache applies under its lock: the verdict decides whether to hold."""
-    def check(report: ev.Report) -> bool:
-        return not enforce or not split(report)[0]
-    return check
 
 
 def nodepool(found: Sequence[findings.Finding], subject: findings.ObjectRef) -> Verdict:

@@ -88,3 +88,33 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[str, 
     return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
                       cap_overlays, tuple(offerings), templates)
 
+
+@dataclasses.dataclass(frozen=True)
+class OverlayEffect:
+    """One overlay's effect as a whole: its status as Karpenter will see it, how many (NodePool,
+    instance type) cells and offerings it matches, an example cell, and which of its fields are
+    in effect somewhere (the rest are shadowed everywhere). Invalid: it matches nothing."""
+
+    status: str
+    type_cells: int = 0
+    offerings: int = 0
+    example: str | None = None
+    in_effect: tuple[str, ...] = ()
+    shadowed: tuple[str, ...] = ()
+
+
+def overlay_effect(report: rp.Report, name: str) -> OverlayEffect:
+    status = report.status.get(name, (merge.INVALID, ""))[0]
+    entry = report.entries.get(name)
+    if entry is None:
+        return OverlayEffect(status)
+    witness = report.grid.witness(entry.cells, with_offering=False)
+    example = witness.describe() if witness is not None else None
+    in_effect: set[str] = set()
+    fields: set[str] = set()
+    if status == merge.APPLIED:
+        # A Conflict overlay applies nowhere, so none of its fields is said to be either.
+        fields = {str(f) for f in entry.fields()}
+        in_effect = {str(c.field) for c in report.outcome.claims if c.overlay == name and c.cells}
+    return OverlayEffect(status, entry.type_cells.bit_count(), entry.cells.bit_count(), example,
+                         tuple(sorted(fields & in_effect)), tuple(sorted(fields - in_effect)))

@@ -1,0 +1,235 @@
+"""The admission policy on its own: an AdmissionReview and a snapshot of stored objects in, the
+response out, with no server, no event loop and no clock (webhook/admission.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from simulation import findings
+from simulation.analysis import effects
+from simulation.semantics import merge
+from tests.webhook_support import default_catalog, nodepool, overlay, review
+from webhook import admission, patch, store
+from webhook import review as rv
+
+NO, NP = "NodeOverlay", "NodePool"
+TEAM = {"key": "team", "operator": "In", "values": ["x"]}
+
+
+def respond(body: Mapping[str, Any], objects: Sequence[Mapping[str, Any]], *, endpoint: str = "validate",
+            enforce: bool = True, held: Sequence[Mapping[str, Any]] = ()) -> admission.Answer:
+    """What the webhook answers with `objects` stored and `held` admitted but not yet stored,
+    taking the steps the cache takes (plan, snapshot, judge) without its lock and reads."""
+    req = rv.parse(json.dumps(body).encode())
+    step = admission.triage(req, endpoint)
+    if isinstance(step, admission.Answer):
+        return step
+    basis = store.build(objects)
+    pending: store.Holds = {}
+    for i, obj in enumerate(held):
+        pending = store.hold(pending, (NO, obj["metadata"]["name"]), obj, f"u{i}", now=0.0, ttl=30.0)
+    plan = store.plan(basis, pending, step.key, req.operation, req.old, now=1.0)
+    prepared = admission.rebased(basis, step.key, plan, default_catalog(), None, None)
+    if step.action == admission.NODEPOOL:
+        report = admission.assess(prepared, step.candidate)
+    else:
+        report = admission.judge(prepared, step.candidate, plan.extras)
+    return admission.answer(step, report, enforce=enforce)
+
+
+def result(answer: admission.Answer) -> dict[str, Any]:
+    out: dict[str, Any] = answer.body["response"]
+    return out
+
+
+def annotations(answer: admission.Answer) -> dict[str, str]:
+    ops = json.loads(base64.b64decode(result(answer)["patch"]))
+    assert [o["path"] for o in ops] == ["/metadata/annotations"], ops
+    value: dict[str, str] = ops[0]["value"]
+    return value
+
+
+POOL = nodepool("p")
+A = overlay("a", weight=10, price="1")
+B_SAME = overlay("b", weight=10, price="2")
+B_ABOVE = overlay("b", weight=20, price="2")
+# Two stored overlays that already conflict: an edit of one is ratcheted.
+C1, C2 = overlay("c1", weight=5, family="m5", price="1"), overlay("c2", weight=5, family="m5", price="2")
+
+
+# (id, review, stored, endpoint, enforce, held) -> (label, allowed, status code, warning markers)
+CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], str, bool, list[dict[str, Any]],
+                  tuple[str, bool, int | None, tuple[str, ...]]]] = [
+    ("create-free", review(A), [POOL], "validate", True, [], ("allowed", True, None, ())),
+    ("create-above-shadows", review(B_ABOVE), [POOL, A], "validate", True, [],
+     ("warned", True, None, ("[shadowed] NodeOverlay a",))),
+    ("create-conflict", review(B_SAME), [POOL, A], "validate", True, [], ("denied", False, 403, ())),
+    ("create-conflict-dry-run", review(B_SAME, dry_run=True), [POOL, A], "validate", True, [],
+     ("denied", False, 403, ())),
+    ("create-conflict-warn-mode", review(B_SAME), [POOL, A], "validate", False, [],
+     ("warned", True, None, ("not enforced",))),
+    ("conflict-with-a-held-overlay", review(B_SAME), [POOL], "validate", True, [A], ("denied", False, 403, ())),
+    ("held-conflicts-among-others-do-not-block",
+     review(overlay("d", weight=10, family="c5", price="1")), [POOL, A], "validate", True, [B_SAME],
+     ("allowed", True, None, ())),
+    ("update-keeps-an-old-conflict", review(overlay("c2", weight=5, family="m5", price="3"), "UPDATE", old=C2),
+     [POOL, C1, C2], "validate", True, [], ("warned", True, None, ("already present",))),
+    ("update-introduces-a-conflict", review(overlay("b", weight=10, price="2"), "UPDATE", old=B_ABOVE),
+     [POOL, A, B_ABOVE], "validate", True, [], ("denied", False, 403, ())),
+    ("delete", review(None, "DELETE", old=A), [POOL, A], "validate", True, [], ("allowed", True, None, ())),
+    ("nodepool-making-overlays-conflict", review(nodepool("q", {"team": "x"})),
+     [POOL, overlay("t1", weight=3, price="1", extra=[TEAM]), overlay("t2", weight=3, price="2", extra=[TEAM])],
+     "validate", True, [], ("warned", True, None, ("NodePool q changed",))),
+    ("nodepool-harmless", review(nodepool("q", weight=5)), [POOL, A], "validate", True, [], ("allowed", True, None, ())),
+]
+
+
+@pytest.mark.parametrize(("body", "stored", "endpoint", "enforce", "held", "expected"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_review_and_snapshot_to_response(body: dict[str, Any], stored: list[dict[str, Any]], endpoint: str,
+                                         enforce: bool, held: list[dict[str, Any]],
+                                         expected: tuple[str, bool, int | None, tuple[str, ...]]) -> None:
+    label, allowed, code, markers = expected
+    answer = respond(body, stored, endpoint=endpoint, enforce=enforce, held=held)
+    out = result(answer)
+    assert out["uid"] == body["request"]["uid"]
+    assert (answer.label, out["allowed"]) == (label, allowed), out
+    assert out.get("status", {}).get("code") == code
+    warnings = out.get("warnings", [])
+    for marker in markers:
+        assert any(marker in w for w in warnings), warnings
+    assert all(len(w.encode()) < 256 for w in warnings)
+    if not allowed and code == 403:
+        # The denial names the object it conflicts with and the field.
+        assert "[same-weight-conflict]" in out["status"]["message"] and "price" in out["status"]["message"], out
+        assert json.loads(out["auditAnnotations"]["findings"])
+
+
+def test_a_denial_names_the_other_overlay_and_the_dry_run_gets_the_same_verdict() -> None:
+    wet = result(respond(review(B_SAME), [POOL, A]))
+    dry = result(respond(review(B_SAME, dry_run=True), [POOL, A]))
+    assert "NodeOverlay a" in wet["status"]["message"]
+    assert wet["status"] == dry["status"]
+
+
+SUBRESOURCE = review(B_SAME, "UPDATE", old=A)
+SUBRESOURCE["request"]["subResource"] = "status"
+UNKNOWN = review(A)
+UNKNOWN["request"]["kind"] = {"group": "apps", "version": "v1", "kind": "Deployment"}
+NO_OBJECT = review(A)
+NO_OBJECT["request"]["object"] = None
+MALFORMED = review(A)
+MALFORMED["request"]["object"]["kind"] = ["NodeOverlay"]
+
+
+@pytest.mark.parametrize(("body", "endpoint", "label", "code"), [
+    (SUBRESOURCE, "validate", "allowed", None),
+    (review(None, "DELETE", old=A), "validate", "allowed", None),
+    (UNKNOWN, "validate", "warned", None),
+    (NO_OBJECT, "validate", "denied", 400),
+    (MALFORMED, "validate", "denied", 400),
+    (review(None, "DELETE", old=A), "mutate", "allowed", None),
+    (MALFORMED, "mutate", "allowed", None),
+    (UNKNOWN, "mutate", "allowed", None),
+], ids=["status-subresource", "delete", "unknown-kind", "no-object", "malformed", "mutate-delete",
+        "mutate-malformed", "mutate-unknown-kind"])
+def test_requests_answered_without_the_simulation(body: dict[str, Any], endpoint: str, label: str,
+                                                  code: int | None) -> None:
+    step = admission.triage(rv.parse(json.dumps(body).encode()), endpoint)
+    assert isinstance(step, admission.Answer)
+    out = result(step)
+    assert (step.label, out["allowed"], out.get("status", {}).get("code")) == (label, code is None, code)
+    assert "patch" not in out
+
+
+def test_mutate_patches_the_core_effects_and_is_idempotent() -> None:
+    notes = annotations(respond(review(A), [POOL], endpoint="mutate"))
+    assert notes[patch.STATUS] == merge.APPLIED and notes[patch.IN_EFFECT] == "price"
+    assert notes[patch.SHADOWED] == "" and int(notes[patch.CELLS]) > 0
+    again = {**A, "metadata": {**A["metadata"], "annotations": notes}}
+    out = respond(review(again), [POOL], endpoint="mutate")
+    assert (out.label, "patch" in result(out)) == ("allowed", False)
+    # Below an overlay that sets the same field everywhere it matches: shadowed, and a conflict never denies here.
+    low = annotations(respond(review(overlay("low", weight=1, price="3")), [POOL, B_ABOVE], endpoint="mutate"))
+    assert (low[patch.IN_EFFECT], low[patch.SHADOWED]) == ("", "price")
+    same = respond(review(B_SAME), [POOL, A], endpoint="mutate")
+    assert result(same)["allowed"] is True
+
+
+def test_the_patch_is_the_core_effect() -> None:
+    """patch.summary only formats what simulation/analysis/effects computes."""
+    effect = effects.OverlayEffect(merge.APPLIED, 3, 7, "p/x", ("price",), ("capacity/y",))
+    assert patch.summary(effect) == {patch.STATUS: "Applied", patch.CELLS: "3", patch.OFFERINGS: "7",
+                                     patch.IN_EFFECT: "price", patch.SHADOWED: "capacity/y", patch.EXAMPLE: "p/x"}
+    assert patch.summary(effects.OverlayEffect(merge.INVALID))[patch.CELLS] == "0"
+
+
+@pytest.mark.parametrize(("action", "enforce", "timed_out", "label", "allowed", "code"), [
+    (admission.OVERLAY, True, False, "denied", False, 503),
+    (admission.OVERLAY, False, False, "warned", True, None),
+    (admission.NODEPOOL, True, False, "warned", True, None),
+    (admission.NODEPOOL, True, True, "warned", True, None),
+    (admission.SIMULATE, True, False, "allowed", True, None),
+])
+def test_when_the_simulation_cannot_run(action: str, enforce: bool, timed_out: bool, label: str,
+                                        allowed: bool, code: int | None) -> None:
+    req = rv.parse(json.dumps(review(A)).encode())
+    answer = admission.unanswered(admission.Work(action, req, A), enforce=enforce, timed_out=timed_out)
+    out = result(answer)
+    assert (answer.label, out["allowed"], out.get("status", {}).get("code")) == (label, allowed, code)
+    if action == admission.NODEPOOL:
+        assert ("in time" in out["warnings"][0]) is timed_out
+
+
+def test_admits_follows_the_mode() -> None:
+    denied = respond(review(B_SAME), [POOL, A])
+    assert denied.label == "denied"
+    step = admission.triage(rv.parse(json.dumps(review(B_SAME)).encode()), "validate")
+    assert isinstance(step, admission.Work)
+    basis = store.build([POOL, A])
+    plan = store.plan(basis, {}, step.key, "CREATE", None, now=0.0)
+    report = admission.judge(admission.rebased(basis, step.key, plan, default_catalog(), None, None), step.candidate)
+    assert report.errors()
+    assert admission.admits(True)(report) is False and admission.admits(False)(report) is True
+
+
+def test_what_a_denial_asks_to_confirm() -> None:
+    """The other objects the errors rest on; once one of them is only held, every hold too
+    (anyone can invent holds, and they must not outlast the rounds ten at a time)."""
+    basis = store.build([POOL, A])
+    pending = store.hold({}, (NO, "x"), overlay("x", weight=10, price="3"), "u", now=0.0, ttl=30.0)
+    plan = store.plan(basis, pending, (NO, "b"), "CREATE", None, now=1.0)
+    prepared = admission.rebased(basis, (NO, "b"), plan, default_catalog(), None, None)
+    report = admission.judge(prepared, B_SAME, plan.extras)
+    me = findings.ObjectRef(NO, "b")
+    assert admission.to_confirm(report, me, pending, set(), now=1.0) == [(NO, "a"), (NO, "x")]
+    assert admission.to_confirm(report, me, pending, {(NO, "a"), (NO, "x")}, now=1.0) == []
+    # Only the held one in the grounds: every live hold joins, an expired one does not.
+    late = store.hold(pending, (NO, "y"), overlay("y", family="c5", price="1"), "u", now=0.0, ttl=30.0)
+    assert admission.to_confirm(report, me, late, {(NO, "a")}, now=1.0) == [(NO, "x"), (NO, "y")]
+    assert admission.to_confirm(report, me, late, {(NO, "a")}, now=31.0) == [(NO, "x")]
+
+
+HELD = store.hold({}, (NO, "a"), A, "u", now=0.0, ttl=30.0)[(NO, "a")]
+STORED_A = {**A, "metadata": {"name": "a", "uid": "u9", "resourceVersion": "3"}}
+
+
+@pytest.mark.parametrize(("held", "live", "in_basis", "settled", "drop_hold", "absent"), [
+    (HELD, STORED_A, False, True, False, False),       # a real create, persisted
+    (HELD, None, False, False, True, False),           # forged: never persisted
+    (HELD, overlay("a", weight=99, price="1"), False, False, True, False),  # another version
+    (None, STORED_A, True, True, False, False),        # a cached object that exists
+    (None, None, True, True, False, True),             # deleted since the watch saw it
+    (HELD, None, True, False, True, True),             # held and cached, both gone
+], ids=["held-persisted", "held-forged", "held-other-version", "cached-present", "cached-deleted",
+        "held-and-cached-deleted"])
+def test_what_a_live_read_says(held: store.Pending | None, live: dict[str, Any] | None, in_basis: bool,
+                               settled: bool, drop_hold: bool, absent: bool) -> None:
+    basis = store.build([A]) if in_basis else {}
+    assert admission.settled(held, live) is settled
+    assert admission.read((NO, "a"), held, live, basis) == admission.Read(drop_hold, absent)
