@@ -85,7 +85,8 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], str, bool, list[dic
     ("nodepool-making-overlays-conflict", review(nodepool("q", {"team": "x"})),
      [POOL, overlay("t1", weight=3, price="1", extra=[TEAM]), overlay("t2", weight=3, price="2", extra=[TEAM])],
      "validate", True, [], ("warned", True, None, ("NodePool q changed",))),
-    ("nodepool-harmless", review(nodepool("q", weight=5)), [POOL, A], "validate", True, [], ("allowed", True, None, ())),
+    ("nodepool-harmless", review(nodepool("q", weight=5)), [POOL, A], "validate", True, [],
+     ("allowed", True, None, ())),
 ]
 
 
