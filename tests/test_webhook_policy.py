@@ -47,7 +47,7 @@ def result(answer: admission.Answer) -> dict[str, Any]:
     return out
 
 
-def annotations(answer: admission.Answer) -> dict[str, str]:
+def notes_of(answer: admission.Answer) -> dict[str, str]:
     ops = json.loads(base64.b64decode(result(answer)["patch"]))
     assert [o["path"] for o in ops] == ["/metadata/annotations"], ops
     value: dict[str, str] = ops[0]["value"]
@@ -149,14 +149,14 @@ def test_requests_answered_without_the_simulation(body: dict[str, Any], endpoint
 
 
 def test_mutate_patches_the_core_effects_and_is_idempotent() -> None:
-    notes = annotations(respond(review(A), [POOL], endpoint="mutate"))
+    notes = notes_of(respond(review(A), [POOL], endpoint="mutate"))
     assert notes[patch.STATUS] == merge.APPLIED and notes[patch.IN_EFFECT] == "price"
     assert notes[patch.SHADOWED] == "" and int(notes[patch.CELLS]) > 0
     again = {**A, "metadata": {**A["metadata"], "annotations": notes}}
     out = respond(review(again), [POOL], endpoint="mutate")
     assert (out.label, "patch" in result(out)) == ("allowed", False)
     # Below an overlay that sets the same field everywhere it matches: shadowed, and a conflict never denies here.
-    low = annotations(respond(review(overlay("low", weight=1, price="3")), [POOL, B_ABOVE], endpoint="mutate"))
+    low = notes_of(respond(review(overlay("low", weight=1, price="3")), [POOL, B_ABOVE], endpoint="mutate"))
     assert (low[patch.IN_EFFECT], low[patch.SHADOWED]) == ("", "price")
     same = respond(review(B_SAME), [POOL, A], endpoint="mutate")
     assert result(same)["allowed"] is True
