@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint reference bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz
+.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz
 
 install: $(STAMP)
 
@@ -35,6 +35,11 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m lint.reference --check
+
+# The repository's own pre-commit hooks (.pre-commit-config.yaml) on every tracked file, with the tools
+# of .venv on PATH (the hooks are `language: system`). tests/test_precommit_self.py runs them too.
+precommit: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pre-commit run --all-files
 
 # Coverage-guided fuzzing (atheris/libFuzzer) of the loader, the admission handler, the core against
 # tests/reference.py and the quantity parser: FUZZ_SECONDS per target, nice'd, one after another;
