@@ -1,4 +1,4 @@
-"""`overlay-lint`: check, simulate and explain NodeOverlays offline or against a cluster (SPEC section 5).
+"""`overlay-lint`: check, simulate and explain NodeOverlays offline or against a cluster (docs/design.md §2.3).
 
 Exit status: 0 nothing at or above --fail-on, 1 findings at or above it (for simulate and
 explain: the input had errors), 2 usage or I/O errors. `main` returns it and never exits, so

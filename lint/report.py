@@ -1,4 +1,4 @@
-"""`overlay-lint report`: one self-contained HTML page for people (SPEC section 5).
+"""`overlay-lint report`: one self-contained HTML page for people (docs/design.md §2.3).
 
 Everything on the page comes from the values `check` and `simulate` print: the located findings,
 the core's report (statuses, matched cells) and the cell effects `simulate --format json` lists.

@@ -25,7 +25,7 @@ class Severity(enum.IntEnum):
 
 @dataclasses.dataclass(frozen=True)
 class Code:
-    """One stable code of the contract (SPEC section 4)."""
+    """One stable code of the contract (docs/design.md §5)."""
 
     code: str
     severity: Severity

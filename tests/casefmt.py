@@ -11,7 +11,7 @@ Folder layout
 ``input.yaml`` (required)
     Multi-document YAML: the candidates. NodeOverlays (``karpenter.sh/v1alpha1``), NodePools
     (``karpenter.sh/v1``, context) and InstanceTypes (``karpenter.sh/v1alpha1``, the catalog; the
-    "Instance Type Settings" shape of SPEC section 2)::
+    "Instance Type Settings" shape, docs/design.md §4.5)::
 
         apiVersion: karpenter.sh/v1alpha1
         kind: InstanceType
@@ -43,7 +43,7 @@ Folder layout
         object: NodeOverlay/overlay-a   # "Kind/name"
         field: spec.price               # JSON path as the guard prints it
         related: [NodeOverlay/overlay-b]  # optional: when given, compared exactly (order-insensitive)
-        severity: error                 # optional: defaults to the code's severity (SPEC section 4)
+        severity: error                 # optional: defaults to the code's severity (docs/design.md §5)
     status:                             # optional: overlay name -> Applied | Conflict | Invalid
       overlay-a: Conflict
       overlay-b: Applied
@@ -130,7 +130,7 @@ class ActualFinding:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ActualFinding:
-        """From the JSON shape of SPEC section 5 (``overlay-lint check --format json``)."""
+        """From the JSON shape of ``overlay-lint check --format json`` (docs/design.md §5)."""
         obj = raw.get("object") or {}
         related = tuple(f"{r.get('kind')}/{r.get('name')}" for r in raw.get("related") or ())
         return cls(

@@ -1,4 +1,4 @@
-"""`overlay-webhook`: the admission webhook's command line (SPEC section 6)."""
+"""`overlay-webhook`: the admission webhook's command line (docs/design.md §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Semantic checks of the NodeOverlay DRA extension (SPEC section 3, "bindingKey rules").
+"""Semantic checks of the NodeOverlay DRA extension (docs/design.md §4.6).
 
 The schema layer owns structure (types, patterns, limits, required fields). Everything here
 reads the overlay defensively: a value of the wrong shape is skipped without a finding, so a

@@ -68,7 +68,7 @@ _POOL_SPEC: dict[str, Any] = {
 def realistic(pool: dict[str, Any]) -> dict[str, Any]:
     """`pool` with a node class reference, requirements with Gt, limits, disruption and a taint added
     (its own labels, weight and requirements kept). The guard reads only name, weight and template
-    labels; NodePool requirements do not narrow the cells (SPEC section 3)."""
+    labels; NodePool requirements do not narrow the cells (docs/design.md §4.1)."""
     spec = pool.setdefault("spec", {})
     template = spec.setdefault("template", {}).setdefault("spec", {})
     for key, value in _POOL_TEMPLATE_SPEC.items():
