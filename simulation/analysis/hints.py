@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -33,14 +33,27 @@ class Taken:
     weight sets one of its fields on one of its cells. Only the weights tried are looked at, so a
     hint costs a few overlays' cells, not the whole set's."""
 
-    def __init__(self, entries: Iterable[merge.Entry]) -> None:
-        self._by_weight: dict[int, list[merge.Entry]] = {}
+    def __init__(self, entries: Iterable[merge.Entry], gone: frozenset[str] = frozenset(),
+                 stored: Mapping[int, Sequence[merge.Entry]] | None = None) -> None:
+        by_weight: dict[int, list[merge.Entry]] = {}
         for e in entries:
-            self._by_weight.setdefault(e.overlay.weight, []).append(e)
+            by_weight.setdefault(e.overlay.weight, []).append(e)
+        self._stored: Mapping[int, Sequence[merge.Entry]] = by_weight if stored is None else stored
+        self._fresh: Mapping[int, Sequence[merge.Entry]] = {} if stored is None else by_weight
+        self._gone = gone
+
+    def changed(self, fresh: Iterable[merge.Entry], gone: Iterable[str]) -> Taken:
+        """These overlays with `gone` left out and `fresh` added; the index itself is shared, so a
+        snapshot builds it once and each request pays for its own changes only."""
+        return Taken(fresh, frozenset(gone), self._stored)
+
+    def _at(self, weight: int) -> Iterator[merge.Entry]:
+        yield from (e for e in self._stored.get(weight, ()) if e.name not in self._gone)
+        yield from self._fresh.get(weight, ())
 
     def _collides(self, e: merge.Entry, weight: int) -> bool:
         fields = e.fields()
-        for other in self._by_weight.get(weight, ()):
+        for other in self._at(weight):
             if other.name == e.name or not e.may_overlap(other):
                 continue
             theirs = other.fields()

@@ -70,6 +70,17 @@ class Cells:
     def intersects(self, other: Cells) -> bool:
         return any(pa & pb and ba & bb for pa, ba in self.parts for pb, bb in other.parts)
 
+    def within(self, other: Cells) -> bool:
+        """Whether every cell of this set is in `other` (`not self - other`, without building it)."""
+        for pa, ba in self.parts:
+            for pb, bb in other.parts:
+                if pa & pb and ba & ~bb:
+                    return False
+                pa &= ~pb
+            if pa:
+                return False
+        return True
+
     def pools(self) -> int:
         """NodePools with any cell."""
         out = 0
