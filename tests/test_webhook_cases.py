@@ -138,7 +138,7 @@ def _apply(obj: Mapping[str, Any], resp: Mapping[str, Any]) -> dict[str, Any]:
     import base64
     import copy
 
-    from tests.test_webhook_patch import apply_patch
+    from tests.webhook_support import apply_patch
 
     out = copy.deepcopy(dict(obj))
     if "patch" in resp:

@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 import base64
-import copy
 import json
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
-from tests.webhook_support import fixture, fixture_state, overlay, review, serving
+from tests.webhook_support import apply_patch, fixture, fixture_state, overlay, review, serving
 from webhook import patch
-
-
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def apply_patch(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """RFC 6902 add/remove on objects: all the webhook ever emits. Strict: a path whose parent
-    is missing fails, as it would in the API server."""
-    out = copy.deepcopy(doc)
-    for op in ops:
-        assert op["op"] in ("add", "remove"), op
-        parts = [_unescape(p) for p in op["path"].split("/")[1:]]
-        target: Any = out
-        for p in parts[:-1]:
-            assert isinstance(target, dict) and p in target, f"missing parent for {op['path']}"
-            target = target[p]
-        assert isinstance(target, dict)
-        if op["op"] == "add":
-            target[parts[-1]] = copy.deepcopy(op["value"])
-        else:
-            assert parts[-1] in target, f"remove of a missing member {op['path']}"
-            del target[parts[-1]]
-    return out
-
 
 WANTED = {patch.STATUS: "Applied", patch.CELLS: "3", patch.IN_EFFECT: "price", patch.SHADOWED: ""}
 

@@ -160,6 +160,30 @@ def linter_verdict(
     return ev.evaluate([ev.Document(candidate, 0)], prepared)
 
 
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def apply_patch(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 add/remove on objects: all the webhook ever emits. Strict: a path whose parent
+    is missing fails, as it would in the API server."""
+    out = copy.deepcopy(doc)
+    for op in ops:
+        assert op["op"] in ("add", "remove"), op
+        parts = [_unescape(p) for p in op["path"].split("/")[1:]]
+        target: Any = out
+        for p in parts[:-1]:
+            assert isinstance(target, dict) and p in target, f"missing parent for {op['path']}"
+            target = target[p]
+        assert isinstance(target, dict)
+        if op["op"] == "add":
+            target[parts[-1]] = copy.deepcopy(op["value"])
+        else:
+            assert parts[-1] in target, f"remove of a missing member {op['path']}"
+            del target[parts[-1]]
+    return out
+
+
 @dataclasses.dataclass
 class Server:
     url: str
