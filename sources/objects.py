@@ -9,13 +9,14 @@ cannot be read raise InputError.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
-from sources import files, shapes, tree
+from sources import files, jsontext, shapes, tree
 from sources.positions import Origin, Table, split_items
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
@@ -23,6 +24,7 @@ GROUP = "karpenter.sh"
 # `kubectl get -o yaml` writes `kind: List`; the API itself answers with typed lists.
 LIST_KINDS = frozenset({"List", *(f"{k}List" for k in RELEVANT_KINDS)})
 FILE_KIND = "File"
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -134,11 +136,10 @@ class Loader:
                 out.problems.append(self._problem(
                     name, parsed.index, f"the items of a List must be a list, not {_describe(items)}", where))
                 return
-            item_positions = split_items(parsed.positions, "items")
-            item_plain = split_items(parsed.plain, "items")
+            item_positions, item_plain = _items(parsed.positions, len(items)), _items(parsed.plain, len(items))
             for i, item in enumerate(items):
-                origin = Origin(name, parsed.index, item_positions.get(i, {}), item=i)
-                self._object(out, name, item, origin, item_plain.get(i, {}), candidate)
+                origin = Origin(name, parsed.index, item_positions[i], item=i)
+                self._object(out, name, item, origin, item_plain[i], candidate)
             return
         self._object(out, name, obj, Origin(name, parsed.index, parsed.positions), parsed.plain, candidate)
 
@@ -196,6 +197,14 @@ class Loader:
     def _problem(self, name: str, index: int, message: str, position: tree.Position) -> findings.Finding:
         handle = self.table.add(Origin(name, index, {(): position}))
         return findings.make("parse-error", findings.ObjectRef(FILE_KIND, name), (), message, source=handle)
+
+
+def _items(found: Mapping[tree.Path, T], count: int) -> list[Mapping[tree.Path, T]]:
+    """Per item of a List, its entries (positions, literals) relative to the item."""
+    if isinstance(found, jsontext.Located | jsontext.Literals):
+        return [typing.cast(Mapping[tree.Path, T], found.within(("items", i))) for i in range(count)]
+    split = split_items(found, "items")
+    return [split.get(i, {}) for i in range(count)]
 
 
 def _describe(value: Any) -> str:

@@ -9,21 +9,19 @@
   `parse-error`. An InstanceType with one is left out of the catalog rather than ending the run.
 - NodeOverlays have the API server's own schema check for every other type error (`schema`).
 
-Schemas are OpenAPI-shaped: the NodeOverlay CRD's own, and small ones written here for the
-fields of NodePools and InstanceTypes the core reads.
+Schemas are OpenAPI-shaped, small ones written here: a NodeOverlay's metadata, and the fields of
+NodePools and InstanceTypes the core reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from simulation import findings
 from simulation.semantics import model
-from simulation.validation import crds
 
 Path = tuple[str | int, ...]
 Schema = Mapping[str, Any]
@@ -49,19 +47,14 @@ _NODEPOOL = _object(metadata=_METADATA, spec=_object(
     template=_object(metadata=_object(labels=_STRINGS, annotations=_STRINGS),
                      spec=_object(requirements=_list(_REQUIREMENT)))))
 # Offerings carry labels and a price; the catalog reads a price written as a number too.
+# Of a NodeOverlay only the metadata: its spec is the API server's to refuse (`schema`).
+_NODEOVERLAY = _object(metadata=_METADATA)
 _OFFERING = {"type": "object", "additionalProperties": _STRING,
              "properties": {"karpenter.sh/price": {"type": ["string", "number"]},
                             "price": {"type": ["string", "number"]},
                             "available": {"type": "boolean"}, "estimated": {"type": "boolean"}}}
 _INSTANCETYPE = _object(metadata=_METADATA, spec=_object(
     offerings=_list(_OFFERING), resources={"type": "object", "additionalProperties": _QUANTITY}))
-
-
-@functools.cache
-def _nodeoverlay() -> Schema:
-    schema = dict(crds.embedded().openapi)
-    schema["properties"] = {**schema.get("properties", {}), "metadata": _METADATA}
-    return schema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +68,7 @@ def check(obj: dict[str, Any], plain: Mapping[Path, str]) -> tuple[list[Problem]
     used. Quoting slips are repaired in `obj` in place."""
     kind = model.kind_of(obj)
     strict = kind != model.NODEOVERLAY
-    schema = {model.NODEPOOL: _NODEPOOL, model.INSTANCETYPE: _INSTANCETYPE}.get(kind or "") or _nodeoverlay()
+    schema = {model.NODEPOOL: _NODEPOOL, model.INSTANCETYPE: _INSTANCETYPE}.get(kind or "", _NODEOVERLAY)
     walk = _Walk(plain, strict)
     walk.value(obj, schema, ())
     # The catalog refuses an InstanceType with a field of the wrong type, and would end the run.

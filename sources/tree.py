@@ -13,13 +13,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ruamel.yaml import YAML, events
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
+
+from sources import jsontext
 
 Path = tuple[str | int, ...]
 Position = tuple[int, int]  # 1-based line and column
@@ -50,11 +52,12 @@ class Parsed:
 
     index: int
     value: Any = None
-    positions: dict[Path, Position] = dataclasses.field(default_factory=dict)
+    # Filled in as the document is read (YAML), or found when asked for (JSON).
+    positions: Mapping[Path, Position] = dataclasses.field(default_factory=dict)
     problem: Problem | None = None
     # Unquoted scalars that YAML typed as a boolean or number, with the text as written: where a
     # string belongs, the user meant the text (`team: on`) and is told to quote it.
-    plain: dict[Path, str] = dataclasses.field(default_factory=dict)
+    plain: Mapping[Path, str] = dataclasses.field(default_factory=dict)
 
 
 class _Refused(Exception):
@@ -179,7 +182,9 @@ class _Builder:
     """Folds the events of one document into a tree; the stack replaces recursion."""
 
     def __init__(self, index: int, version: tuple[int, int]) -> None:
-        self.parsed = Parsed(index)
+        self.positions: dict[Path, Position] = {}
+        self.plain: dict[Path, str] = {}
+        self.parsed = Parsed(index, positions=self.positions, plain=self.plain)
         self.version = version
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Any, int]] = {}
@@ -202,12 +207,12 @@ class _Builder:
 
     def _child_path(self, pos: Position) -> Path:
         if not self.stack:
-            self.parsed.positions[()] = pos
+            self.positions[()] = pos
             return ()
         top = self.stack[-1]
         if isinstance(top.container, list):
             path = (*top.path, len(top.container))
-            self.parsed.positions[path] = pos
+            self.positions[path] = pos
             return path
         assert top.key is not None
         return (*top.path, top.key)
@@ -232,12 +237,12 @@ class _Builder:
                 for k, v in source.items():
                     top.merged.setdefault(k, v)
         elif key in top.container:
-            first = self.parsed.positions.get((*top.path, key), pos)
+            first = self.positions.get((*top.path, key), pos)
             raise _Refused(f"duplicate key {key!r} (first at line {first[0]})", top.key_pos or pos)
         else:
             top.container[key] = value
             if top.key_pos is not None:
-                self.parsed.positions[(*top.path, key)] = top.key_pos
+                self.positions[(*top.path, key)] = top.key_pos
 
     def _alias(self, event: events.AliasEvent) -> None:
         pos = _pos(event)
@@ -269,7 +274,7 @@ class _Builder:
         self._remember(event.anchor, value, 1)
         path = self._child_path(pos)
         if event.style is None and event.tag is None and isinstance(value, bool | int | float):
-            self.parsed.plain[path] = event.value
+            self.plain[path] = event.value
         self._attach(value, 1, pos)
 
     def _start(self, event: events.CollectionStartEvent) -> None:
@@ -293,11 +298,11 @@ class _Builder:
                 if k not in container:
                     container[k] = v
                     if frame.merge_pos is not None:
-                        self.parsed.positions[(*frame.path, k)] = frame.merge_pos
+                        self.positions[(*frame.path, k)] = frame.merge_pos
         if frame.anchor is not None:
             self.open_anchors.discard(frame.anchor)
         self._remember(frame.anchor, container, frame.size)
-        self._attach(container, frame.size, self.parsed.positions.get(frame.path, (1, 1)))
+        self._attach(container, frame.size, self.positions.get(frame.path, (1, 1)))
 
     def _remember(self, anchor: str | None, value: Any, size: int) -> None:
         if anchor is not None:
@@ -310,41 +315,67 @@ def _version(event: events.DocumentStartEvent) -> tuple[int, int]:
 
 
 def documents(text: str) -> Iterator[Parsed]:
-    """Every document of a YAML stream. A refused document carries a problem; a syntax error
-    ends the stream (the parser cannot resynchronise), with one last refused document."""
+    """Every document of a YAML stream (or of a stream of JSON objects, read as kubectl reads them).
+    A refused document carries a problem; a syntax error ends the stream (the parser cannot
+    resynchronise), with one last refused document."""
     for run in _BRACKET_RUN.finditer(text):
         if run.group().count("[") + run.group().count("{") > MAX_DEPTH:
             yield Parsed(0, problem=Problem(f"nesting deeper than {MAX_DEPTH} levels; file refused",
                                             position_of(text, run.start())))
             return
+    fast = jsontext.documents(text, MAX_DEPTH)
+    if fast is not None:
+        yield from (Parsed(i, value, located, problem=None, plain=located.literals())
+                    for i, (value, located) in enumerate(fast))
+        return
+    yield from _yaml(text)
+
+
+def _yaml(text: str) -> Iterator[Parsed]:
     # The plain parser: the round-trip one yields the same events and marks but also gathers
     # comments, which costs a third more and is of no use here.
-    parser = YAML(typ="safe", pure=True)
-    index = 0
-    builder: _Builder | None = None
-    skipping = False
-    stream = parser.parse(text)
+    stream = YAML(typ="safe", pure=True).parse(text)
+    reading = _Stream()
     try:
         for event in stream:
-            if isinstance(event, events.DocumentStartEvent):
-                builder, skipping = _Builder(index, _version(event)), False
-            elif isinstance(event, events.DocumentEndEvent):
-                if builder is not None and not skipping:
-                    yield builder.parsed
-                index += 1
-                builder = None
-            elif builder is not None and not skipping:
-                try:
-                    builder.feed(event)
-                except _Refused as refused:
-                    yield dataclasses.replace(builder.parsed, value=None, positions={}, plain={},
-                                              problem=refused.problem)
-                    if refused.fatal:
-                        return
-                    skipping = True
+            done = reading.feed(event)
+            if done is not None:
+                yield done
+            if reading.ended:
+                return
     except YAMLError as err:
-        yield Parsed(index, problem=Problem(_error_message(err), _error_position(err, text)))
+        yield Parsed(reading.index, problem=Problem(_error_message(err), _error_position(err, text)))
     except RecursionError:
-        yield Parsed(index, problem=Problem(f"nesting too deep to read (limit {MAX_DEPTH})", (1, 1)))
+        yield Parsed(reading.index, problem=Problem(f"nesting too deep to read (limit {MAX_DEPTH})", (1, 1)))
     finally:
         stream.close()
+
+
+class _Stream:
+    """Events to documents: one builder per document; a refused document is skipped to its end."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.builder: _Builder | None = None
+        self.skipping = False
+        self.ended = False
+
+    def feed(self, event: Any) -> Parsed | None:
+        if isinstance(event, events.DocumentStartEvent):
+            self.builder, self.skipping = _Builder(self.index, _version(event)), False
+            return None
+        if isinstance(event, events.DocumentEndEvent):
+            done = self.builder.parsed if self.builder is not None and not self.skipping else None
+            self.index += 1
+            self.builder = None
+            return done
+        if self.builder is None or self.skipping:
+            return None
+        try:
+            self.builder.feed(event)
+        except _Refused as refused:
+            self.skipping = True
+            self.ended = refused.fatal
+            return dataclasses.replace(self.builder.parsed, value=None, positions={}, plain={},
+                                       problem=refused.problem)
+        return None

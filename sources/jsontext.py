@@ -1,0 +1,203 @@
+"""JSON input read by the standard library's C decoder, as kubectl reads it, with positions found
+only when a finding asks for one.
+
+kubectl (sigs.k8s.io/yaml's YAMLOrJSONDecoder) reads a stream that starts with `{` as a stream of
+JSON objects and anything else as YAML. The YAML reader (`tree`) would give the same values, tens of
+times slower: a 10,000-object `kind: List` written by a script is the common large input. Its line
+and column marks are rebuilt here on demand by skipping over sibling values with the C scanner, once
+per container, so a run with few findings pays for few positions.
+
+Anything this reader is not sure of — duplicate keys, `NaN`, `\\ud800`-style escapes, nesting deeper
+than the limit, a syntax error — is left to the YAML reader, which refuses it with a position.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+Path = tuple[str | int, ...]
+Position = tuple[int, int]
+
+_WS = re.compile(r"[ \t\n\r]*")
+# A surrogate escape: the YAML reader pairs or replaces them as the JSON decoder does not.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_STRING = re.compile(r'"[^"]*"')
+_BRACKETS_AND_QUOTES = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in '[]{}"'))
+_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
+_DECODER = json.JSONDecoder()
+# The C string scanner (the decoder keeps it as an attribute; the module does not declare it).
+_scanstring: Any = getattr(json.decoder, "scanstring")  # noqa: B009
+
+
+class _NotPlain(Exception):
+    """Valid JSON that reads differently from YAML, or that the YAML reader should refuse."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _NotPlain("duplicate key")
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise _NotPlain(name)
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
+
+
+def documents(text: str, max_depth: int) -> list[tuple[Any, Located]] | None:
+    """Every JSON value of a stream of JSON objects, each with its positions; None when the text is
+    not one (or is one the YAML reader must judge)."""
+    start = _skip(text, 0)
+    if not text.startswith("{", start) or _SURROGATE_ESCAPE.search(text) or _too_deep(text, max_depth):
+        return None
+    index = _Index(text)
+    out: list[tuple[Any, Located]] = []
+    try:
+        while start < len(text):
+            value, end = _STRICT.raw_decode(text, start)
+            out.append((value, Located(index, start)))
+            start = _skip(text, end)
+    except (ValueError, _NotPlain, RecursionError):
+        return None
+    return out
+
+
+def _skip(text: str, i: int) -> int:
+    """The offset of the first non-whitespace character at or after `i`."""
+    found = _WS.match(text, i)
+    return found.end() if found is not None else i
+
+
+def _too_deep(text: str, max_depth: int) -> bool:
+    """Nesting deeper than `max_depth`, judged with C-speed string operations: escaped backslashes
+    and quotes go first, then everything but brackets and quotes, then strings (most are empty by
+    then, and two adjacent quotes can go as a pair however they pair up)."""
+    skeleton = text.replace("\\\\", "").replace('\\"', "").translate(_BRACKETS_AND_QUOTES).replace('""', "")
+    brackets = _STRING.sub("", skeleton) if '"' in skeleton else skeleton
+    return max(itertools.accumulate(_DEPTH.get(c, 0) for c in brackets), default=0) > max_depth
+
+
+class _Index:
+    """Offsets in one text: of each container's members (filled in as asked for) and of its lines."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._members: dict[int, dict[str | int, tuple[int, int]]] = {}
+        self._lines: list[int] | None = None
+
+    def members(self, offset: int) -> dict[str | int, tuple[int, int]]:
+        """Key or index -> (where it is reported, where its value starts) for the container at `offset`."""
+        found = self._members.get(offset)
+        if found is None:
+            found = self._members[offset] = self._scan(offset)
+        return found
+
+    def _scan(self, offset: int) -> dict[str | int, tuple[int, int]]:
+        text = self.text
+        opening = text[offset]
+        if opening not in "{[":
+            return {}
+        out: dict[str | int, tuple[int, int]] = {}
+        i = self._skip(offset + 1)
+        while text[i] not in "}]":
+            if opening == "{":
+                key_at = i
+                key, i = _scanstring(text, i + 1)
+                i = self._skip(self._skip(i) + 1)  # the colon
+                out[key] = (key_at, i)
+            else:
+                out[len(out)] = (i, i)
+            _, end = _DECODER.raw_decode(text, i)
+            i = self._skip(end)
+            if text[i] == ",":
+                i = self._skip(i + 1)
+        return out
+
+    def _skip(self, i: int) -> int:
+        return _skip(self.text, i)
+
+    def value_at(self, root: int, path: Path) -> tuple[int, int] | None:
+        """(reported, value) offsets of `path` under the value at `root`."""
+        found = (root, root)
+        for step in path:
+            entry = self.members(found[1]).get(step)
+            if entry is None:
+                return None
+            found = entry
+        return found
+
+    def position(self, offset: int) -> Position:
+        if self._lines is None:
+            self._lines = [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self._lines, offset)
+        start = self._lines[line - 1] if line else 0
+        return line + 1, offset - start + 1
+
+
+class Located(Mapping[Path, Position]):
+    """The positions of one JSON value's parts, as the YAML reader records them: a key's for a
+    mapping member, the item's own for a list item."""
+
+    def __init__(self, index: _Index, root: int) -> None:
+        self._index = index
+        self._root = root
+
+    def __getitem__(self, path: Path) -> Position:
+        found = self._index.value_at(self._root, path)
+        if found is None:
+            raise KeyError(path)
+        return self._index.position(found[0])
+
+    def __iter__(self) -> Iterator[Path]:
+        stack: list[tuple[Path, int]] = [((), self._root)]
+        while stack:
+            path, offset = stack.pop()
+            yield path
+            stack += [((*path, k), value) for k, (_, value) in self._index.members(offset).items()]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def within(self, path: Path) -> Located:
+        """The positions of the value at `path`, relative to it (an item of a `kind: List`)."""
+        found = self._index.value_at(self._root, path)
+        return Located(self._index, found[1] if found is not None else self._root)
+
+    def literals(self) -> Literals:
+        return Literals(self._index, self._root)
+
+
+class Literals(Mapping[Path, str]):
+    """The text of each number and boolean, as written: where a string belongs, the message quotes it."""
+
+    def __init__(self, index: _Index, root: int) -> None:
+        self._index = index
+        self._root = root
+
+    def __getitem__(self, path: Path) -> str:
+        found = self._index.value_at(self._root, path)
+        if found is None:
+            raise KeyError(path)
+        text = self._index.text
+        value, end = _DECODER.raw_decode(text, found[1])
+        if isinstance(value, str | list | dict) or value is None:
+            raise KeyError(path)
+        return text[found[1]:end]
+
+    def __iter__(self) -> Iterator[Path]:
+        return (p for p in Located(self._index, self._root) if p in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def within(self, path: Path) -> Literals:
+        found = self._index.value_at(self._root, path)
+        return Literals(self._index, found[1] if found is not None else self._root)
