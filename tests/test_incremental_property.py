@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from simulation import evaluate as ev
 from simulation.semantics import catalog as cat
-from tests.test_engine_property import instance_types, overlay_docs, pool_docs
+from tests.strategies import instance_types, overlay_docs, pool_docs
 
 
 def _key(report: ev.Report) -> list[tuple[Any, ...]]:

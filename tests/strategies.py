@@ -1,0 +1,87 @@
+"""Hypothesis strategies shared by the property tests: small catalogs, NodeOverlays and NodePools over
+a few labels, where keys are defined on one level or on two (NodePool template and instance type)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from simulation.semantics import catalog as cat
+
+ZONES = ["z-a", "z-b"]
+CAPACITY_TYPES = ["on-demand", "spot"]
+KEYS = ["family", "cpu", "team", "custom", "karpenter.sh/nodepool", "topology.kubernetes.io/zone",
+        "karpenter.sh/capacity-type", "node.kubernetes.io/instance-type", "missing"]
+VALUES = ["a", "b", "1", "2", "4", "16", "t1", "t2", "p0", "p1", "z-a", "z-b", "spot", "on-demand", "it0", "it1"]
+
+
+@st.composite
+def instance_types(draw: Any) -> cat.Catalog:
+    count = draw(st.integers(1, 4))
+    types = []
+    for i in range(count):
+        labels = {"family": draw(st.sampled_from(["a", "b"])), "cpu": draw(st.sampled_from(["1", "2", "4", "16"])),
+                  "node.kubernetes.io/instance-type": f"it{i}"}
+        if draw(st.booleans()):
+            labels["custom"] = draw(st.sampled_from(["a", "t1"]))
+        pairs = draw(st.lists(st.tuples(st.sampled_from(ZONES), st.sampled_from(CAPACITY_TYPES)),
+                              min_size=0, max_size=4, unique=True))
+        offerings = tuple(cat.Offering(z, c, draw(st.sampled_from([0.5, 1.25, 3.0]))) for z, c in pairs)
+        types.append(cat.InstanceType(f"it{i}", labels, {"cpu": "2"}, offerings))
+    return cat.Catalog(tuple(types), "generated")
+
+
+@st.composite
+def requirement(draw: Any) -> dict[str, Any]:
+    op = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]))
+    key = draw(st.sampled_from(KEYS))
+    if op in ("In", "NotIn"):
+        values = draw(st.lists(st.sampled_from(VALUES), min_size=1, max_size=3))
+    elif op in ("Gt", "Lt", "Gte", "Lte"):
+        values = [str(draw(st.integers(0, 20)))]
+    else:
+        values = []
+    out: dict[str, Any] = {"key": key, "operator": op}
+    if values:
+        out["values"] = values
+    return out
+
+
+@st.composite
+def overlay_docs(draw: Any) -> list[dict[str, Any]]:
+    docs = []
+    for i in range(draw(st.integers(1, 6))):
+        spec: dict[str, Any] = {"requirements": draw(st.lists(requirement(), max_size=3))}
+        weight = draw(st.sampled_from([None, 1, 2]))
+        if weight is not None:
+            spec["weight"] = weight
+        price = draw(st.sampled_from([None, "price", "up", "down", "pct", "-100%"]))
+        if price == "price":
+            spec["price"] = draw(st.sampled_from(["0.5", "7"]))
+        elif price == "up":
+            spec["priceAdjustment"] = "+1.5"
+        elif price == "down":
+            spec["priceAdjustment"] = "-2"
+        elif price == "pct":
+            spec["priceAdjustment"] = draw(st.sampled_from(["+10%", "-25%"]))
+        elif price is not None:
+            spec["priceAdjustment"] = price
+        capacity = draw(st.sampled_from([None, {}, {"r1": "1"}, {"r2": "2"}, {"r1": "3", "r2": "1"}]))
+        if capacity is not None:
+            spec["capacity"] = capacity
+        docs.append({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                     "metadata": {"name": f"o{i}"}, "spec": spec})
+    return docs
+
+
+@st.composite
+def pool_docs(draw: Any) -> list[dict[str, Any]]:
+    docs = []
+    for i in range(draw(st.integers(0, 3))):
+        # "family", "custom" and "cpu" are instance-type labels too: keys defined on two levels.
+        labels = draw(st.dictionaries(st.sampled_from(["team", "family", "custom", "cpu"]),
+                                      st.sampled_from(["t1", "t2", "a", "2", "16"]), max_size=3))
+        docs.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": f"p{i}"},
+                     "spec": {"template": {"metadata": {"labels": labels}}}})
+    return docs
