@@ -13,20 +13,6 @@ from simulation.semantics import requirements as reqs
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 
 
-def field_path(overlay: model.Overlay, field: str) -> tuple[str | int, ...]:
-    if field == merge.PRICE:
-        return overlay.price_path
-    kind, _, name = field.partition("/")
-    if kind == "capacity":
-        return ("spec", "capacity", name)
-    index = next((t.index for t in overlay.templates if t.driver == name), 0)
-    return ("spec", "dynamicResources", "resourceSliceTemplates", index, "spec", "driver")
-
-
-def _describe_field(field: str) -> str:
-    return "price" if field == merge.PRICE else field
-
-
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, str],
               verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
     out = []
@@ -39,13 +25,13 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         if dropped:
             verdict = verdicts[dropped[0]]
             karpenter = (f"Karpenter marks {dropped[0]} Conflict and ignores it whole "
-                         f"(it met {verdict.other} on {_describe_field(verdict.field)})")
+                         f"(it met {verdict.other} on {verdict.field})")
             detail = {"karpenter": "Conflict", "dropped": dropped[0]}
         else:
             karpenter = (f"Karpenter does not detect this and silently applies {earlier.name}'s value "
                          f"there (the earlier in its order)")
             detail = {"karpenter": "silent", "applied": earlier.name}
-        message = (f"NodeOverlay {later.name} and {earlier.name} both set {_describe_field(clash.field)} "
+        message = (f"NodeOverlay {later.name} and {earlier.name} both set {clash.field} "
                    f"at weight {later.weight} on {where}; {karpenter}")
         if clash.more:
             message += f"; and {clash.more} more earlier overlays of this weight set it on common cells"
@@ -55,13 +41,13 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         kept, lost = (clash.later, clash.earlier) if dropped == [earlier.name] else (clash.earlier, clash.later)
         hint = hints.conflict(entries[kept], entries[lost], taken)
         out.append(findings.make(
-            "same-weight-conflict", later.ref, field_path(later, clash.field), message,
+            "same-weight-conflict", later.ref, clash.field.path(later), message,
             related=[earlier.ref], witness=witness, source=later.source,
-            detail={**detail, **hint.detail, "weight": str(later.weight), "field": clash.field}, hint=hint.text))
+            detail={**detail, **hint.detail, "weight": str(later.weight), "field": str(clash.field)}, hint=hint.text))
     return out
 
 
-def higher(e: merge.Entry, field: str, neighbours: Iterable[merge.Entry],
+def higher(e: merge.Entry, field: merge.Field, neighbours: Iterable[merge.Entry],
            status: Mapping[str, str]) -> list[merge.Entry]:
     """Applied overlays that precede `e` and set `field` on some of its cells."""
     bits = e.fields().get(field, merge.EMPTY)
@@ -69,7 +55,7 @@ def higher(e: merge.Entry, field: str, neighbours: Iterable[merge.Entry],
             and n.fields().get(field, merge.EMPTY).intersects(bits)]
 
 
-def claim(e: merge.Entry, field: str, winners: Iterable[merge.Entry]) -> cellset.Cells:
+def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) -> cellset.Cells:
     """The cells on which `e`'s value for `field` is the one in effect."""
     covered = merge.EMPTY
     for w in winners:
@@ -77,7 +63,7 @@ def claim(e: merge.Entry, field: str, winners: Iterable[merge.Entry]) -> cellset
     return e.fields().get(field, merge.EMPTY) - covered
 
 
-def shadowed(grid: cells.Grid, e: merge.Entry, field: str, neighbours: Sequence[merge.Entry],
+def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: Sequence[merge.Entry],
              status: Mapping[str, str]) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead."""
@@ -92,10 +78,10 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: str, neighbours: Sequence[
         return None
     names = sorted(w.name for w in winners)
     witness = grid.witness(bits, with_offering=field == merge.PRICE)
-    message = (f"NodeOverlay {e.name}: {_describe_field(field)} has no effect; every cell it selects is "
+    message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
-    return findings.make("shadowed", e.overlay.ref, field_path(e.overlay, field), message,
+    return findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message,
                          related=[findings.ObjectRef(model.NODEOVERLAY, n) for n in names[:merge.CLASH_LIMIT]],
                          witness=witness, source=e.overlay.source)
 

@@ -41,7 +41,7 @@ def effects(report: rp.Report, pools: Collection[str] = (), types: Collection[st
     """Per (NodePool, instance type): the effect of the applied overlays. Without filters only
     the cells some overlay touches are listed."""
     grid = report.grid
-    winners: dict[int, dict[str, str]] = {}  # bit -> field -> overlay
+    winners: dict[int, dict[merge.Field, str]] = {}  # bit -> field -> overlay
     for claim in report.outcome.claims:
         for bit in claim.cells.bits():
             winners.setdefault(bit, {})[claim.field] = claim.overlay
@@ -59,7 +59,7 @@ def _filter_cells(grid: cells.Grid, pools: Collection[str], types: Collection[st
     return grid.match(chosen) if chosen else grid.all_cells()
 
 
-def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[str, str]]) -> CellEffect:
+def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[merge.Field, str]]) -> CellEffect:
     grid = report.grid
     pool_index, t, _ = grid.locate(first_bit)
     it = grid.types[t]
@@ -68,13 +68,12 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[str, 
     cap_overlays: dict[str, str] = {}
     templates: dict[str, str] = {}
     for field, name in sorted(type_winners.items()):
-        kind, _, what = field.partition("/")
-        if kind == "capacity":
-            raw = dict(report.entries[name].overlay.capacity)[what]
-            capacity[what] = quantity.normalize(raw)
-            cap_overlays[what] = name
-        elif kind == "resourceSliceTemplates":
-            templates[what] = name
+        if field.kind is merge.Kind.CAPACITY:
+            raw = dict(report.entries[name].overlay.capacity)[field.name]
+            capacity[field.name] = quantity.normalize(raw)
+            cap_overlays[field.name] = name
+        elif field.kind is merge.Kind.TEMPLATES:
+            templates[field.name] = name
     offerings = []
     for slot, o in enumerate(it.offerings):
         winner = winners.get(first_bit + slot, {}).get(merge.PRICE)

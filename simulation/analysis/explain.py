@@ -13,7 +13,7 @@ class UnknownName(ValueError):
     """An instance type or NodePool that is not in the simulation."""
 
 
-def _fields(overlay: model.Overlay) -> list[str]:
+def _fields(overlay: model.Overlay) -> list[merge.Field]:
     out = [merge.PRICE] if overlay.price_update is not None else []
     out += [merge.capacity_field(r) for r, _ in overlay.capacity]
     out += [merge.driver_field(d) for d in overlay.drivers()]
@@ -56,12 +56,12 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
                 row = {**base, "outcome": "dropped", "why": f"Karpenter marks it Conflict: {reason}"}
             else:
                 row = _won_or_lost(base, o, field, claims, mask if field == merge.PRICE else type_mask)
-            rows.setdefault(field, []).append(row)
+            rows.setdefault(str(field), []).append(row)
     return {"instanceType": instance_type, "nodepools": chosen, "fields": rows}
 
 
-def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: str,
-                 claims: dict[tuple[str, str], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
+def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: merge.Field,
+                 claims: dict[tuple[str, merge.Field], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
     mine = claims.get((o.name, field), merge.EMPTY) & mask
     if mine:
         return {**base, "outcome": "won",

@@ -124,7 +124,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
                 and baseline.status.get(m.name) != merge.APPLIED)]
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
-    done_shadow: set[tuple[str, str]] = set()
+    done_shadow: set[tuple[str, merge.Field]] = set()
     for c in candidates:
         neighbours = index.near(c, skip, candidates)
         own, others = _split(_clashes(index, c, neighbours, skip, candidates), entries, skip)
@@ -176,7 +176,8 @@ def _clashes(index: Index, c: merge.Entry, neighbours: Sequence[merge.Entry], sk
     return out
 
 
-def _still_claims(target: merge.Entry, field: str, baseline: merge.Outcome, gained: Sequence[merge.Entry]) -> bool:
+def _still_claims(target: merge.Entry, field: merge.Field, baseline: merge.Outcome,
+                  gained: Sequence[merge.Entry]) -> bool:
     """Whether an unchanged overlay that stays applied surely still has cells where its `field` is in
     effect: what it claimed in the baseline, less what the `gained` overlays above it set (an
     overlay removed, replaced or now dropped can only give it more). False means: look closer."""
@@ -202,7 +203,7 @@ def _split(clashes: Sequence[merge.Clash], entries: Mapping[str, merge.Entry],
     def order(k: merge.Clash) -> tuple[Any, ...]:
         later = entries[k.later].overlay
         return (later.source if later.source is not None else -1, later.ref,
-                findings.json_path(*checks.field_path(later, k.field)))
+                findings.json_path(*k.field.path(later)))
 
     return mine, sorted(others, key=order)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import enum
 import functools
 import heapq
 import itertools
@@ -23,18 +24,51 @@ from collections.abc import Iterable, Mapping, Sequence
 from simulation.semantics import cells, cellset, model
 
 APPLIED, CONFLICT, INVALID = "Applied", "Conflict", "Invalid"
-PRICE = "price"
 EMPTY = cellset.Cells()
 # Same-weight clashes reported per overlay and field; the rest are counted, not listed.
 CLASH_LIMIT = 5
 
 
-def capacity_field(resource: str) -> str:
-    return f"capacity/{resource}"
+class Kind(enum.StrEnum):
+    """What a field of an overlay sets; the values are the names the output uses."""
+
+    PRICE = "price"
+    CAPACITY = "capacity"
+    TEMPLATES = "resourceSliceTemplates"
 
 
-def driver_field(driver: str) -> str:
-    return f"resourceSliceTemplates/{driver}"
+@dataclasses.dataclass(frozen=True, order=True, slots=True)
+class Field:
+    """One value an overlay sets on the cells it matches, kept apart as Karpenter's store keeps its
+    updates (a price per offering, a quantity per capacity resource, the templates of one DRA driver).
+    Ordered as its text: `price`, `capacity/<resource>`, `resourceSliceTemplates/<driver>`."""
+
+    kind: Kind
+    # The capacity resource or the driver; empty for the price.
+    name: str = ""
+
+    def __str__(self) -> str:
+        return self.kind.value if self.kind is Kind.PRICE else f"{self.kind.value}/{self.name}"
+
+    def path(self, overlay: model.Overlay) -> tuple[str | int, ...]:
+        """Where `overlay` sets it, as segments of a findings.json_path."""
+        if self.kind is Kind.PRICE:
+            return overlay.price_path
+        if self.kind is Kind.CAPACITY:
+            return ("spec", "capacity", self.name)
+        index = next((t.index for t in overlay.templates if t.driver == self.name), 0)
+        return ("spec", "dynamicResources", "resourceSliceTemplates", index, "spec", "driver")
+
+
+PRICE = Field(Kind.PRICE)
+
+
+def capacity_field(resource: str) -> Field:
+    return Field(Kind.CAPACITY, resource)
+
+
+def driver_field(driver: str) -> Field:
+    return Field(Kind.TEMPLATES, driver)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +100,9 @@ class Entry:
         return bool((o.price_update is not None and p.price_update is not None and self.cells.intersects(other.cells))
                     or (o.capacity_set and p.capacity_set and self.type_cells.intersects(other.type_cells)))
 
-    def fields(self) -> dict[str, cellset.Cells]:
+    def fields(self) -> dict[Field, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
-        out: dict[str, cellset.Cells] = {}
+        out: dict[Field, cellset.Cells] = {}
         if not self.cells:
             return out
         if self.overlay.price_update is not None:
@@ -95,7 +129,7 @@ def ordered(entries: Iterable[Entry]) -> list[Entry]:
 class Verdict:
     """Why Karpenter drops an overlay: the field, a cell, and the stored overlay it met there."""
 
-    field: str
+    field: Field
     bit: int
     other: str
 
@@ -105,7 +139,7 @@ class Claim:
     """Cells on which an applied overlay's value is the one in effect for a field."""
 
     overlay: str
-    field: str
+    field: Field
     cells: cellset.Cells
 
 
@@ -117,7 +151,7 @@ class Outcome:
     claims: tuple[Claim, ...]
 
     @functools.cached_property
-    def claimed(self) -> Mapping[tuple[str, str], cellset.Cells]:
+    def claimed(self) -> Mapping[tuple[str, Field], cellset.Cells]:
         """(overlay, field) -> the cells on which its value is in effect."""
         return {(c.overlay, c.field): c.cells for c in self.claims}
 
@@ -128,7 +162,7 @@ def karpenter(entries: Sequence[Entry]) -> Outcome:
     status: dict[str, str] = {}
     verdicts: dict[str, Verdict] = {}
     claims: list[Claim] = []
-    won: dict[str, cellset.Dense] = {}
+    won: dict[Field, cellset.Dense] = {}
     for _, group in itertools.groupby(ordered_entries, key=lambda e: e.overlay.weight):
         price_stored: list[Entry] = []
         price_union: cellset.Dense | None = None
@@ -200,7 +234,7 @@ class Clash:
 
     later: str
     earlier: str
-    field: str
+    field: Field
     cells: cellset.Cells
     more: int = 0
 
@@ -211,8 +245,8 @@ def same_weight(entries: Sequence[Entry], limit: int = CLASH_LIMIT) -> list[Clas
     with identical cells for the field are tested once, so identical overlays cost O(overlays)."""
     out: list[Clash] = []
     for _, group in itertools.groupby(ordered(entries), key=lambda e: e.overlay.weight):
-        seen: dict[str, dict[cellset.Cells, list[Entry]]] = {}
-        unions: dict[str, cellset.Dense] = {}
+        seen: dict[Field, dict[cellset.Cells, list[Entry]]] = {}
+        unions: dict[Field, cellset.Dense] = {}
         for e in group:
             for field, bits in e.fields().items():
                 union = unions.setdefault(field, _dense(e))
@@ -227,7 +261,7 @@ def clashes_with(target: Entry, others: Sequence[Entry], limit: int = CLASH_LIMI
     """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
     must hold every overlay that shares a cell with it."""
     weight = target.overlay.weight
-    seen: dict[str, dict[cellset.Cells, list[Entry]]] = {}
+    seen: dict[Field, dict[cellset.Cells, list[Entry]]] = {}
     for o in ordered(others):
         if o.overlay.weight == weight and o.rank > target.rank:
             for field, bits in o.fields().items():
@@ -238,7 +272,7 @@ def clashes_with(target: Entry, others: Sequence[Entry], limit: int = CLASH_LIMI
     return out
 
 
-def reported(earlier: Entry, field: str, laters: Sequence[Entry], pool: Iterable[Entry],
+def reported(earlier: Entry, field: Field, laters: Sequence[Entry], pool: Iterable[Entry],
              limit: int = CLASH_LIMIT) -> list[Clash]:
     """The clashes `same_weight` reports between each of `laters` (same weight, after `earlier`, equal
     cells for `field`) and `earlier`: those where `earlier` is among the later one's first `limit`
@@ -259,7 +293,7 @@ def reported(earlier: Entry, field: str, laters: Sequence[Entry], pool: Iterable
     return out
 
 
-def _first(e: Entry, field: str, bits: cellset.Cells,
+def _first(e: Entry, field: Field, bits: cellset.Cells,
            groups: Iterable[tuple[cellset.Cells, list[Entry]]], limit: int) -> list[Clash]:
     """`e`'s clashes on `field` with the first `limit` overlapping earlier overlays (by rank), the
     last one counting the rest."""
