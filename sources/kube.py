@@ -205,17 +205,21 @@ def with_kind(obj: dict[str, Any], resource: Resource) -> dict[str, Any]:
 def read(kubeconfig: str | None = None, context: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Every NodeOverlay and NodePool in the cluster, plus notes (e.g. a CRD that is not installed)."""
     client = Client.connect(kubeconfig, context)
-    objects: list[dict[str, Any]] = []
-    notes: list[str] = []
     try:
-        for resource in RESOURCES.values():
-            try:
-                objects += client.list(resource.kind).items
-            except NotFound:
-                notes.append(f"the cluster does not serve {resource.plural}.{resource.group}/{resource.version}; "
-                             "assuming none exist")
+        return read_all(client)
     finally:
         client.close()
+
+
+def read_all(client: Client) -> tuple[list[dict[str, Any]], list[str]]:
+    objects: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for resource in RESOURCES.values():
+        try:
+            objects += client.list(resource.kind).items
+        except NotFound:
+            notes.append(f"the cluster does not serve {resource.plural}.{resource.group}/{resource.version}; "
+                         "assuming none exist")
     return objects, notes
 
 
