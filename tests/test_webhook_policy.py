@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import effects
 from simulation.semantics import merge
@@ -33,11 +34,12 @@ def respond(body: Mapping[str, Any], objects: Sequence[Mapping[str, Any]], *, en
     pending: store.Holds = {}
     for i, obj in enumerate(held):
         pending = store.hold(pending, (NO, obj["metadata"]["name"]), obj, f"u{i}", now=0.0, ttl=30.0)
-    plan = store.plan(basis, pending, step.key, req.operation, req.old, now=1.0)
-    prepared = admission.rebased(basis, step.key, plan, default_catalog(), None, None)
     if step.action == admission.NODEPOOL:
-        report = admission.assess(prepared, step.candidate)
+        docs = store.documents(store.including(basis, pending, now=1.0))
+        report = admission.assess(ev.prepare(docs, default_catalog()), step.candidate)
     else:
+        plan = store.plan(basis, pending, step.key, req.operation, req.old, now=1.0)
+        prepared = admission.rebased(basis, step.key, plan, default_catalog(), None, None)
         report = admission.judge(prepared, step.candidate, plan.extras)
     return admission.answer(step, report, enforce=enforce)
 
@@ -84,7 +86,11 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], str, bool, list[dic
     ("delete", review(None, "DELETE", old=A), [POOL, A], "validate", True, [], ("allowed", True, None, ())),
     ("nodepool-making-overlays-conflict", review(nodepool("q", {"team": "x"})),
      [POOL, overlay("t1", weight=3, price="1", extra=[TEAM]), overlay("t2", weight=3, price="2", extra=[TEAM])],
-     "validate", True, [], ("warned", True, None, ("NodePool q changed",))),
+     "validate", True, [], ("warned", True, None, ("NodePool q changed: [same-weight-conflict]",))),
+    ("nodepool-and-a-held-overlay", review(nodepool("q", {"team": "x"})),
+     [POOL, overlay("t1", weight=3, price="1", extra=[TEAM])], "validate", True,
+     [overlay("t2", weight=3, price="2", extra=[TEAM])],
+     ("warned", True, None, ("NodePool q changed: [same-weight-conflict]",))),
     ("nodepool-harmless", review(nodepool("q", weight=5)), [POOL, A], "validate", True, [],
      ("allowed", True, None, ())),
 ]

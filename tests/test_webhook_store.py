@@ -12,7 +12,7 @@ import pytest
 
 from simulation.semantics import catalog as cat
 from sources import kube
-from tests.webhook_support import nodepool, overlay
+from tests.webhook_support import default_catalog, nodepool, overlay
 from webhook import informer, store
 from webhook.state import Cache
 
@@ -353,3 +353,23 @@ def test_confirming_read_maps_not_found_to_none_and_raises_the_rest() -> None:
     with pytest.raises(kube.KubeError) as raised:
         source.read(NO, "forbidden")
     assert raised.value.status == 403 and not isinstance(raised.value, kube.NotFound)
+
+
+async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None:
+    """The NodePool's assessment counts held overlays: applied right after an overlay, before the
+    watch delivers it, the NodePool still gets the warning that it makes the two conflict."""
+    team = {"key": "team", "operator": "In", "values": ["x"]}
+    cache = Cache(debounce=0.01, ttl=30)
+    cache.set_catalog(default_catalog())
+    cache.load([nodepool("p"), overlay("t1", weight=3, price="1", extra=[team])])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+        pool = nodepool("q", {"team": "x"})
+        assert not [f for f in (await cache.assess(pool)).findings if f.code == "same-weight-conflict"]
+        held = overlay("t2", weight=3, price="2", extra=[team])
+        assert (await cache.decide(held, "CREATE", None, uid="u", dry_run=False, admits=lambda r: True)).held
+        found = [f for f in (await cache.assess(pool)).findings if f.code == "same-weight-conflict"]
+        assert found and {r.name for f in found for r in (f.obj, *f.related)} >= {"t1", "t2"}
+    finally:
+        await cache.close()

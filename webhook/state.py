@@ -374,8 +374,14 @@ class Cache:
             self._checked[key[1]] = report.overlays[key[1]]
 
     async def assess(self, pool: Mapping[str, Any]) -> ev.Report:
-        """What a NodePool change does to the overlays (never held: NodePools are not denied)."""
+        """What a NodePool change does to the overlays, held ones included (a NodePool applied
+        right after an overlay must see it); never held itself: NodePools are not denied."""
         snap = self._snapshot
-        if snap.prepared is None:
+        if snap.prepared is None or self._catalog is None:
             raise NotReady("the cluster state has not been synced yet")
-        return await asyncio.to_thread(admission.assess, snap.prepared, pool)
+        basis = store.including(snap.basis, snap.pending, self._clock())
+        prepared = snap.prepared
+        if basis is not snap.basis:
+            prepared = await asyncio.to_thread(ev.prepare, store.documents(basis), self._catalog, prepared,
+                                               crd=self._crd)
+        return await asyncio.to_thread(admission.assess, prepared, pool)

@@ -191,6 +191,15 @@ def settle(pending: Holds, basis: Store, now: float) -> Holds:
     return out
 
 
+def including(basis: Store, pending: Holds, now: float) -> Store:
+    """The stored objects with the live holds in place: what a NodePool change is judged
+    against, since an overlay admitted a moment ago is as real to it as a stored one. `basis`
+    itself when no hold adds anything."""
+    held = {k: p.stored for k, p in sorted(pending.items())
+            if p.expires > now and (k not in basis or basis[k].semantic != p.stored.semantic)}
+    return {**basis, **held} if held else basis
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """How to judge one candidate against a snapshot.
