@@ -19,7 +19,7 @@ from simulation.semantics import model
 from simulation.validation import crds
 from sources import files
 
-GROUP = "karpenter.sh"
+GROUP = crds.GROUP
 PAGE = 500
 TIMEOUT_SECONDS = 30
 

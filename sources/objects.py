@@ -16,11 +16,11 @@ from typing import Any, BinaryIO, TypeVar
 from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
+from simulation.validation import crds
 from sources import files, jsontext, shapes, tree
 from sources.positions import Origin, Table, split_items
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
-GROUP = "karpenter.sh"
 # `kubectl get -o yaml` writes `kind: List`; the API itself answers with typed lists.
 LIST_KINDS = frozenset({"List", *(f"{k}List" for k in RELEVANT_KINDS)})
 FILE_KIND = "File"
@@ -63,7 +63,7 @@ def is_relevant(obj: Mapping[str, Any]) -> bool:
     if model.kind_of(obj) not in RELEVANT_KINDS:
         return False
     api = obj.get("apiVersion")
-    return not isinstance(api, str) or "/" not in api or api.split("/", 1)[0] == GROUP
+    return not isinstance(api, str) or "/" not in api or api.split("/", 1)[0] == crds.GROUP
 
 
 class Loader:
