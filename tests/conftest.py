@@ -1,5 +1,6 @@
 """Fixtures shared by the test modules. Plain helpers live in modules tests import (core_support,
-webhook_support, casefmt, tools); no test module imports another."""
+lint_support, input_support, schema_support, webhook_support, strategies, casefmt, tools); no test module
+imports another."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 
 from lint import cli
 from tests import casefmt
-from tests.test_lint_cli import CATALOG, nodepool, write
+from tests.lint_support import CATALOG, nodepool, write
 
 CASES = casefmt.discover()
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lint import cli
-from tests.test_lint_cli import BASIC, CATALOG, nodepool, overlay, write
+from tests.lint_support import BASIC, CATALOG, nodepool, overlay, write
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "lint_fixtures" / "basic"

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pytest
 
 from lint import cli
-from tests.test_lint_cli import VENV_BIN, nodepool, write
+from tests.lint_support import VENV_BIN, nodepool, write
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")

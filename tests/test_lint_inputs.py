@@ -21,33 +21,10 @@ from lint import cli
 from sources import files, tree
 from sources.objects import Loader
 from sources.positions import Origin, Table
+from tests.input_support import CATALOG, OVERLAY, run, write
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")
 BOUND = 10.0  # seconds; generous, the point is "not minutes"
-
-OVERLAY = """\
-apiVersion: karpenter.sh/v1alpha1
-kind: NodeOverlay
-metadata:
-  name: {name}
-spec:
-  weight: {weight}
-  requirements:
-    - key: karpenter.sh/capacity-type
-      operator: In
-      values: [spot]
-  priceAdjustment: "-10%"
-"""
-
-
-def run(*args: str, stdin: bytes | None = None) -> tuple[int, dict[str, Any], str]:
-    """`check --format json` against the small fixture catalog."""
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["check", *args, "--catalog", CATALOG, "--format", "json"],
-                    stdin=io.BytesIO(stdin) if stdin is not None else None, stdout=out, stderr=err)
-    return code, (json.loads(out.getvalue()) if out.getvalue() else {}), err.getvalue()
-
 
 def timed(*args: str, stdin: bytes | None = None) -> tuple[int, dict[str, Any], str]:
     start = time.monotonic()
@@ -60,16 +37,6 @@ def only(data: dict[str, Any], code: str = "parse-error") -> dict[str, Any]:
     assert [f["code"] for f in data["findings"]] == [code], data["findings"]
     finding: dict[str, Any] = data["findings"][0]
     return finding
-
-
-def write(tmp_path: pathlib.Path, name: str, content: str | bytes) -> str:
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content, encoding="utf-8")
-    return str(path)
 
 
 def test_yaml_syntax_error_has_position(tmp_path: pathlib.Path) -> None:

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from lint import cli, completion
-from tests.test_lint_cli import BASIC, CATALOG, nodepool, overlay, write
+from tests.lint_support import BASIC, CATALOG, nodepool, overlay, write
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.test_lint_inputs import OVERLAY
+from tests.input_support import OVERLAY
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PRE_COMMIT = ROOT / ".venv" / "bin" / "pre-commit"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lint import cli
-from tests.test_lint_inputs import CATALOG, OVERLAY, run, write
+from tests.input_support import CATALOG, OVERLAY, run, write
 
 OVERLAY_HEAD = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: bad}\n"
 NODEPOOL_HEAD = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: pool}\n"

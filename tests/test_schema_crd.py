@@ -15,7 +15,7 @@ from simulation import findings
 from simulation.evaluate import Document, check_overlay
 from simulation.validation import celexpr, crds, schema
 from tests import test_lint_cluster, tools
-from tests.test_schema import valid, with_edits
+from tests.schema_support import valid, with_edits
 
 REF = findings.ObjectRef("NodeOverlay", "test")
 fake_cluster = test_lint_cluster.fake_cluster  # a fixture: the list API of a cluster, faked
@@ -74,7 +74,7 @@ def test_dra_checks_run_only_where_the_crd_defines_the_field(karpenter: crds.Crd
 ])
 def test_both_crds_give_the_same_findings_outside_the_extension(karpenter: crds.Crd, dotted: str, value: Any,
                                                                 expected: tuple[str, str]) -> None:
-    from tests.test_schema import edit
+    from tests.schema_support import edit
 
     answers = [fields(schema.check(edit(plain(), dotted, value), REF, None, crd))
                for crd in (karpenter, crds.embedded())]
@@ -82,7 +82,7 @@ def test_both_crds_give_the_same_findings_outside_the_extension(karpenter: crds.
 
 
 def test_no_draft_dra_name_is_suggested_where_the_crd_has_no_dra_field(karpenter: crds.Crd) -> None:
-    from tests.test_schema import edit
+    from tests.schema_support import edit
 
     found = schema.check(edit(plain(), "spec.resourceSlices", []), REF, None, karpenter)
     assert "did you mean" not in found[0].message

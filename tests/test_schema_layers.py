@@ -9,7 +9,7 @@ from ruamel.yaml import YAML
 
 from simulation import findings
 from simulation.validation import schema
-from tests.test_schema import BIND, K0, REF, TPL, codes, run, with_edits
+from tests.schema_support import BIND, K0, REF, TPL, codes, run, with_edits
 
 # --- warnings, layers, determinism, input forms ---------------------------------------------------
 
