@@ -13,6 +13,7 @@ RUN python3 -m venv /opt/overlay-guard \
     && /opt/overlay-guard/bin/pip install --no-cache-dir --require-hashes --no-deps -r hack/image/requirements.lock
 COPY pyproject.toml README.md ./
 COPY simulation/ simulation/
+COPY sources/ sources/
 COPY lint/ lint/
 COPY webhook/ webhook/
 COPY certs/ certs/
