@@ -22,7 +22,7 @@ import pytest
 from simulation import evaluate as ev
 from simulation.semantics import catalog as cat
 from tests import casefmt
-from tests import test_oracle as oracle
+from tests import oracle_support as oracle
 
 DRA_CASES = [c for c in oracle.CASES if any(
     isinstance(o, Mapping) and isinstance(o.get("spec"), Mapping) and "dynamicResources" in o["spec"]

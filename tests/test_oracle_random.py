@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation.semantics import catalog as cat
-from tests import test_oracle as oracle
+from tests import oracle_support as oracle
 
 FAMILIES = ("m5", "c6i", "r7g", "p5", "g5", "t3")
 SETS_PER_BATCH = 40
