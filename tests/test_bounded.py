@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -77,19 +78,37 @@ def test_a_candidate_names_a_bounded_number_of_other_overlays() -> None:
     assert fast.errors()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(existing=st.lists(st.tuples(st.sampled_from([None, *FAMILIES]), st.sampled_from([0, 0, 0, 5])),
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(existing=st.lists(st.tuples(st.sampled_from([None, *FAMILIES]), st.sampled_from([0, 0, 0, 5, 9])),
                          min_size=LIMIT + 2, max_size=LIMIT + 9),
-       new=st.lists(st.tuples(st.sampled_from([None, *FAMILIES]), st.sampled_from([0, 5]),
-                              st.sampled_from(["a", "n", "zz"])), min_size=1, max_size=3))
+       new=st.lists(st.tuples(st.sampled_from([None, *FAMILIES]), st.sampled_from([0, 5, 7]),
+                              st.sampled_from(["a", "n", "zz", "o0"])), min_size=1, max_size=3))
 def test_incremental_equals_full_beyond_the_cap(existing: list[tuple[str | None, int]],
                                                  new: list[tuple[str | None, int, str]]) -> None:
     catalog = _catalog()
     prepared = ev.prepare(_docs([_overlay(f"o{i:02d}", f, w) for i, (f, w) in enumerate(existing)]), catalog)
-    # A candidate sorts before ("a"), among ("n"), or after ("zz") the stored ones.
+    # A candidate sorts before ("a"), among ("n"), or after ("zz") the stored ones, or replaces one ("o0").
+    # Stored overlays above it (weight 9) or below it shadow or are shadowed, more than a report lists.
     candidates = [ev.Document(_overlay(f"{p}{i}", f, w), 100 + i) for i, (f, w, p) in enumerate(new)]
     fast = ev.evaluate(candidates, prepared)
     slow = ev.evaluate(candidates, prepared, full=True)
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
     assert Counter((f.obj, f.field) for f in _conflicts(fast)).most_common(1)[0][1] <= LIMIT if _conflicts(fast) \
         else True
+
+
+@pytest.mark.parametrize("name", ["a", "o05", "o99", "zz"])
+def test_shadowed_overlays_beyond_the_cap_incremental_equals_full(name: str) -> None:
+    """A broad candidate above a dozen stacked overlays: each is shadowed, by it and by those above it.
+    The report keeps the findings naming it among the first winners by name ("a" is first everywhere,
+    "zz" only where fewer than the cap precede it; "o05" replaces a stored one), the last counting the rest."""
+    catalog = _catalog()
+    prepared = ev.prepare(_docs([_overlay(f"o{i:02d}", "m5", 1 + i) for i in range(12)]), catalog)
+    candidate = ev.Document(_overlay(name, None, 50), 1000)
+    fast = ev.evaluate([candidate], prepared)
+    slow = ev.evaluate([candidate], prepared, full=True)
+    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    shadowed = [f for f in fast.findings if f.code == "shadowed" and f.obj.name != name]
+    assert len(shadowed) == min(LIMIT, sum(1 for f in slow.findings if f.code == "shadowed"))
+    if name == "a":
+        assert dict(shadowed[-1].detail)["moreObjects"] == str(12 - LIMIT)

@@ -68,7 +68,12 @@ class Cells:
         return Cells.grouped(pairs, self.block)
 
     def intersects(self, other: Cells) -> bool:
-        return any(pa & pb and ba & bb for pa, ba in self.parts for pb, bb in other.parts)
+        # Loops, not any(...): the incremental path asks this of thousands of neighbours per candidate.
+        for pa, ba in self.parts:
+            for pb, bb in other.parts:
+                if pa & pb and ba & bb:
+                    return True
+        return False
 
     def within(self, other: Cells) -> bool:
         """Whether every cell of this set is in `other` (`not self - other`, without building it)."""
