@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -273,34 +273,49 @@ def _dra_hint(f: findings.Finding, raw: Any) -> str:
     return f"fix {f.field}: a DNS-subdomain driver, unique template and device names, at most 128 devices"
 
 
+def _legacy_hint(f: findings.Finding, raw: Any) -> str:
+    del raw  # the finding's detail carries the migration
+    replacement = dict(f.detail).get("replacement")
+    name = f.path[-1] if f.path else "the field"
+    if replacement is not None:
+        return f"replace spec.{name} with {replacement}" if replacement != "{}" else f"remove spec.{name}"
+    if name == "overhead":
+        return "reserve it in the NodeClass (kubelet systemReserved/kubeReserved), then remove spec.overhead"
+    return f"remove spec.{name} and express it with requirements, price/priceAdjustment or capacity"
+
+
+def _runtime_hint(f: findings.Finding, raw: Any) -> str:
+    if f.path[:2] == ("spec", "capacity") and len(f.path) == 3:
+        return f"remove {f.field}: overlays add extended resources only"
+    return (_requirement_hint(f.path, raw) if f.path[:2] == ("spec", "requirements") else None) or (
+        f"change {f.field} so that Karpenter's runtime validation accepts it")
+
+
+def _parse_hint(f: findings.Finding, raw: Any) -> str:
+    del raw  # there is no object: it did not parse
+    if "boolean" in f.message:
+        return "quote the value (YAML 1.1 reads on/off/yes/no as booleans)"
+    return "fix the YAML/JSON at this position so that it parses"
+
+
+# code -> the hint for an error finding of that code
+_BY_CODE: Mapping[str, Callable[[findings.Finding, Any], str]] = {
+    "legacy-field": _legacy_hint,
+    "schema": _schema_hint,
+    "runtime-invalid": _runtime_hint,
+    "duplicate-object": lambda f, raw: "rename one of the two copies (metadata.name) or delete one",
+    "invalid-binding-key": _dra_hint,
+    "invalid-attribute-binding": _dra_hint,
+    "invalid-resource-slice-template": _dra_hint,
+    "parse-error": _parse_hint,
+    "unreadable-input": lambda f, raw: "make the path readable, or remove it from the input",
+}
+
+
 def for_finding(f: findings.Finding, raw: Any = None) -> str:
     """The fix for one error finding about an object (`raw`: the object as written, when known)."""
-    if f.code == "legacy-field":
-        replacement = dict(f.detail).get("replacement")
-        name = f.path[-1] if f.path else "the field"
-        if replacement is not None:
-            return f"replace spec.{name} with {replacement}" if replacement != "{}" else f"remove spec.{name}"
-        if name == "overhead":
-            return "reserve it in the NodeClass (kubelet systemReserved/kubeReserved), then remove spec.overhead"
-        return f"remove spec.{name} and express it with requirements, price/priceAdjustment or capacity"
-    if f.code == "schema":
-        return _schema_hint(f, raw)
-    if f.code == "runtime-invalid":
-        if f.path[:2] == ("spec", "capacity") and len(f.path) == 3:
-            return f"remove {f.field}: overlays add extended resources only"
-        return (_requirement_hint(f.path, raw) if f.path[:2] == ("spec", "requirements") else None) or (
-            f"change {f.field} so that Karpenter's runtime validation accepts it")
-    if f.code == "duplicate-object":
-        return "rename one of the two copies (metadata.name) or delete one"
-    if f.code in ("invalid-binding-key", "invalid-attribute-binding", "invalid-resource-slice-template"):
-        return _dra_hint(f, raw)
-    if f.code == "parse-error":
-        if "boolean" in f.message:
-            return "quote the value (YAML 1.1 reads on/off/yes/no as booleans)"
-        return "fix the YAML/JSON at this position so that it parses"
-    if f.code == "unreadable-input":
-        return "make the path readable, or remove it from the input"
-    return ""
+    hint = _BY_CODE.get(f.code)
+    return hint(f, raw) if hint is not None else ""
 
 
 def attach(found: Iterable[findings.Finding], raw: Any = None) -> list[findings.Finding]:
