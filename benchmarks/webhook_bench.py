@@ -63,12 +63,15 @@ def _rss_mb(pid: int) -> dict[str, float]:
     return out
 
 
-def _reviews(count: int, prefix: str, dry_run: bool) -> list[bytes]:
-    """Alternating new overlays and edits of existing ones, as admission traffic does."""
+def _reviews(count: int, prefix: str, dry_run: bool, broad: bool = False) -> list[bytes]:
+    """Alternating new overlays and edits of existing ones, as admission traffic does; `broad`: new overlays
+    with no NodePool requirement instead (family-wide and capacity-type-wide, clean and conflicting in turn)."""
     existing = workload.overlays()
     out = []
     for i in range(count):
-        if i % 2 == 0:
+        if broad:
+            obj, op, old = workload.broad(i // 2, conflicting=i % 2 == 1), "CREATE", None
+        elif i % 2 == 0:
             obj, op, old = workload.candidate(i % 64), "CREATE", None
         else:
             old = existing[(i * 37) % len(existing)]
@@ -230,6 +233,9 @@ async def _measure(tmp: Path) -> dict[str, Any]:
             # One request at a time: latency without queueing, what a single kubectl apply sees.
             hook_one = await _load(hook_url, ctx, _reviews(400, f"one{r}", True), SEQUENTIAL_SECONDS, 1)
             echo_one = await _load(echo_url, ctx, _reviews(400, f"eone{r}", True), SEQUENTIAL_SECONDS, 1)
+            hook_broad = await _load(hook_url, ctx, _reviews(400, f"broad{r}", True, broad=True), ROUND_SECONDS)
+            broad_server = _server_side(tmp / "webhook.log", f"broad{r}")
+            echo_broad = await _load(echo_url, ctx, _reviews(400, f"ebroad{r}", True, broad=True), ROUND_SECONDS)
             hook_many = await _load(hook_url, ctx, _reviews(400, f"many{r}", True), ROUND_SECONDS, MANY_CLIENTS)
             echo_many = await _load(echo_url, ctx, _reviews(400, f"emany{r}", True), ROUND_SECONDS, MANY_CLIENTS)
             rounds.append(
@@ -238,6 +244,9 @@ async def _measure(tmp: Path) -> dict[str, Any]:
                     "echo": echo_round,
                     "webhook_one": hook_one,
                     "echo_one": echo_one,
+                    "webhook_broad": hook_broad,
+                    "echo_broad": echo_broad,
+                    "broad_server_p99_ms": _percentile(broad_server, 0.99),
                     "webhook_many": hook_many,
                     "echo_many": echo_many,
                     "server_median_ms": statistics.median(server) if server else float("nan"),
@@ -294,6 +303,15 @@ async def _measure(tmp: Path) -> dict[str, Any]:
         "sequential_echo_median_ms": one_echo,
         "sequential_added_ms": round(one_hook - one_echo, 3),
         "sequential_ratio_vs_echo": round(one_hook / one_echo, 2) if one_echo else None,
+        "broad": {
+            "load": "new overlays with no NodePool requirement, family-wide and capacity-type-wide, clean and "
+                    "conflicting in turn",
+            "admissions_per_s": med(lambda x: x["webhook_broad"]["per_s"]),
+            "echo_per_s": med(lambda x: x["echo_broad"]["per_s"]),
+            "ratio_vs_echo": med(lambda x: x["webhook_broad"]["per_s"] / x["echo_broad"]["per_s"]),
+            "client_p99_ms": med(lambda x: x["webhook_broad"]["p99_ms"]),
+            "server_p99_ms": med(lambda x: x["broad_server_p99_ms"]),
+        },
         "clients_200": {
             "clients": MANY_CLIENTS,
             "per_s": med(lambda x: x["webhook_many"]["per_s"]),
@@ -303,7 +321,8 @@ async def _measure(tmp: Path) -> dict[str, Any]:
             "echo_p99_ms": med(lambda x: x["echo_many"]["p99_ms"]),
             "p99_ratio_vs_echo": med(lambda x: x["webhook_many"]["p99_ms"] / x["echo_many"]["p99_ms"]),
         },
-        "failures": sum(x[k]["failures"] for x in rounds for k in ("webhook", "echo", "webhook_many", "echo_many"))
+        "failures": sum(x[k]["failures"] for x in rounds
+                        for k in ("webhook", "echo", "webhook_broad", "echo_broad", "webhook_many", "echo_many"))
         + held["failures"],
         "held_objects": HELD_OBJECTS,
         "held_admissions_per_s": round(held["per_s"], 1),
