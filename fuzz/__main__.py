@@ -1,4 +1,4 @@
-"""`python -m fuzz [--seconds N] [TARGET ...]`: run fuzz targets one after another, each in its own
+"""`python -m fuzz [--seconds N] [--runs N] [TARGET ...]`: run fuzz targets one after another, each in its own
 process, and print one summary line per target (inputs run, peak RSS, crashes).
 
 The corpus each run grows is kept in the cache (`$OVERLAY_GUARD_CACHE/fuzz/corpus/TARGET`), so a
@@ -64,9 +64,10 @@ def _stat(text: str, name: str) -> int:
     return int(done[-1]) if done and name == "number_of_executed_units" else 0
 
 
-def run(target: str, seconds: int, work: Path, nice: int = 0, keep_going: bool = False) -> Result:
-    """Fuzz `target` for `seconds`. With keep_going, a crash is recorded and the engine started
-    again on the grown corpus until the time is spent, so one long run finds more than one bug."""
+def run(target: str, seconds: int, work: Path, nice: int = 0, keep_going: bool = False, runs: int = 0) -> Result:
+    """Fuzz `target` for `seconds`, or until `runs` inputs have run if that is sooner. With
+    keep_going, a crash is recorded and the engine started again on the grown corpus until the
+    time is spent, so one long run finds more than one bug."""
     corpus, crashes, logs = work / "corpus" / target, work / "crashes", work / "logs"
     for d in (corpus, crashes, logs):
         d.mkdir(parents=True, exist_ok=True)
@@ -79,13 +80,14 @@ def run(target: str, seconds: int, work: Path, nice: int = 0, keep_going: bool =
     with log.open("w") as out:
         while True:
             left = int(seconds - (time.monotonic() - started))
-            if left < 1 or (found and not keep_going):
+            if left < 1 or (found and not keep_going) or (runs and inputs >= runs):
                 break
             before = set(os.listdir(crashes))
             command = [sys.executable, "-m", "fuzz.engine", target, f"-max_total_time={left}",
                        f"-rss_limit_mb={RSS_LIMIT_MB}", f"-timeout={INPUT_TIMEOUT}",
                        f"-max_len={MAX_LEN[target]}", f"-artifact_prefix={crashes}/{target}-",
-                       "-print_final_stats=1", str(corpus), *seeds]
+                       "-print_final_stats=1", *([f"-runs={runs - inputs}"] if runs else []),
+                       str(corpus), *seeds]
             mark = out.tell()
             status = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, check=False,
                                     preexec_fn=(lambda: os.nice(nice)) if nice else None).returncode
@@ -111,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", metavar="TARGET",
                         help=f"targets to run (default all: {', '.join(TARGETS)})")
     parser.add_argument("--seconds", type=int, default=60, help="per target (default 60)")
+    parser.add_argument("--runs", type=int, default=0,
+                        help="stop a target once this many inputs have run (default: only --seconds)")
     parser.add_argument("--nice", type=int, default=0, help="niceness increment for the fuzzing processes")
     parser.add_argument("--work", type=Path, default=None, help="corpus, crashes and logs (default: the cache)")
     parser.add_argument("--keep-going", action="store_true",
@@ -123,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.work or cache_dir()
     failed = 0
     for target in args.targets or TARGETS:
-        result = run(target, args.seconds, work, args.nice, args.keep_going)
+        result = run(target, args.seconds, work, args.nice, args.keep_going, args.runs)
         if args.json:
             print(json.dumps({**dataclasses.asdict(result), "log": str(result.log)}), flush=True)
         else:

@@ -1,6 +1,6 @@
 """One fuzz target in this process: `python -m fuzz.engine TARGET [libFuzzer flags] [CORPUS...]`.
 
-With atheris (libFuzzer, coverage-guided over lint/, simulation/ and webhook/), or, where
+With atheris (libFuzzer, coverage-guided over lint/, sources/, simulation/ and webhook/), or, where
 atheris is not installed, a plain mutation loop over the seed corpus that takes the flags this
 project uses (-max_total_time, -runs, -seed) and prints libFuzzer's closing line, so the
 driver reads both alike.
@@ -20,7 +20,7 @@ try:
 except ImportError:  # a platform with no atheris wheel: the fallback below
     atheris = None
 
-INSTRUMENTED = ["lint", "simulation", "webhook", "fuzz", "tests.reference"]
+INSTRUMENTED = ["lint", "sources", "simulation", "webhook", "fuzz", "tests.reference"]
 
 
 def _load(name: str) -> Callable[[bytes], None]:

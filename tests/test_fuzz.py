@@ -56,20 +56,44 @@ def test_structured_inputs_replay() -> None:
 REGRESSIONS: list[tuple[str, bytes]] = [
     ("loader", b"kind: [NodeOverlay]\nmetadata: {name: a}\n"),
     ("loader", b"apiVersion: v1\nkind: {a: 1}\nitems: []\n"),
-    # Canonical forms past the exponent bound (see test_canonical_form_past_the_exponent_bound).
+    # Canonical forms whose exponent, holding the trailing zeros, passed the old bound of 1000 on
+    # a written exponent (see test_canonical_form_reads_back_as_in_go).
     ("quantity", b"\0" + b"1" + b"0" * 38 + b"E" + b"0" * 70 + b"1000"),
     ("quantity", b"\0" + b"551" + b"0" * 11 + b"E" + b"0" * 16 + b"1000"),
 ]
 
+# What resource.ParseQuantity(s).String() gives in k8s.io/apimachinery v0.34.4 (the version of
+# the e2e control plane), run in Go: both spellings accepted, both printed "551e1011"; the
+# exponent is read with strconv.ParseInt(..., 10, 64) and truncated to int32 (suffix.go), so Go
+# has no bound below 2**31.
+GO_STRINGS = [
+    ("55100000000000e1000", "551e1011"),
+    ("551e1011", "551e1011"),
+    ("5510e1010", "551e1011"),
+    ("1e1001", "100e999"),
+    ("1e1512", "1e1512"),
+    ("1e-1001", "1e-9"),
+    ("1.5e-1512", "1e-9"),
+]
 
-def test_canonical_form_past_the_exponent_bound() -> None:
-    """What the quantity target found: an accepted quantity whose canonical spelling the parser
-    refuses, because trailing zeros move into the exponent past MAX_EXPONENT."""
-    text = "551" + "0" * 11 + "e1000"
-    assert quantity.parse(text) == Decimal(551) * Decimal(10) ** 1011
-    assert quantity.normalize(text) == "551e1011"
-    with pytest.raises(quantity.QuantityError):
-        quantity.parse("551e1011")
+
+@pytest.mark.parametrize(("text", "go"), GO_STRINGS)
+def test_canonical_form_reads_back_as_in_go(text: str, go: str) -> None:
+    """What the quantity target found: `55100000000000e1000` was accepted but its canonical
+    spelling `551e1011` refused. The bound is now on the value as well as the spelling, so an
+    accepted quantity's canonical spelling is accepted too, with Go's value and Go's string."""
+    assert quantity.go_string(text) == go
+    assert quantity.normalize(go) == go
+    assert quantity.as_stored(quantity.parse(go), quantity.format_of(go)) == quantity.as_stored(
+        quantity.parse(text), quantity.format_of(text))
+
+
+def test_values_past_the_bound_are_refused_in_every_spelling() -> None:
+    # Go accepts these too: the departure left is the same for every spelling of a value.
+    for text in (f"1e{quantity.MAX_EXPONENT + 1}", f"10e{quantity.MAX_EXPONENT}", "1" + "0" * 20 + "e1500"):
+        with pytest.raises(quantity.QuantityError):
+            quantity.parse(text)
+    assert quantity.parse(f"1e{quantity.MAX_EXPONENT}") == Decimal(10) ** quantity.MAX_EXPONENT
 
 
 @pytest.mark.parametrize(("target", "data"), REGRESSIONS)

@@ -6,8 +6,12 @@ The behaviour mirrors ``k8s.io/apimachinery/pkg/api/resource`` (quantity.go, suf
 applies before anything is printed, and ``go_string`` also reproduces Go's echo of some inputs.
 
 Deliberate departures from Go, all in the name of bounded work on hostile input: strings longer
-than ``MAX_LENGTH`` and decimal exponents beyond ``MAX_EXPONENT`` are rejected, where Go would
-accept them (and, past 2**31, silently wrap the exponent).
+than ``MAX_LENGTH``, decimal exponents beyond ``MAX_EXPONENT``, and values whose last non-zero
+digit lies above ``10**MAX_EXPONENT`` are rejected, where Go would accept them (and, past 2**31,
+silently wrap the exponent: Go's ``ParseQuantity("1e2147483648")`` was still running after 20 s).
+The last rule keeps every accepted quantity's canonical spelling accepted, though that spelling
+moves trailing zeros into the exponent (Go prints ``55100000000000e1000`` as ``551e1011`` and
+accepts both).
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ DECIMAL_EXPONENT: Final = "DecimalExponent"
 _FORMATS: Final[frozenset[str]] = frozenset({BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT})
 
 MAX_LENGTH: Final = 512
-MAX_EXPONENT: Final = 1000
+# Wide enough that no value is refused which a spelling with an exponent of at most 1000 and
+# MAX_LENGTH characters can write (the bound before values were bounded as well as spellings).
+MAX_EXPONENT: Final = 1000 + MAX_LENGTH
 
 _DIGITS: Final = frozenset("0123456789")
 # Go's scanner only checks the *shape* of the suffix; interpretation happens afterwards.
@@ -184,6 +190,10 @@ def _scan(raw: str | int) -> _Scanned:
     if not _SUFFIX_SHAPE.fullmatch(suffix):
         raise _error(text, "expected <sign><digits>.<digits><suffix>")
     base, exponent, fmt = _interpret(text, suffix)
+    significant = (integer + fraction).rstrip("0")
+    lowest = exponent - len(fraction) + len(integer + fraction) - len(significant)
+    if base == 10 and significant and lowest > MAX_EXPONENT:
+        raise _error(text, f"last non-zero digit above 10**{MAX_EXPONENT}")
     scanned = _Scanned(text, negative, integer, fraction, base, exponent, fmt, has_digit)
     if not has_digit and not scanned.accepted_without_digits():
         raise _error(text, "no digits before the suffix")
