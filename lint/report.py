@@ -86,7 +86,7 @@ def render(result: formats.Result, report: rp.Report, cells: Sequence[CellEffect
 
 
 def _summary(result: formats.Result, report: rp.Report) -> str:
-    counts = {v: sum(1 for s, _ in report.status.values() if s == v) for v in VERDICTS}
+    counts = {v: sum(1 for s in report.status.values() if s.state == v) for v in VERDICTS}
     badges = "".join(f'<span class="badge {v}" data-verdict-count="{v}" data-count="{n}">{n} {v}</span>'
                      for v, n in counts.items())
     errors, warnings = result.count(Severity.ERROR), result.count(Severity.WARNING)
@@ -115,13 +115,13 @@ def _verdicts(report: rp.Report, located: Sequence[tuple[Finding, Location]], li
     if not report.status:
         out.append("<p>No NodeOverlays in the input.</p>")
     for verdict in VERDICTS:
-        names = sorted(n for n, (s, _) in report.status.items() if s == verdict)
+        names = sorted(n for n, s in report.status.items() if s.state == verdict)
         if not names:
             continue
         out.append(f'<h3 class="{verdict}">{verdict} ({len(names)})</h3>')
         out.append("<table><tr><th>overlay</th><th>weight</th><th>reason</th><th>findings</th></tr>")
         for name in names[:limits.rows]:
-            reason = report.status[name][1]
+            reason = report.status[name].reason
             checked = report.overlays.get(name)
             weight = checked.overlay.weight if checked is not None else ""
             found = ", ".join(sorted(set(codes.get(name, []))))
@@ -286,7 +286,7 @@ def _matrix(report: rp.Report, limits: Limits) -> str:
            "<p>(NodePool, instance type) cells each overlay's requirements select.</p>",
            "<table><tr><th>overlay</th>" + "".join(f"<th>{_e(p)}</th>" for p in shown) + "</tr>"]
     for name in names[:limits.matrix_rows]:
-        status = report.status[name][0]
+        status = report.status[name].state
         row = [f'<tr data-overlay="{_e(name)}"><td class="{status}">{_e(name)}</td>']
         for pool in shown:
             if name not in counts:

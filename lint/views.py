@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from simulation.analysis import report as rp
 from simulation.analysis.effects import CellEffect
 
 
@@ -21,17 +22,17 @@ def price(value: Any, estimated: bool = False) -> str:
     return f"~{text}" if estimated else text
 
 
-def simulation_json(status: Mapping[str, tuple[str, str]], cells: Sequence[CellEffect]) -> dict[str, Any]:
+def simulation_json(status: Mapping[str, rp.Status], cells: Sequence[CellEffect]) -> dict[str, Any]:
     pools: dict[str, dict[str, Any]] = {}
     for cell in cells:
         pools.setdefault(cell.pool, {})[cell.instance_type] = cell.to_json()
-    return {"overlays": {name: {"status": s, "reason": r} for name, (s, r) in sorted(status.items())},
+    return {"overlays": {name: {"status": s.state, "reason": s.reason} for name, s in sorted(status.items())},
             "nodepools": pools}
 
 
-def write_simulation(status: Mapping[str, tuple[str, str]], cells: Sequence[CellEffect], out: TextIO) -> None:
+def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], out: TextIO) -> None:
     if status:
-        rows = [["OVERLAY", "STATUS", "REASON"], *([n, s, r] for n, (s, r) in sorted(status.items()))]
+        rows = [["OVERLAY", "STATUS", "REASON"], *([n, s.state, s.reason] for n, s in sorted(status.items()))]
         out.writelines(line + "\n" for line in table(rows))
     else:
         out.write("no NodeOverlays in the input\n")

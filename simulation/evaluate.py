@@ -218,20 +218,20 @@ def _caused_by_pools(found: Sequence[finding_types.Finding], baseline: Sequence[
             and _identity(f) not in before]
 
 
-def _statuses(snapshot: Prepared, status: Mapping[str, str], verdicts: Mapping[str, merge.Verdict],
-              names: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
-    out: dict[str, tuple[str, str]] = {}
+def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: Mapping[str, merge.Verdict],
+              names: Iterable[str] | None = None) -> dict[str, rp.Status]:
+    out: dict[str, rp.Status] = {}
     for name in snapshot.overlays if names is None else names:
         c = snapshot.overlays[name]
         if c.invalid:
             first = next(f for f in c.findings if f.severity == findings.Severity.ERROR)
-            out[name] = (merge.INVALID, first.message)
+            out[name] = rp.Status(merge.INVALID, first.message)
         elif status.get(name) == merge.CONFLICT:
             v = verdicts[name]
             w = snapshot.grid.witness_at(v.bit, with_offering=v.field == merge.PRICE)
-            out[name] = (merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
+            out[name] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
         else:
-            out[name] = (merge.APPLIED, "")
+            out[name] = rp.Status(merge.APPLIED)
     return out
 
 

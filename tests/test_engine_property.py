@@ -21,11 +21,11 @@ def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str,
                                   pools: list[dict[str, Any]]) -> None:
     docs = [ev.Document(o, i) for i, o in enumerate([*pools, *overlays])]
     report = ev.evaluate(docs, ev.prepare([], catalog))
-    valid = [model.overlay(o) for o in overlays if report.status[o["metadata"]["name"]][0] != merge.INVALID]
+    valid = [model.overlay(o) for o in overlays if report.status[o["metadata"]["name"]].state != merge.INVALID]
     pool_models = [model.nodepool(p) for p in pools] or [model.IMPLICIT_NODEPOOL]
     expected = reference.run(valid, pool_models, catalog)
 
-    got_status = {n: s for n, (s, _) in report.status.items() if s != merge.INVALID}
+    got_status = {n: s.state for n, s in report.status.items() if s.state != merge.INVALID}
     assert got_status == expected.status
 
     prices: dict[tuple[str, str, str, str], float | None] = {}

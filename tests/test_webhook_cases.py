@@ -130,7 +130,7 @@ async def test_webhook_equals_linter(case: str, pki: Pki, tmp_path: Path) -> Non
             status, out = await srv.post(session, "/mutate", body)
             assert status == 200 and out["response"]["allowed"] is True
             applied = _apply(body["request"]["object"], out["response"])
-            simulated = expected.status.get(adm.name, ("Invalid", ""))[0]
+            simulated = expected.status_of(adm.name).state
             assert applied["metadata"]["annotations"][patch.STATUS] == simulated, f"{case}: {adm.name}"
 
 

@@ -63,7 +63,7 @@ def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
 
 
 def summarise(generation: int, report: ev.Report, seconds: float) -> Result:
-    status = {name: s for name, (s, _) in report.status.items()}
+    status = {name: s.state for name, s in report.status.items()}
     cells = {name: e.type_cells.bit_count() for name, e in report.entries.items()}
     return Result(generation, report.findings, status, cells, seconds)
 

@@ -13,7 +13,7 @@ from simulation.semantics import requirements as reqs
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 
 
-def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, str],
+def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
               verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
     out = []
     taken: hints.Taken | None = None
@@ -48,7 +48,7 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
 
 
 def higher(e: merge.Entry, field: merge.Field, neighbours: Iterable[merge.Entry],
-           status: Mapping[str, str]) -> list[merge.Entry]:
+           status: Mapping[str, merge.State]) -> list[merge.Entry]:
     """Applied overlays that precede `e` and set `field` on some of its cells."""
     bits = e.fields().get(field, merge.EMPTY)
     return [n for n in neighbours if n.rank > e.rank and status.get(n.name) == merge.APPLIED
@@ -64,7 +64,7 @@ def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) ->
 
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: Sequence[merge.Entry],
-             status: Mapping[str, str]) -> findings.Finding | None:
+             status: Mapping[str, merge.State]) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead."""
     bits = e.fields().get(field, merge.EMPTY)

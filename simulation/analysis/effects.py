@@ -94,7 +94,7 @@ class OverlayEffect:
     instance type) cells and offerings it matches, an example cell, and which of its fields are
     in effect somewhere (the rest are shadowed everywhere). Invalid: it matches nothing."""
 
-    status: str
+    status: merge.State
     type_cells: int = 0
     offerings: int = 0
     example: str | None = None
@@ -103,7 +103,7 @@ class OverlayEffect:
 
 
 def overlay_effect(report: rp.Report, name: str) -> OverlayEffect:
-    status = report.status.get(name, (merge.INVALID, ""))[0]
+    status = report.status_of(name).state
     entry = report.entries.get(name)
     if entry is None:
         return OverlayEffect(status)

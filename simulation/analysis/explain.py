@@ -39,7 +39,8 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
     overlays = sorted(report.overlays.values(), key=lambda c: (c.overlay.weight, c.overlay.name), reverse=True)
     for checked in overlays:
         o = checked.overlay
-        status, reason = report.status.get(o.name, (merge.INVALID, ""))
+        known = report.status_of(o.name)
+        status, reason = known.state, known.reason
         entry = report.entries.get(o.name)
         matched = entry.cells & mask if entry is not None else merge.EMPTY
         for field in _fields(o):

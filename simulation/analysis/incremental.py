@@ -22,7 +22,7 @@ from simulation.semantics import cells, cellset, merge
 @dataclasses.dataclass(frozen=True)
 class Result:
     findings: tuple[findings.Finding, ...]
-    status: Mapping[str, str]
+    status: Mapping[str, merge.State]
     verdicts: Mapping[str, merge.Verdict]
     claims: tuple[merge.Claim, ...]
     # Overlays whose status this evaluation recomputed (the rest keep the baseline's).

@@ -41,9 +41,18 @@ class Checked:
 
 
 @dataclasses.dataclass(frozen=True)
+class Status:
+    """An overlay's status as Karpenter would set it, with the reason people are shown (the finding
+    that makes it Invalid, or the overlay and cell a Conflict met)."""
+
+    state: merge.State
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Report:
     findings: tuple[finding_types.Finding, ...]
-    status: Mapping[str, tuple[str, str]]
+    status: Mapping[str, Status]
     outcome: merge.Outcome
     entries: Mapping[str, merge.Entry]
     overlays: Mapping[str, Checked]
@@ -52,3 +61,7 @@ class Report:
 
     def errors(self) -> list[finding_types.Finding]:
         return [f for f in self.findings if f.severity == finding_types.Severity.ERROR]
+
+    def status_of(self, name: str) -> Status:
+        """An overlay the report does not hold is one Karpenter ignores."""
+        return self.status.get(name, Status(merge.INVALID))

@@ -23,10 +23,21 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from simulation.semantics import cells, cellset, model
 
-APPLIED, CONFLICT, INVALID = "Applied", "Conflict", "Invalid"
 EMPTY = cellset.Cells()
 # Same-weight clashes reported per overlay and field; the rest are counted, not listed.
 CLASH_LIMIT = 5
+
+
+class State(enum.StrEnum):
+    """An overlay's status condition in Karpenter; the values are what the API and the output show."""
+
+    APPLIED = "Applied"
+    CONFLICT = "Conflict"
+    INVALID = "Invalid"
+
+
+# The names the analyses and tests compare against.
+APPLIED, CONFLICT, INVALID = State.APPLIED, State.CONFLICT, State.INVALID
 
 
 class Kind(enum.StrEnum):
@@ -146,7 +157,7 @@ class Claim:
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     order: tuple[str, ...]
-    status: Mapping[str, str]
+    status: Mapping[str, State]
     verdicts: Mapping[str, Verdict]
     claims: tuple[Claim, ...]
 
@@ -159,7 +170,7 @@ class Outcome:
 def karpenter(entries: Sequence[Entry]) -> Outcome:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
     ordered_entries = ordered(entries)
-    status: dict[str, str] = {}
+    status: dict[str, State] = {}
     verdicts: dict[str, Verdict] = {}
     claims: list[Claim] = []
     won: dict[Field, cellset.Dense] = {}
