@@ -142,48 +142,60 @@ class _Index:
         return line + 1, offset - start + 1
 
 
-class Located(Mapping[Path, Position]):
+class _Part:
+    """The value at `prefix` under the value at `root`, found when first asked for: a `kind: List` of
+    thousands of items gets one of these per item, and a clean run never looks."""
+
+    def __init__(self, index: _Index, root: int, prefix: Path = ()) -> None:
+        self._index = index
+        self._root = root
+        self._prefix = prefix
+        self._start: int | None = None if prefix else root
+
+    def _at(self, path: Path) -> tuple[int, int] | None:
+        if self._start is None:
+            found = self._index.value_at(self._root, self._prefix)
+            self._start = found[1] if found is not None else -1
+        return self._index.value_at(self._start, path) if self._start >= 0 else None
+
+    def _paths(self) -> Iterator[Path]:
+        found = self._at(())
+        stack: list[tuple[Path, int]] = [] if found is None else [((), found[1])]
+        while stack:
+            path, offset = stack.pop()
+            yield path
+            stack += [((*path, k), value) for k, (_, value) in self._index.members(offset).items()]
+
+
+class Located(_Part, Mapping[Path, Position]):
     """The positions of one JSON value's parts, as the YAML reader records them: a key's for a
     mapping member, the item's own for a list item."""
 
-    def __init__(self, index: _Index, root: int) -> None:
-        self._index = index
-        self._root = root
-
     def __getitem__(self, path: Path) -> Position:
-        found = self._index.value_at(self._root, path)
+        found = self._at(path)
         if found is None:
             raise KeyError(path)
         return self._index.position(found[0])
 
     def __iter__(self) -> Iterator[Path]:
-        stack: list[tuple[Path, int]] = [((), self._root)]
-        while stack:
-            path, offset = stack.pop()
-            yield path
-            stack += [((*path, k), value) for k, (_, value) in self._index.members(offset).items()]
+        return self._paths()
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def within(self, path: Path) -> Located:
         """The positions of the value at `path`, relative to it (an item of a `kind: List`)."""
-        found = self._index.value_at(self._root, path)
-        return Located(self._index, found[1] if found is not None else self._root)
+        return Located(self._index, self._root, (*self._prefix, *path))
 
     def literals(self) -> Literals:
-        return Literals(self._index, self._root)
+        return Literals(self._index, self._root, self._prefix)
 
 
-class Literals(Mapping[Path, str]):
+class Literals(_Part, Mapping[Path, str]):
     """The text of each number and boolean, as written: where a string belongs, the message quotes it."""
 
-    def __init__(self, index: _Index, root: int) -> None:
-        self._index = index
-        self._root = root
-
     def __getitem__(self, path: Path) -> str:
-        found = self._index.value_at(self._root, path)
+        found = self._at(path)
         if found is None:
             raise KeyError(path)
         text = self._index.text
@@ -193,11 +205,10 @@ class Literals(Mapping[Path, str]):
         return text[found[1]:end]
 
     def __iter__(self) -> Iterator[Path]:
-        return (p for p in Located(self._index, self._root) if p in self)
+        return (p for p in self._paths() if p in self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def within(self, path: Path) -> Literals:
-        found = self._index.value_at(self._root, path)
-        return Literals(self._index, found[1] if found is not None else self._root)
+        return Literals(self._index, self._root, (*self._prefix, *path))
