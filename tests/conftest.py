@@ -4,10 +4,13 @@ imports another."""
 
 from __future__ import annotations
 
+import pathlib
+from collections.abc import Iterator
+
 import pytest
 
 from simulation.semantics import catalog as cat
-from tests import core_support
+from tests import core_support, lint_support
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +23,10 @@ def default_catalog() -> cat.Catalog:
 def small_catalog() -> cat.Catalog:
     """Three hand-made instance types (see core_support.small_catalog)."""
     return core_support.small_catalog()
+
+
+@pytest.fixture
+def fake_cluster(tmp_path: pathlib.Path) -> Iterator[lint_support.Cluster]:
+    """The list API of a cluster, faked: (kubeconfig path, handler class whose `pages` the test fills)."""
+    with lint_support.fake_api(tmp_path) as cluster:
+        yield cluster

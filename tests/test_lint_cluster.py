@@ -2,94 +2,15 @@
 
 from __future__ import annotations
 
-import collections.abc
-import http.server
-import io
 import json
 import os
 import pathlib
 import subprocess
-import threading
-import urllib.parse
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
-from lint import cli
-from tests.lint_support import VENV_BIN, nodepool, write
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")
-
-
-def overlay(name: str, weight: int = 10) -> dict[str, Any]:
-    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
-            "spec": {"weight": weight, "priceAdjustment": "-10%", "requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}
-
-
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.main([*args, "--catalog", CATALOG], stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-class _FakeApi(http.server.BaseHTTPRequestHandler):
-    pages: ClassVar[collections.abc.Mapping[str, list[dict[str, Any]]]] = {}
-    requests: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        url = urllib.parse.urlparse(self.path)
-        query = urllib.parse.parse_qs(url.query)
-        self.requests.append(self.path)
-        assert self.headers.get("Authorization") == "Bearer t0ken"
-        pages = self.pages.get(url.path)
-        if pages is None:
-            self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
-            return
-        index = int(query.get("continue", ["0"])[0])
-        body = dict(pages[index])
-        if index + 1 < len(pages):
-            body["metadata"] = {"continue": str(index + 1)}
-        self._send(200, body)
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def fake_cluster(tmp_path: pathlib.Path) -> collections.abc.Iterator[tuple[str, type[_FakeApi]]]:
-    handler = type("Handler", (_FakeApi,), {"pages": {}, "requests": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
-        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}},
-                     {"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t0ken"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}},
-                     {"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
-    }))
-    try:
-        yield str(kubeconfig), handler
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-Cluster = tuple[str, type[_FakeApi]]
+from tests.lint_support import CATALOG, VENV_BIN, Cluster, FakeApi, nodepool, overlay, run, write
 
 
 def test_cluster_objects_are_existing(tmp_path: pathlib.Path, fake_cluster: Cluster) -> None:
@@ -143,7 +64,7 @@ def test_cluster_api_error_exits_2(tmp_path: pathlib.Path, fake_cluster: Cluster
     kubeconfig, api = fake_cluster
     api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": []}]}
 
-    def forbidden(self: _FakeApi) -> None:
+    def forbidden(self: FakeApi) -> None:
         self._send(403, {"kind": "Status", "code": 403, "reason": "Forbidden"})
 
     monkeypatch.setattr(api, "do_GET", forbidden)
@@ -152,7 +73,7 @@ def test_cluster_api_error_exits_2(tmp_path: pathlib.Path, fake_cluster: Cluster
     assert code == 2 and "403" in err
 
 
-def _serve(api: type[_FakeApi], overlays: list[dict[str, Any]], pools: list[dict[str, Any]]) -> None:
+def _serve(api: type[FakeApi], overlays: list[dict[str, Any]], pools: list[dict[str, Any]]) -> None:
     api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": overlays}],
                  "/apis/karpenter.sh/v1/nodepools": [{"items": pools}]}
 

@@ -16,9 +16,7 @@ from typing import Any
 import pytest
 
 from lint import cli
-from tests import test_lint_cluster as clusters
-
-fake_cluster = clusters.fake_cluster
+from tests import lint_support as clusters
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")

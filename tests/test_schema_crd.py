@@ -14,11 +14,10 @@ from ruamel.yaml import YAML
 from simulation import findings
 from simulation.evaluate import Document, check_overlay
 from simulation.validation import celexpr, crds, schema
-from tests import test_lint_cluster, tools
+from tests import tools
 from tests.schema_support import valid, with_edits
 
 REF = findings.ObjectRef("NodeOverlay", "test")
-fake_cluster = test_lint_cluster.fake_cluster  # a fixture: the list API of a cluster, faked
 DRA_CODES = {"invalid-binding-key", "invalid-attribute-binding", "invalid-resource-slice-template"}
 
 
