@@ -1,7 +1,8 @@
 """Issue 7: the OCI image of `make image`, run by podman as the webhook, passes the admission scenarios.
 
-The scenarios of test_admission run again here with the API server calling the container instead of
-the `python -m webhook` process: this module's `guard` is the session's, routed to the image.
+The admission scenarios (_admission.py, collected by test_admission.py) run again here with the API
+server calling the container instead of the `python -m webhook` process: this module's `guard` is the
+session's, routed to the image.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import _image, test_admission
+from . import _admission, _image
 from ._cluster import REPO_ROOT, ControlPlaneError
 from ._guard import Guard
 
@@ -23,14 +24,14 @@ SHELLS = frozenset(f"{d}/{sh}" for d in ("bin", "usr/bin", "sbin", "usr/sbin")
                    for sh in ("sh", "bash", "dash", "ash", "busybox"))
 
 # The admission scenarios, collected again in this module so they run against the image.
-test_1_valid_overlay_is_annotated = test_admission.test_1_valid_overlay_is_annotated
-test_2_same_weight_conflict_is_refused = test_admission.test_2_same_weight_conflict_is_refused
-test_2_admitted_dry_run_leaves_nothing_behind = test_admission.test_2_admitted_dry_run_leaves_nothing_behind
+test_1_valid_overlay_is_annotated = _admission.test_1_valid_overlay_is_annotated
+test_2_same_weight_conflict_is_refused = _admission.test_2_same_weight_conflict_is_refused
+test_2_admitted_dry_run_leaves_nothing_behind = _admission.test_2_admitted_dry_run_leaves_nothing_behind
 test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted = (
-    test_admission.test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted)
-test_4_invalid_dra_is_refused_with_its_reason = test_admission.test_4_invalid_dra_is_refused_with_its_reason
+    _admission.test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted)
+test_4_invalid_dra_is_refused_with_its_reason = _admission.test_4_invalid_dra_is_refused_with_its_reason
 test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning = (
-    test_admission.test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning)
+    _admission.test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning)
 
 
 @pytest.fixture(scope="module")
