@@ -219,37 +219,56 @@ class RuleSet:
 def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
     """Where the rules at a place in the schema holding `value` reject it."""
     scope: celexpr.Scope | None = None
+    # Rules that read only some fields of a map judge those fields alone, and these recur across objects
+    # (most overlays set neither price nor priceAdjustment, or the same ones): their verdicts are remembered.
+    narrowed = rule_set.reads is not None and isinstance(value, dict)
+    shared: dict[frozenset[str] | None, _Elements] = {}
     for rule in rule_set.rules:
         if rule.skipped is not None:
             continue
         if rule.each is not None and isinstance(value, list | dict):
-            yield from _each_violations(rule, rule.each, value)
+            elements = shared.get(rule.element_reads) or shared.setdefault(
+                rule.element_reads, _Elements(value, rule.element_reads))
+            yield from _each_violations(rule, rule.each, value, elements)
             continue
-        if isinstance(value, str | int | float | bool):
-            outcome = _memoised(rule, ("self", rule.whole), value)
+        if narrowed or isinstance(value, str | int | float | bool):
+            judged = _pruned(value, rule_set.reads)
+            outcome = _memoised(rule, ("self", rule.whole), judged, _memo_key(judged))
         else:
             if scope is None:
-                scope = celexpr.Scope({"self": _pruned(value, rule_set.reads)},
-                                      [r.whole for r in rule_set.rules if r.skipped is None])
+                scope = celexpr.Scope({"self": value}, [r.whole for r in rule_set.rules if r.skipped is None])
             outcome = scope.run(rule.whole)
         if outcome is not True:
             at = rule.field_path or ((rule.forbids,) if rule.forbids else ())
             yield Violation(at, _message(rule, value, outcome), isinstance(outcome, celexpr.Failure))
 
 
-def _each_violations(rule: Rule, each: tuple[str, celexpr.Expression],
-                     value: list[Any] | dict[str, Any]) -> Iterator[Violation]:
+class _Elements:
+    """The elements (keys of a map) that `self.all` rules reading the same fields of them judge, with their
+    memo keys made once for all such rules."""
+
+    def __init__(self, value: list[Any] | dict[str, Any], reads: frozenset[str] | None) -> None:
+        self.values = [_pruned(e, reads) for e in value] if isinstance(value, list) else list(value)
+        self._keys: list[Any] | None = None
+
+    def keys(self) -> list[Any]:
+        if self._keys is None:
+            self._keys = [_memo_key(e) for e in self.values]
+        return self._keys
+
+
+def _each_violations(rule: Rule, each: tuple[str, celexpr.Expression], value: list[Any] | dict[str, Any],
+                     elements: _Elements) -> Iterator[Violation]:
     """`self.all(v, body)` holds where body holds for every element: the body is evaluated per element
     (per key of a map), and each element for which it fails is reported."""
     name, body = each
-    elements = [_pruned(e, rule.element_reads) for e in value] if isinstance(value, list) else list(value)
     if "self" not in body.variables:
         # The verdict on an element depends on the element alone, and names, keys and requirements recur
         # across objects: it is remembered.
-        outcomes = [_memoised(rule, each, element) for element in elements]
+        outcomes = [_memoised(rule, each, e, k) for e, k in zip(elements.values, elements.keys(), strict=True)]
     else:
-        scope = celexpr.Scope({"self": elements if isinstance(value, list) else value}, (body,))
-        outcomes = [_run_with(scope, name, element, body) for element in elements]
+        scope = celexpr.Scope({"self": elements.values if isinstance(value, list) else value}, (body,))
+        outcomes = [_run_with(scope, name, element, body) for element in elements.values]
     for index, (element, outcome) in enumerate(zip(value, outcomes, strict=True)):
         if outcome is not True:
             yield Violation((*rule.field_path, element if isinstance(value, dict) else index),
@@ -265,12 +284,21 @@ def _pruned(value: Any, reads: frozenset[str] | None) -> Any:
     return {k: value[k] for k in reads if k in value} if reads is not None and isinstance(value, dict) else value
 
 
-def _memoised(rule: Rule, expression: tuple[str, celexpr.Expression], value: Any) -> Any:
-    # By type too: True and 1 are equal keys in Python, not in CEL.
-    key = (expression[0], json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else
-           (type(value).__name__, value))
-    if len(str(key[1])) > _MEMO_KEY_LIMIT:
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
+
+
+def _memo_key(value: Any) -> Any:
+    """A value as a memo key, None when too large to keep. By type too: True and 1 are equal keys in Python,
+    not in CEL."""
+    key = _ENCODE(value) if isinstance(value, dict | list) else (type(value).__name__, value)
+    return None if len(str(key)) > _MEMO_KEY_LIMIT else key
+
+
+def _memoised(rule: Rule, expression: tuple[str, celexpr.Expression], value: Any, key: Any) -> Any:
+    """The expression's verdict on `value`, remembered under `key` (of _memo_key)."""
+    if key is None:
         return celexpr.evaluate(expression[1], {expression[0]: value})
+    key = (expression[0], key)
     if key not in rule.memo:
         if len(rule.memo) >= _MEMO_LIMIT:
             rule.memo.clear()

@@ -13,6 +13,7 @@ from simulation.validation.syntax import (
     dns_subdomain_errors,
     label_value_errors,
     plain_json,
+    plain_key,
     qualified_name_errors,
 )
 
@@ -33,6 +34,8 @@ class _Issue(NamedTuple):
 
 
 def _schema_issues(crd: crds.Crd, instance: dict[str, Any]) -> Iterator[_Issue]:
+    if crd.accepts is not None and crd.accepts(instance):
+        return
     for error in crd.validator.iter_errors(instance):
         path: Path = tuple(error.absolute_path)
         kind, want, value, schema = error.validator, error.validator_value, error.instance, error.schema
@@ -80,6 +83,12 @@ def _metadata_issues(obj: dict[str, Any]) -> Iterator[_Issue]:
     if not isinstance(meta, dict):
         return  # the schema's type check reports it
     yield from (_unknown(("metadata",), n, meta[n], _OBJECT_META, obj) for n in meta if n not in _OBJECT_META)
+    yield from _name_issues(meta)
+    for field in ("labels", "annotations"):
+        yield from _string_map_issues(meta, field)
+
+
+def _name_issues(meta: dict[str, Any]) -> Iterator[_Issue]:
     name = meta.get("name")
     if name is None or name == "":
         if not meta.get("generateName"):  # else the API server makes the name up
@@ -89,21 +98,23 @@ def _metadata_issues(obj: dict[str, Any]) -> Iterator[_Issue]:
                      typing=True)
     elif errors := dns_subdomain_errors(name):
         yield _Issue(("metadata", "name"), f"metadata.name: {legacy.quote(name)} {'; '.join(errors)}")
-    for field in ("labels", "annotations"):
-        entries = {} if meta.get(field) is None else meta[field]  # ObjectMeta decodes null as empty
-        if not isinstance(entries, dict):
-            yield _Issue(("metadata", field), f"metadata.{field}: must be a map of strings", typing=True)
-            continue
-        for key, value in entries.items():
-            problems = [f"key {e}" for e in qualified_name_errors(key)]
-            value = "" if value is None else value
-            if not isinstance(value, str):
-                problems.append(f"value must be a string, not {legacy.describe(value)}")
-            elif field == "labels":
-                problems += [f"value {e}" for e in label_value_errors(value)]
-            if problems:
-                path = ("metadata", field, key)
-                yield _Issue(path, f"{findings.json_path(*path)}: {'; '.join(problems)}")
+
+
+def _string_map_issues(meta: dict[str, Any], field: str) -> Iterator[_Issue]:
+    entries = {} if meta.get(field) is None else meta[field]  # ObjectMeta decodes null as empty
+    if not isinstance(entries, dict):
+        yield _Issue(("metadata", field), f"metadata.{field}: must be a map of strings", typing=True)
+        return
+    for key, value in entries.items():
+        problems = [f"key {e}" for e in qualified_name_errors(key)]
+        value = "" if value is None else value
+        if not isinstance(value, str):
+            problems.append(f"value must be a string, not {legacy.describe(value)}")
+        elif field == "labels":
+            problems += [f"value {e}" for e in label_value_errors(value)]
+        if problems:
+            path = ("metadata", field, key)
+            yield _Issue(path, f"{findings.json_path(*path)}: {'; '.join(problems)}")
 
 
 # --- putting it together --------------------------------------------------------------------------
@@ -112,28 +123,32 @@ _TYPES: Mapping[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "
                                           "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
 
-def _rule_sites(node: crds.Node, value: Any, path: Path) -> Iterator[tuple[cel.RuleSet, Any, Path]]:
+def _rule_sites(node: crds.Node, value: Any, path: Path, out: list[tuple[cel.RuleSet, Any, Path]]) -> None:
+    """Appends (rules, value, path) for every place of `value` where rules apply (a list, not a generator:
+    this walk runs for every object)."""
     # Rules run only on values of the declared type: a mistyped value is the schema's finding alone.
     wanted = _TYPES.get(node.type, ())
-    if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
+    if not node.guarded or not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
         return
     if node.rules.rules:
-        yield node.rules, value, path
+        out.append((node.rules, value, path))
     if isinstance(value, dict):
         for key, child in value.items():
             schema = node.properties.get(key, node.additional)
-            if schema is not None:
-                yield from _rule_sites(schema, child, (*path, key))
-    elif isinstance(value, list) and node.items is not None:
+            if schema is not None and schema.guarded:
+                _rule_sites(schema, child, (*path, key), out)
+    elif isinstance(value, list) and node.items is not None and node.items.guarded:
         for i, child in enumerate(value):
-            yield from _rule_sites(node.items, child, (*path, i))
+            _rule_sites(node.items, child, (*path, i), out)
 
 
 def _cel_issues(crd: crds.Crd, obj: dict[str, Any], blocked: bool) -> Iterator[_Issue]:
     """The rules' violations. The API server evaluates none when a blocking error stands; all of them are
     still reported, so that one run shows every problem, but for rules that fail to evaluate: those
     errors (a required field missing, say) come from the blocking error itself."""
-    for rules, value, path in _rule_sites(crd.node, obj, ()):
+    sites: list[tuple[cel.RuleSet, Any, Path]] = []
+    _rule_sites(crd.node, obj, (), sites)
+    for rules, value, path in sites:
         for violation in cel.violations(rules, value):
             if blocked and violation.error:
                 continue
@@ -222,18 +237,27 @@ def _excluded(issue: _Issue) -> _Issue:
 def as_validated(obj: Any, crd: crds.Crd | None = None) -> Any:
     """The object as the API server validates it: plain JSON, with nulls of non-nullable fields dropped (the
     API server prunes them first, so `weight: null` means no weight, not a wrongly typed one)."""
-    return _drop_nulls(plain_json(obj), (crd or crds.embedded()).node)
+    return _plain_pruned(obj, (crd or crds.embedded()).node)
 
 
-def _drop_nulls(value: Any, node: crds.Node | None) -> Any:
-    if isinstance(value, dict):
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
+    """plain_json(value) with the nulls pruned, in one walk (every object is converted twice per check)."""
+    if node is None or type(value) in _LEAVES:
+        return plain_json(value)
+    if isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test against
+        return [_plain_pruned(child, node.items) for child in value]
+    if isinstance(value, dict | Mapping):
         out: dict[str, Any] = {}
-        for key, child in value.items():
-            schema = node.properties.get(key, node.additional) if node else None
+        for raw_key, child in value.items():
+            key = plain_key(raw_key)
+            schema = node.properties.get(key, node.additional)
             # Unknown fields keep their nulls: strict decoding rejects them before any pruning.
             if child is not None or schema is None or schema.nullable:
-                out[key] = _drop_nulls(child, schema)
+                out[key] = _plain_pruned(child, schema)
+            else:
+                out.pop(key, None)  # two keys the same in JSON (true and "true"): the later one counts
         return out
-    if isinstance(value, list) and node and node.items is not None:
-        return [_drop_nulls(child, node.items) for child in value]
-    return value
+    return plain_json(value)

@@ -55,12 +55,18 @@ def parse_go_int(text: str) -> int | None:
     return value if -(2**63) <= value < 2**63 else None
 
 
+# Already plain: most of what a JSON reader gives, and most leaves of what ruamel gives.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def plain_json(value: Any) -> Any:
     """The JSON value the API server would receive for a parsed YAML or JSON value, as kubectl converts it."""
-    if isinstance(value, Mapping):
-        return {_key(k): plain_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test against
         return [plain_json(v) for v in value]
+    if isinstance(value, dict | Mapping):
+        return {plain_key(k): plain_json(v) for k, v in value.items()}
     if isinstance(value, bool | ScalarBoolean):
         return bool(value)
     for plain in (int, float, str):
@@ -71,7 +77,10 @@ def plain_json(value: Any) -> Any:
     return None if value is None else str(value)
 
 
-def _key(key: Any) -> str:
+def plain_key(key: Any) -> str:
+    """A mapping key as the JSON object's member name."""
+    if type(key) is str:
+        return key
     if isinstance(key, bool | ScalarBoolean):
         return "true" if key else "false"
     return key if isinstance(key, str) else str(plain_json(key))
