@@ -14,9 +14,10 @@ _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 
 
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
-              verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash]) -> list[findings.Finding]:
+              verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash],
+              taken: hints.Taken | None = None) -> list[findings.Finding]:
+    """`taken`: the weights index over `entries`, when the caller keeps one."""
     out = []
-    taken: hints.Taken | None = None
     for clash in clashes:
         later, earlier = entries[clash.later].overlay, entries[clash.earlier].overlay
         witness = grid.witness(clash.cells, with_offering=clash.field == merge.PRICE)
@@ -76,7 +77,13 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: S
     if any(n.rank > e.rank and n.overlay.weight == e.overlay.weight
            and n.fields().get(field, merge.EMPTY).intersects(bits) for n in neighbours):
         return None
-    names = sorted(w.name for w in winners)
+    return shadow(grid, e, field, sorted(w.name for w in winners))
+
+
+def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field, names: Sequence[str]) -> findings.Finding:
+    """The `shadowed` finding on `e`'s `field`; `names`: its winners by name (the finding names only
+    the first merge.CLASH_LIMIT, so those suffice)."""
+    bits = e.fields().get(field, merge.EMPTY)
     witness = grid.witness(bits, with_offering=field == merge.PRICE)
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "

@@ -111,8 +111,13 @@ class Entry:
         return bool((o.price_update is not None and p.price_update is not None and self.cells.intersects(other.cells))
                     or (o.capacity_set and p.capacity_set and self.type_cells.intersects(other.type_cells)))
 
-    def fields(self) -> dict[Field, cellset.Cells]:
+    def fields(self) -> Mapping[Field, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
+        return self._fields
+
+    @functools.cached_property
+    def _fields(self) -> Mapping[Field, cellset.Cells]:
+        # Computed once per entry: neighbour scans ask every neighbour for its fields.
         out: dict[Field, cellset.Cells] = {}
         if not self.cells:
             return out
@@ -165,6 +170,14 @@ class Outcome:
     def claimed(self) -> Mapping[tuple[str, Field], cellset.Cells]:
         """(overlay, field) -> the cells on which its value is in effect."""
         return {(c.overlay, c.field): c.cells for c in self.claims}
+
+    @functools.cached_property
+    def claimed_by_field(self) -> Mapping[Field, Mapping[str, cellset.Cells]]:
+        """field -> overlay -> the cells on which its value is in effect."""
+        out: dict[Field, dict[str, cellset.Cells]] = {}
+        for c in self.claims:
+            out.setdefault(c.field, {})[c.overlay] = c.cells
+        return out
 
 
 def karpenter(entries: Sequence[Entry]) -> Outcome:
