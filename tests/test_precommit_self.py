@@ -21,10 +21,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def snapshot(tmp_path: Path) -> Path:
-    """The tracked files as they are in the working tree, in a repository of their own: an editor saving
-    a file while the hooks run must not read as a hook that modified it."""
+    """The working tree's files (tracked, and new ones git does not ignore) in a repository of their own:
+    an editor saving a file while the hooks run must not read as a hook that modified it."""
     repo = tmp_path / "overlay-guard"
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, timeout=60)
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True, timeout=60)
     for name in filter(None, listed.stdout.decode().split("\0")):
         source = ROOT / name
         if source.is_file() and not source.is_symlink():
