@@ -41,6 +41,8 @@ RESOURCES: Mapping[str, Resource] = {
     model.NODEOVERLAY: Resource(model.NODEOVERLAY, "v1alpha1", "nodeoverlays"),
     model.NODEPOOL: Resource(model.NODEPOOL, "v1", "nodepools"),
 }
+# The NodeOverlay CRD, which the webhook follows by name (`list_named`, `watch_named`).
+CRDS = Resource("CustomResourceDefinition", "v1", "customresourcedefinitions", "apiextensions.k8s.io")
 
 
 class KubeError(files.InputError):
@@ -144,10 +146,26 @@ class Client:
 
     def watch(self, kind: str, resource_version: str | None, seconds: int) -> Iterator[Mapping[str, Any]]:
         """Watch events (`type`, `object`) from `resource_version` until the server ends the watch."""
-        resource = RESOURCES[kind]
+        return self._watch(RESOURCES[kind], resource_version, seconds)
+
+    def list_named(self, resource: Resource, name: str) -> Listing:
+        """The object `name` (none or one) as a list, which a watch can resume from. Lists and watches by
+        name need a field selector: RBAC's `resourceNames` allows nothing else."""
+        body = self._call(f"list {resource.plural}.{resource.group} {name}", self._custom.list_cluster_custom_object,
+                          resource.group, resource.version, resource.plural, field_selector=f"metadata.name={name}",
+                          _request_timeout=TIMEOUT_SECONDS)
+        items = [with_kind(item, resource) for item in body.get("items") or [] if isinstance(item, dict)]
+        return Listing(items, (body.get("metadata") or {}).get("resourceVersion"))
+
+    def watch_named(self, resource: Resource, name: str, resource_version: str | None,
+                    seconds: int) -> Iterator[Mapping[str, Any]]:
+        return self._watch(resource, resource_version, seconds, field_selector=f"metadata.name={name}")
+
+    def _watch(self, resource: Resource, resource_version: str | None, seconds: int,
+               **selector: str) -> Iterator[Mapping[str, Any]]:
         stream = _kubernetes().watch.Watch()
         kwargs: dict[str, Any] = {"timeout_seconds": seconds, "allow_watch_bookmarks": True,
-                                  "_request_timeout": seconds + 30}
+                                  "_request_timeout": seconds + 30, **selector}
         if resource_version:
             kwargs["resource_version"] = resource_version
         try:

@@ -50,7 +50,7 @@ def test_base_renders_every_object() -> None:
         assert (kind, "overlay-guard") in kinds, kind
 
 
-def test_rbac_is_read_only_on_the_two_resources_plus_the_audit() -> None:
+def test_rbac_is_read_only_on_the_two_resources_their_crd_and_the_audit() -> None:
     role = one(tools.kustomize(MANIFESTS), "ClusterRole")
     assert role["rules"] == [
         {
@@ -58,6 +58,9 @@ def test_rbac_is_read_only_on_the_two_resources_plus_the_audit() -> None:
             "resources": ["nodeoverlays", "nodepools"],
             "verbs": ["get", "list", "watch"],
         },
+        # The NodeOverlay CRD the webhook follows, and no other.
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+         "resourceNames": ["nodeoverlays.karpenter.sh"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     # The audit's Lease: created in the guard's namespace, then only its own read and renewed.

@@ -26,8 +26,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--catalog", type=Path, help="instance-type catalog (JSON format or InstanceType YAML); "
                                                 "default: the embedded AWS us-east-1 catalog")
-    p.add_argument("--crd", type=Path, help="the NodeOverlay CRD the cluster runs, e.g. Karpenter's own, to validate "
-                                            "against (default: the embedded DRA-extended CRD)")
+    p.add_argument("--crd", type=Path, help="pin the NodeOverlay CRD to validate against, e.g. Karpenter's own "
+                                            "(default: the cluster's, followed as it changes; with --state, or "
+                                            "when it cannot be read, the embedded DRA-extended CRD)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", type=Path, help="watch the cluster of this kubeconfig "
                                                         "(default: in-cluster configuration)")

@@ -21,7 +21,7 @@ class Config:
     metrics_port: int = 8080
     host: str = "0.0.0.0"
     catalog: Path | None = None
-    # The NodeOverlay CRD the cluster runs (default: the embedded DRA-extended one).
+    # A pinned NodeOverlay CRD (default: the cluster's, followed; the embedded DRA-extended one with --state).
     crd: Path | None = None
     kubeconfig: Path | None = None
     state: tuple[Path, ...] = ()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import random
 import threading
@@ -153,14 +154,21 @@ class KubeSource:
     def _watch(self, kind: str, rv: str | None) -> Iterator[Mapping[str, Any]]:
         return self._client.watch(kind, rv, WATCH_SECONDS)
 
+    @property
+    def client(self) -> kube.Client:
+        return self._client
+
+    def spawn(self, name: str, target: Callable[[threading.Event], None]) -> None:
+        """Run `target(stop)` in a daemon thread that is told to stop with the informers."""
+        t = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
     def start(self, loop: asyncio.AbstractEventLoop, cache: Any) -> None:
         cache.expect(kube.RESOURCES)
         sink = LoopSink(loop, cache)
         for kind in kube.RESOURCES:
-            t = threading.Thread(target=run_informer, args=(kind, self._list, self._watch, sink, self._stop),
-                                 name=f"informer-{kind}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self.spawn(f"informer-{kind}", functools.partial(run_informer, kind, self._list, self._watch, sink))
 
     def stop(self) -> None:
         # The threads may sit in a blocking read for up to WATCH_SECONDS; they are daemons,

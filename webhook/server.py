@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook import audit, listener, loader, store
+from webhook import audit, crdwatch, listener, loader, store
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
 from webhook.metrics import Metrics
@@ -26,14 +26,16 @@ log = logging.getLogger("overlay-guard.server")
 BACKLOG = 1024
 
 
-async def _load(config: Config, cache: Cache) -> Any:
-    """Returns the live source to stop at shutdown (None for --state)."""
+async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
+    """Returns the live source to stop at shutdown (None for --state). On a cluster without --crd, the
+    cluster's NodeOverlay CRD is followed (webhook/crdwatch.py)."""
     catalog = await asyncio.to_thread(loader.load_catalog, config.catalog, config.state)
     crd = await asyncio.to_thread(loader.load_crd, config.crd)
     cache.set_catalog(catalog, crd)
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
                                                  "catalog": catalog.description}})
     if crd is not None:
+        in_use.pin(crd, crdwatch.Version("file"))
         # A rule the guard cannot evaluate is one the API server may still refuse an overlay for.
         log.info("CRD loaded", extra={"fields": {"crd": crd.origin, "unchecked": crd.unchecked()}})
     if config.state:
@@ -50,6 +52,8 @@ async def _load(config: Config, cache: Cache) -> Any:
         return await asyncio.to_thread(source.read, kind, name)
 
     cache.reader = read
+    if config.crd is None:
+        in_use.follow(source, asyncio.get_running_loop())
     source.start(asyncio.get_running_loop(), cache)
     return source
 
@@ -81,6 +85,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     cache = Cache(ttl=config.pending_ttl, debounce=config.debounce, max_pending=config.max_pending,
                   confirm_window=config.confirm_window)
     metrics = Metrics(cache)
+    in_use = crdwatch.InUse(cache)
+    metrics.registry.register(in_use)
     app = create_app(config, cache, metrics)
     limits = config.limits
     _check_open_files(limits)
@@ -113,7 +119,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     await cache.start()
     code = 0
     source: Any = None
-    loading = asyncio.create_task(_load(config, cache))
+    loading = asyncio.create_task(_load(config, cache, in_use))
     announcing = asyncio.create_task(_announce_ready(cache, started))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)

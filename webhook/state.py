@@ -42,6 +42,8 @@ CONFIRM_ROUNDS = 3
 # When, as fractions of the confirmation window, a held object is read again while absent: a
 # CREATE the guard admitted is persisted within milliseconds, a forged one never.
 RECHECKS = (0.0, 0.1, 0.3, 0.6, 1.0)
+# The readiness key of a followed CRD (set_crd).
+CRD = "CustomResourceDefinition"
 
 # Reads one object from the API server: the object, None when it does not exist; raises when
 # that cannot be told (the denial then stands).
@@ -109,6 +111,14 @@ class Cache:
     def set_catalog(self, catalog: cat.Catalog, crd: crds.Crd | None = None) -> None:
         self._catalog = catalog
         self._crd = crd
+        self._mark_dirty()
+
+    def set_crd(self, crd: crds.Crd) -> None:
+        """The NodeOverlay CRD followed in the cluster (webhook/crdwatch.py; readiness waits for the first
+        when `expect`ed as CRD): the next snapshot is built with it, its checks all anew."""
+        self._crd = crd
+        self._checked = {}
+        self._synced[CRD] = True
         self._mark_dirty()
 
     def replace_kind(self, kind: str, items: Iterable[Mapping[str, Any]]) -> None:
@@ -247,7 +257,7 @@ class Cache:
         task = self._rebasing.get(tag)
         if task is None:
             task = asyncio.ensure_future(asyncio.to_thread(
-                admission.rebased, snap.basis, key, plan, self._catalog, snap.prepared, self._crd))
+                admission.rebased, snap.basis, key, plan, self._catalog, snap.prepared, snap.prepared.crd))
             self._rebasing = {tag: task}
             task.add_done_callback(lambda t: self._keep_derived(tag, t))
         if key not in snap.basis:
@@ -279,7 +289,7 @@ class Cache:
         plan = store.plan(basis, snap.pending, key, operation, old, self._clock())
         if without:
             prepared, note = await asyncio.to_thread(admission.rebased, basis, key, plan, self._catalog,
-                                                     snap.prepared, self._crd), ""
+                                                     snap.prepared, snap.prepared.crd), ""
         else:
             prepared, note = await self._prepared_for(snap, key, plan)
         extras = {model.name_of(x) for x in plan.extras}
@@ -383,5 +393,5 @@ class Cache:
         prepared = snap.prepared
         if basis is not snap.basis:
             prepared = await asyncio.to_thread(ev.prepare, store.documents(basis), self._catalog, prepared,
-                                               crd=self._crd)
+                                               crd=prepared.crd)
         return await asyncio.to_thread(admission.assess, prepared, pool)

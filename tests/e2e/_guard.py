@@ -36,6 +36,8 @@ ANNOTATIONS = "overlay-guard.io/"
 # Every test labels what it creates with this key so its teardown can delete exactly that.
 TEST_LABEL = "e2e.overlay-guard.io/test"
 WEBHOOK_READY_TIMEOUT = 60.0
+# A webhook follows a CRD change through its watch, then compiles the CRD and rebuilds its snapshot.
+CRD_FOLLOW_TIMEOUT = 60.0
 # The API server picks webhook configurations up through its own informer; seconds at most.
 EFFECTIVE_TIMEOUT = 30.0
 # Matches no NodePool any test creates, so the probe never conflicts with anything.
@@ -258,6 +260,22 @@ class Webhook:
 
     def admissions(self) -> float:
         return self.metric("overlay_guard_admission_requests_total")
+
+    def wait_crd(self, timeout: float = CRD_FOLLOW_TIMEOUT) -> None:
+        """Until a webhook that follows the cluster's NodeOverlay CRD judges by its current generation (one
+        given --crd, or a build from before the CRD was followed, such as an older image, returns at once)."""
+        deadline = time.monotonic() + timeout
+        wanted = -1
+        while time.monotonic() < deadline:
+            gauge = [line for line in self.metrics().splitlines() if line.startswith("overlay_guard_crd_generation{")]
+            if not any('source="cluster"' in line for line in gauge):
+                return
+            crd = self.plane.kubectl("get", "crd", "nodeoverlays.karpenter.sh", "-o", "json", check=False)
+            wanted = int(json.loads(crd.stdout)["metadata"]["generation"]) if crd.returncode == 0 else 0
+            if self.metric("overlay_guard_crd_generation", source="cluster") == wanted:
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"webhook {self.name} never judged by generation {wanted} of the NodeOverlay CRD")
 
     def events(self, msg: str | None = None) -> list[dict[str, Any]]:
         """The JSON log lines (all processes that wrote this log), optionally one message only."""

@@ -81,10 +81,12 @@ def _swap(crds: _crds.Crds, guard: Guard, which: str) -> None:
     if crds.current == which:
         return
     crds.use(which)
-    # A CRD update ends the API server's watches of its objects; the webhooks re-list.
+    # A CRD update ends the API server's watches of its objects; the webhooks re-list, and judge by the
+    # new CRD once they have followed it.
     for hook in (guard.webhook, *guard.extra):
         if hook.running:
             hook.wait_ready()
+            hook.wait_crd()
 
 
 @pytest.fixture
