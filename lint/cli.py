@@ -227,7 +227,7 @@ class _Run:
         """simulate/explain: input errors go to stderr so stdout stays the requested output."""
         if not problems:
             return 0
-        result = formats.Result(findings.ordered(problems), self.table, 0)
+        result = formats.Output(findings.ordered(problems), self.table, 0)
         for f, loc in result.located():
             place, subject = formats.where(f, loc), formats.subject(f, loc)
             self.err.write(f"{place}: {f.severity} {f.code} {subject}: {f.message}\n")
@@ -243,7 +243,7 @@ def _check(run: _Run) -> int:
     candidates, report, _, notes = run.evaluate()
     found = findings.ordered(hints.attach([*candidates.problems, *report.findings]))
     threshold = Severity.parse(args.fail_on)
-    result = formats.Result(found, run.table, candidates.objects, candidates.ignored, notes,
+    result = formats.Output(found, run.table, candidates.objects, candidates.ignored, notes,
                             candidates.skipped, run.subjects(candidates), threshold)
     formats.render(args.format, result, run.out, run.err)
     if any(f.code == UNREADABLE for f in found):
@@ -295,7 +295,7 @@ def _report(run: _Run) -> int:
     loaded, report, _, notes = run.evaluate()
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
-    result = formats.Result(found, run.table, loaded.objects, loaded.ignored, notes, loaded.skipped)
+    result = formats.Output(found, run.table, loaded.objects, loaded.ignored, notes, loaded.skipped)
     run.out.write(html_report.render(result, report, effects.effects(report)))
     return status
 

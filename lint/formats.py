@@ -16,7 +16,7 @@ FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
 @dataclasses.dataclass(frozen=True)
-class Result:
+class Output:
     findings: Sequence[Finding]
     table: Table
     objects: int
@@ -34,7 +34,7 @@ class Result:
         return [(f, self.table.locate(f)) for f in self.findings]
 
 
-def render(fmt: str, result: Result, out: TextIO, err: TextIO) -> None:
+def render(fmt: str, result: Output, out: TextIO, err: TextIO) -> None:
     if fmt == "json":
         json.dump(to_json(result), out, indent=2)
         out.write("\n")
@@ -83,7 +83,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def summary_line(result: Result) -> str:
+def summary_line(result: Output) -> str:
     parts = [_plural(result.count(Severity.ERROR), "error"),
              _plural(result.count(Severity.WARNING), "warning")]
     infos = result.count(Severity.INFO)
@@ -99,7 +99,7 @@ def summary_line(result: Result) -> str:
     return text + (f" ({'; '.join(aside)})" if aside else "")
 
 
-def write_text(result: Result, out: TextIO, color: bool = False) -> None:
+def write_text(result: Output, out: TextIO, color: bool = False) -> None:
     for f, loc in result.located():
         place, severity, code = where(f, loc), str(f.severity), f.code
         if color:
@@ -118,7 +118,7 @@ def finding_json(finding: Finding, loc: Location) -> dict[str, Any]:
     return out
 
 
-def to_json(result: Result) -> dict[str, Any]:
+def to_json(result: Output) -> dict[str, Any]:
     return {
         "findings": [finding_json(f, loc) for f, loc in result.located()],
         "summary": {"errors": result.count(Severity.ERROR), "warnings": result.count(Severity.WARNING),
@@ -151,7 +151,7 @@ def github_line(finding: Finding, loc: Location) -> str:
     return f"::{_COMMANDS[finding.severity]} {','.join(props)}::{_escape_data(message)}"
 
 
-def write_github(result: Result, out: TextIO) -> None:
+def write_github(result: Output, out: TextIO) -> None:
     for f, loc in result.located():
         out.write(github_line(f, loc) + "\n")
     out.write(summary_line(result) + "\n")

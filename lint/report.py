@@ -63,7 +63,7 @@ td.zero{color:#bbb}svg{display:block;margin:.3em 0 1em}svg text{font:11px system
 BASE_COLOR, PRICE_COLOR = "#9aa5b1", "#0969da"
 
 
-def render(result: formats.Result, report: rp.Report, cells: Sequence[CellEffect],
+def render(result: formats.Output, report: rp.Report, cells: Sequence[CellEffect],
            limits: Limits = Limits()) -> str:
     located = result.located()
     parts = [
@@ -85,7 +85,7 @@ def render(result: formats.Result, report: rp.Report, cells: Sequence[CellEffect
     return "\n".join(p for p in parts if p)
 
 
-def _summary(result: formats.Result, report: rp.Report) -> str:
+def _summary(result: formats.Output, report: rp.Report) -> str:
     counts = {v: sum(1 for s in report.status.values() if s.state == v) for v in VERDICTS}
     badges = "".join(f'<span class="badge {v}" data-verdict-count="{v}" data-count="{n}">{n} {v}</span>'
                      for v, n in counts.items())

@@ -42,7 +42,7 @@ class Prepared:
     entries: Mapping[str, merge.Entry]
     # Per overlay: findings that depend on it and the grid only (unknown-label, no-match).
     local: Mapping[str, tuple[findings.Finding, ...]] = dataclasses.field(default_factory=dict)
-    outcome: merge.Outcome = dataclasses.field(default_factory=lambda: merge.Outcome((), {}, {}, ()))
+    outcome: merge.Merged = dataclasses.field(default_factory=lambda: merge.Merged((), {}, {}, ()))
     # Findings of the existing objects alone: what an UPDATE ratchets against.
     baseline: tuple[findings.Finding, ...] = ()
     # bindingKeys of the valid overlays that use any.
@@ -218,7 +218,7 @@ def _caused_by_pools(found: Sequence[finding_types.Finding], baseline: Sequence[
             and _identity(f) not in before]
 
 
-def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: Mapping[str, merge.Verdict],
+def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: Mapping[str, merge.Dropped],
               names: Iterable[str] | None = None) -> dict[str, rp.Status]:
     out: dict[str, rp.Status] = {}
     for name in snapshot.overlays if names is None else names:
@@ -273,7 +273,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
     for name in changed:
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())
-    outcome = merge.Outcome(prepared.outcome.order, result.status, result.verdicts, result.claims)
+    outcome = merge.Merged(prepared.outcome.order, result.status, result.verdicts, result.claims)
     status = _statuses(snapshot, result.status, result.verdicts, {*result.touched, *changed})
     return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays,
                   snapshot.grid, notes)

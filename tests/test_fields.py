@@ -62,6 +62,6 @@ def test_states_render_as_karpenter_names() -> None:
 
 def test_status_of_an_unknown_overlay_is_invalid(small_catalog: Any) -> None:
     known = rp.Status(merge.CONFLICT, "conflicts with b on price")
-    report = rp.Report((), {"a": known}, merge.Outcome((), {}, {}, ()), {}, {}, cs.grid(small_catalog), ())
+    report = rp.Report((), {"a": known}, merge.Merged((), {}, {}, ()), {}, {}, cs.grid(small_catalog), ())
     assert report.status_of("a") == known
     assert report.status_of("missing") == rp.Status(merge.INVALID, "")

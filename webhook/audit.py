@@ -44,7 +44,7 @@ BACKLOG_RETRY = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Result:
+class Summary:
     generation: int
     findings: tuple[findings.Finding, ...]
     status: Mapping[str, str]
@@ -62,10 +62,10 @@ def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
     return ev.evaluate(overlays, base, full=True, checked=prepared.overlays)
 
 
-def summarise(generation: int, report: ev.Report, seconds: float) -> Result:
+def summarise(generation: int, report: ev.Report, seconds: float) -> Summary:
     status = {name: s.state for name, s in report.status.items()}
     cells = {name: e.type_cells.bit_count() for name, e in report.entries.items()}
-    return Result(generation, report.findings, status, cells, seconds)
+    return Summary(generation, report.findings, status, cells, seconds)
 
 
 class LogEvents:
@@ -94,7 +94,7 @@ class Auditor:
         self.poll = poll
         self.ledger = events.Ledger(limit)
         self._clock = clock
-        self.result: Result | None = None
+        self.result: Summary | None = None
         self.finished_at: float | None = None  # wall clock, for the timestamp gauge
         self.written: collections.Counter[str] = collections.Counter()
         self.deferred = 0
@@ -132,7 +132,7 @@ class Auditor:
             audited = snap.generation
             next_due = self._clock() + (BACKLOG_RETRY if self.deferred else self.interval)
 
-    async def audit(self, snap: state.Snapshot) -> Result:
+    async def audit(self, snap: state.Snapshot) -> Summary:
         assert snap.prepared is not None
         result = self.result
         if result is None or result.generation != snap.generation:

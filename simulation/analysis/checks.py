@@ -14,7 +14,7 @@ _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 
 
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
-              verdicts: Mapping[str, merge.Verdict], clashes: Iterable[merge.Clash],
+              verdicts: Mapping[str, merge.Dropped], clashes: Iterable[merge.Clash],
               taken: hints.Taken | None = None) -> list[findings.Finding]:
     """`taken`: the weights index over `entries`, when the caller keeps one."""
     out = []

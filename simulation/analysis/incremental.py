@@ -25,7 +25,7 @@ from simulation.semantics import cells, cellset, merge
 class Delta:
     findings: tuple[findings.Finding, ...]
     status: Mapping[str, merge.State]
-    verdicts: Mapping[str, merge.Verdict]
+    verdicts: Mapping[str, merge.Dropped]
     claims: tuple[merge.Claim, ...]
     # Overlays whose status this evaluation recomputed (the rest keep the baseline's).
     touched: tuple[str, ...]
@@ -207,8 +207,8 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
     return list(reached.values())
 
 
-def _settle(index: Index, baseline: merge.Outcome, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
-            skip: set[str]) -> tuple[list[merge.Entry], merge.Outcome]:
+def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
+            skip: set[str]) -> tuple[list[merge.Entry], merge.Merged]:
     """The overlays whose status the change can move, and Karpenter's outcome for them."""
     if len(candidates) == 1 and not old:
         dropped = _dropped(index, baseline, candidates[0], skip)
@@ -220,7 +220,7 @@ def _settle(index: Index, baseline: merge.Outcome, old: Sequence[merge.Entry], c
     return component, merge.karpenter(component)
 
 
-def _dropped(index: Index, baseline: merge.Outcome, c: merge.Entry, skip: set[str]) -> merge.Outcome | None:
+def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str]) -> merge.Merged | None:
     """A new overlay's outcome when Karpenter drops it (else None). The overlays of its weight before it keep
     their status, so the applied ones among them that share cells with it decide; dropped, it stores
     nothing, and no other overlay's status moves."""
@@ -236,7 +236,7 @@ def _dropped(index: Index, baseline: merge.Outcome, c: merge.Entry, skip: set[st
         # Karpenter tests price first: the lowest offering it meets a stored price on, and the last overlay
         # stored there (as merge.karpenter words it, without building the union of a few hundred).
         bit = min((e.cells & c.cells).lowest() for e in prices)
-        verdict = merge.Verdict(merge.PRICE, bit, next(e for e in reversed(prices) if e.cells.has(bit)).name)
+        verdict = merge.Dropped(merge.PRICE, bit, next(e for e in reversed(prices) if e.cells.has(bit)).name)
     elif capacities:
         outcome = merge.karpenter([*capacities, c])
         if outcome.status[c.name] != merge.CONFLICT:
@@ -244,7 +244,7 @@ def _dropped(index: Index, baseline: merge.Outcome, c: merge.Entry, skip: set[st
         verdict = outcome.verdicts[c.name]
     else:
         return None
-    return merge.Outcome((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
+    return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,7 +253,7 @@ class _View:
 
     grid: cells.Grid
     index: Index
-    baseline: merge.Outcome
+    baseline: merge.Merged
     status: Mapping[str, merge.State]
     skip: set[str]
     candidates: Sequence[merge.Entry]
@@ -264,7 +264,7 @@ class _View:
     lost: Sequence[merge.Entry]
 
 
-def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry], baseline: merge.Outcome,
+def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry], baseline: merge.Merged,
              changed: Sequence[str], old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
              raw: Callable[[str], Mapping[str, Any]], keys: Mapping[str, frozenset[str]]) -> Delta:
     """`keys` lists only the overlays that use bindingKeys."""

@@ -53,7 +53,7 @@ class Status:
 class Report:
     findings: tuple[finding_types.Finding, ...]
     status: Mapping[str, Status]
-    outcome: merge.Outcome
+    outcome: merge.Merged
     entries: Mapping[str, merge.Entry]
     overlays: Mapping[str, Checked]
     grid: cells.Grid

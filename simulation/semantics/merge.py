@@ -142,7 +142,7 @@ def ordered(entries: Iterable[Entry]) -> list[Entry]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Dropped:
     """Why Karpenter drops an overlay: the field, a cell, and the stored overlay it met there."""
 
     field: Field
@@ -160,10 +160,10 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class Merged:
     order: tuple[str, ...]
     status: Mapping[str, State]
-    verdicts: Mapping[str, Verdict]
+    verdicts: Mapping[str, Dropped]
     claims: tuple[Claim, ...]
 
     @functools.cached_property
@@ -180,11 +180,11 @@ class Outcome:
         return out
 
 
-def karpenter(entries: Sequence[Entry]) -> Outcome:
+def karpenter(entries: Sequence[Entry]) -> Merged:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
     ordered_entries = ordered(entries)
     status: dict[str, State] = {}
-    verdicts: dict[str, Verdict] = {}
+    verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
     won: dict[Field, cellset.Dense] = {}
     for _, group in itertools.groupby(ordered_entries, key=lambda e: e.overlay.weight):
@@ -220,14 +220,14 @@ def karpenter(entries: Sequence[Entry]) -> Outcome:
                 taken = won.setdefault(field, _dense(e))
                 claims.append(Claim(e.name, field, taken.missing(bits)))
                 taken.add(bits)
-    return Outcome(tuple(e.name for e in ordered_entries), status, verdicts, tuple(claims))
+    return Merged(tuple(e.name for e in ordered_entries), status, verdicts, tuple(claims))
 
 
 def _dense(e: Entry) -> cellset.Dense:
     return cellset.Dense(e.cells.block)
 
 
-def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Verdict | None:
+def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:
     if e.overlay.price_update is None or union is None:
         return None
     hit = union.common(e.cells)
@@ -235,10 +235,10 @@ def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entr
         return None
     bit = hit.lowest()
     other = next(s for s in reversed(stored) if s.cells.has(bit))
-    return Verdict(PRICE, bit, other.name)
+    return Dropped(PRICE, bit, other.name)
 
 
-def _capacity_conflict(e: Entry, last_has: Mapping[str, cellset.Dense], stored: Sequence[Entry]) -> Verdict | None:
+def _capacity_conflict(e: Entry, last_has: Mapping[str, cellset.Dense], stored: Sequence[Entry]) -> Dropped | None:
     if not e.overlay.capacity_set:
         return None
     for resource, _ in e.overlay.capacity:
@@ -247,7 +247,7 @@ def _capacity_conflict(e: Entry, last_has: Mapping[str, cellset.Dense], stored: 
         if hit:
             bit = hit.lowest()
             other = next(s for s in reversed(stored) if s.type_cells.has(bit))
-            return Verdict(capacity_field(resource), bit, other.name)
+            return Dropped(capacity_field(resource), bit, other.name)
     return None
 
 
