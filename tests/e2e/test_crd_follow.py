@@ -1,15 +1,19 @@
 """The webhook judges by the NodeOverlay CRD the cluster runs (webhook/crdwatch.py): started on Karpenter's
 own, it refuses `dynamicResources` as the API server does; after the README's DRA opt-in is applied it
-judges the same overlay by the extended schema, without a restart; and back."""
+judges the same overlay by the extended schema, without a restart. With the deployment's RBAC it may read
+the CRD; without it, it judges by the embedded CRD after one warning."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from . import _crds
+from ._cluster import REPO_ROOT
 from ._guard import Guard, Webhook, overlay, unique
 from .test_security import forge
 
@@ -58,3 +62,57 @@ def test_the_webhook_follows_the_crd_the_cluster_runs(guard: Guard, crds: _crds.
         crds.use(_crds.KARPENTER)
         guard.webhook.wait_crd()
         hook.stop()
+
+
+def _service_account_kubeconfig(guard: Guard, name: str, rules: list[dict[str, Any]], directory: Path) -> Path:
+    """A kubeconfig for a fresh ServiceAccount bound to a ClusterRole with `rules` (what a pod of the
+    deployment gets), so the API server's RBAC decides what the webhook may read."""
+    plane = guard.plane
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": "guard", "namespace": name}]}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": rules}
+    plane.kubectl("create", "namespace", name)
+    plane.kubectl("create", "serviceaccount", "guard", "-n", name)
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+    token = plane.kubectl("create", "token", "guard", "-n", name, "--duration=1h").stdout.strip()
+    config = json.loads(plane.kubeconfig.read_text())
+    config["users"] = [{"name": name, "user": {"token": token}}]
+    config["contexts"][0]["context"]["user"] = name
+    path = directory / f"{name}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _deployed_rules(guard: Guard) -> list[dict[str, Any]]:
+    docs = YAML(typ="safe", pure=True).load_all(guard.plane.kubectl("kustomize", str(REPO_ROOT / "manifests")).stdout)
+    return list(next(d for d in docs if isinstance(d, dict) and d.get("kind") == "ClusterRole")["rules"])
+
+
+@pytest.mark.parametrize("crd_rule", [True, False], ids=["deployed-rbac", "without-crd-rbac"])
+def test_the_deployed_rbac_lets_the_webhook_follow_the_crd(guard: Guard, crds: _crds.Crds, tmp_path: Path,
+                                                           crd_rule: bool) -> None:
+    """As the deployment's ClusterRole allows it (resourceNames, so the list and watch go by field selector);
+    without that rule, the embedded CRD with one warning, and ready all the same."""
+    name = unique("e2e-crd-rbac")
+    rules = [r for r in _deployed_rules(guard) if crd_rule or "customresourcedefinitions" not in r["resources"]]
+    assert len(rules) == len(_deployed_rules(guard)) - (0 if crd_rule else 1)
+    kubeconfig = _service_account_kubeconfig(guard, name, rules, tmp_path)
+    try:
+        # The later --kubeconfig wins: the ServiceAccount's, not the admin's.
+        hook = guard.spawn(name, extra_args=("--kubeconfig", str(kubeconfig), "--audit-interval", "0"))
+        try:
+            hook.wait_crd()
+            refused = hook.events("cannot read the NodeOverlay CRD; judging by the embedded DRA-extended one")
+            if crd_rule:
+                assert _generation(hook) >= 1 and refused == []
+            else:
+                assert hook.metric("overlay_guard_crd_generation", source="embedded") == 0
+                assert 'source="embedded"' in hook.metrics()
+                assert [e.get("status") for e in refused] == [403]
+        finally:
+            hook.stop()
+    finally:
+        guard.plane.kubectl("delete", f"clusterrolebinding/{name}", f"clusterrole/{name}", f"namespace/{name}",
+                            "--ignore-not-found", "--wait=false")
