@@ -165,7 +165,7 @@ class Recorder:
     def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
         self.calls.append(("replace", [i["metadata"]["name"] for i in items]))
 
-    def event(self, kind: str, ev: Mapping[str, Any]) -> store.Outcome | None:
+    def event(self, kind: str, ev: Mapping[str, Any]) -> store.Transition | None:
         self.calls.append(("event", ev["type"]))
         return store.handle({}, kind, ev)
 

@@ -33,7 +33,7 @@ class Sink(Protocol):
 
     def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None: ...
 
-    def event(self, kind: str, event: Mapping[str, Any]) -> store.Outcome | None: ...
+    def event(self, kind: str, event: Mapping[str, Any]) -> store.Transition | None: ...
 
     def lost(self, kind: str) -> None: ...
 
@@ -125,7 +125,7 @@ class LoopSink:
     def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
         self._loop.call_soon_threadsafe(self._target.replace_kind, kind, items)
 
-    def event(self, kind: str, event: Mapping[str, Any]) -> store.Outcome | None:
+    def event(self, kind: str, event: Mapping[str, Any]) -> store.Transition | None:
         # The pure handler runs here too (cheap) to learn the resource version and 410s
         # without a round trip through the loop; the loop applies it to the real store.
         self._loop.call_soon_threadsafe(self._target.apply_event, kind, event)

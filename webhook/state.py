@@ -135,7 +135,7 @@ class Cache:
         for kind in store.KINDS:
             self.replace_kind(kind, [o for o in objs if model.kind_of(o) == kind])
 
-    def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Outcome:
+    def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Transition:
         outcome = store.handle(self._live, kind, event)
         self._live = outcome.store
         obj = event.get("raw_object", event.get("object"))

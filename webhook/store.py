@@ -80,7 +80,7 @@ def replace_kind(store: Store, kind: str, items: Iterable[Mapping[str, Any]]) ->
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class Transition:
     """What one watch event does: the new store, whether the simulation input changed, the
     resource version to resume from, and whether the watch must be restarted from a new list."""
 
@@ -97,7 +97,7 @@ def _resource_version(obj: Any) -> str | None:
     return rv if isinstance(rv, str) and rv else None
 
 
-def handle(store: Store, kind: str, event: Mapping[str, Any]) -> Outcome:
+def handle(store: Store, kind: str, event: Mapping[str, Any]) -> Transition:
     """Apply one event as the kubernetes client's Watch yields it ({type, object, raw_object})."""
     etype = event.get("type")
     obj = event.get("raw_object", event.get("object"))
@@ -105,16 +105,16 @@ def handle(store: Store, kind: str, event: Mapping[str, Any]) -> Outcome:
         code = obj.get("code") if isinstance(obj, Mapping) else None
         message = str(obj.get("message", "")) if isinstance(obj, Mapping) else "watch error"
         # 410 Gone: the resource version fell out of etcd's window; only a new list recovers.
-        return Outcome(store, False, None, relist=True, error=f"{code}: {message}")
+        return Transition(store, False, None, relist=True, error=f"{code}: {message}")
     if not isinstance(obj, Mapping):
-        return Outcome(store, False, None, error=f"event {etype!r} without an object")
+        return Transition(store, False, None, error=f"event {etype!r} without an object")
     rv = _resource_version(obj)
     if etype == "BOOKMARK":
-        return Outcome(store, False, rv)
+        return Transition(store, False, rv)
     obj = with_kind(obj, kind)
     key = key_of(obj)
     if key is None or etype not in ("ADDED", "MODIFIED", "DELETED"):
-        return Outcome(store, False, rv)
+        return Transition(store, False, rv)
     out = dict(store)
     previous = out.pop(key, None)
     if etype != "DELETED":
@@ -122,7 +122,7 @@ def handle(store: Store, kind: str, event: Mapping[str, Any]) -> Outcome:
         changed = previous is None or previous.semantic != out[key].semantic
     else:
         changed = previous is not None
-    return Outcome(out, changed, rv)
+    return Transition(out, changed, rv)
 
 
 @dataclasses.dataclass(frozen=True)
