@@ -7,8 +7,8 @@ webhook on a cluster lists and watches that one CRD by name. A changed schema is
 follower's thread, away from requests, and handed to the cache, which builds its next snapshot with
 it: the snapshot's Prepared carries its CRD, so a request judges by exactly one of them.
 
-Not installed (or deleted), or unreadable at start (RBAC): the embedded DRA-extended CRD, with one
-warning per cause. Unreadable after it was read: the last one read stays (it is still the best
+Not installed (or deleted), unreadable at start (RBAC) or not compilable: the embedded DRA-extended
+CRD, with one warning per cause. Unreadable after it was read: the last one read stays (it is still the best
 knowledge of what the API server applies), with one warning.
 """
 
