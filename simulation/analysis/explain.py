@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from simulation.analysis import report as rp
@@ -34,7 +35,7 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
     chosen_pools = sum(1 << p for p, name in enumerate(pools) if name in chosen)
     mask = cellset.Cells.product(chosen_pools, ((1 << n) - 1) << (t * grid.slots), grid.block)
     type_mask = grid.type_cells(mask)
-    claims = {(c.overlay, c.field): c.cells for c in report.outcome.claims}
+    claims = report.outcome.claimed
     rows: dict[str, list[dict[str, Any]]] = {}
     overlays = sorted(report.overlays.values(), key=lambda c: (c.overlay.weight, c.overlay.name), reverse=True)
     for checked in overlays:
@@ -62,7 +63,7 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
 
 
 def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: merge.Field,
-                 claims: dict[tuple[str, merge.Field], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
+                 claims: Mapping[tuple[str, merge.Field], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
     mine = claims.get((o.name, field), merge.EMPTY) & mask
     if mine:
         return {**base, "outcome": "won",
