@@ -401,3 +401,18 @@ class Guard:
     def stop_all(self) -> None:
         for hook in (*self.extra, self.webhook):
             hook.stop()
+
+
+def forge(hook: Webhook, obj: dict[str, Any], context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """An AdmissionReview (CREATE, not a dry run) POSTed straight to the webhook's port, as any
+    pod that can reach it could."""
+    gvk = {"group": "karpenter.sh", "version": "v1alpha1", "kind": "NodeOverlay"}
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": gvk, "resource": {**gvk, "resource": "nodeoverlays"},
+        "name": obj["metadata"]["name"], "operation": "CREATE", "object": obj, "dryRun": False,
+        "userInfo": {"username": "system:serviceaccount:default:attacker"}}}
+    req = urllib.request.Request(hook.url + "/validate", data=json.dumps(review).encode(),
+                                 headers={"Content-Type": "application/json"})
+    ctx = context or ssl.create_default_context(cafile=str(hook.certs.ca))
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+        return dict(json.load(resp)["response"])

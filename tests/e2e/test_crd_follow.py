@@ -14,8 +14,7 @@ from ruamel.yaml import YAML
 
 from . import _crds
 from ._cluster import REPO_ROOT
-from ._guard import Guard, Webhook, overlay, unique
-from .test_security import forge
+from ._guard import Guard, Webhook, forge, overlay, unique
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,6 @@ import ssl
 import subprocess
 import time
 import urllib.request
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,28 +18,13 @@ import pytest
 from certs import generate
 
 from . import _cluster
-from ._guard import Guard, Webhook, apply, as_input, exists, overlay, unique
+from ._guard import Guard, Webhook, apply, as_input, exists, forge, overlay, unique
 
 pytestmark = pytest.mark.e2e
 
 VALIDATOR = 'admission webhook "nodeoverlays.validate.overlay-guard.io" denied the request'
 # The confirmation window is 1 s; kubectl's own start and round trips add the rest.
 PROMPT = 5.0
-
-
-def forge(hook: Webhook, obj: dict[str, Any], context: ssl.SSLContext | None = None) -> dict[str, Any]:
-    """An AdmissionReview (CREATE, not a dry run) POSTed straight to the webhook's port, as any
-    pod that can reach it could."""
-    gvk = {"group": "karpenter.sh", "version": "v1alpha1", "kind": "NodeOverlay"}
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": str(uuid.uuid4()), "kind": gvk, "resource": {**gvk, "resource": "nodeoverlays"},
-        "name": obj["metadata"]["name"], "operation": "CREATE", "object": obj, "dryRun": False,
-        "userInfo": {"username": "system:serviceaccount:default:attacker"}}}
-    req = urllib.request.Request(hook.url + "/validate", data=json.dumps(review).encode(),
-                                 headers={"Content-Type": "application/json"})
-    ctx = context or ssl.create_default_context(cafile=str(hook.certs.ca))
-    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-        return dict(json.load(resp)["response"])
 
 
 def timed_apply(guard: Guard, obj: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], float]:
