@@ -27,6 +27,7 @@ import aiohttp
 
 from benchmarks import workload
 from certs import generate
+from simulation.semantics import catalog as cat
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 3
@@ -67,10 +68,12 @@ def _reviews(count: int, prefix: str, dry_run: bool, broad: bool = False) -> lis
     """Alternating new overlays and edits of existing ones, as admission traffic does; `broad`: new overlays
     with no NodePool requirement instead (family-wide and capacity-type-wide, clean and conflicting in turn)."""
     existing = workload.overlays()
+    # Loaded once: workload.broad reads the families from it, and loading it per overlay takes minutes.
+    catalog = cat.default() if broad else None
     out = []
     for i in range(count):
         if broad:
-            obj, op, old = workload.broad(i // 2, conflicting=i % 2 == 1), "CREATE", None
+            obj, op, old = workload.broad(i // 2, conflicting=i % 2 == 1, catalog=catalog), "CREATE", None
         elif i % 2 == 0:
             obj, op, old = workload.candidate(i % 64), "CREATE", None
         else:
