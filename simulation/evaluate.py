@@ -59,10 +59,12 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     overlay = model.overlay(obj, doc.source)
     ref = overlay.ref
     crd = crd or crds.embedded()
-    layer = schema.check(obj, ref, doc.source, crd)
+    # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
+    validated = schema.as_validated(obj, crd)
+    layer = schema.check(obj, ref, doc.source, crd, validated=validated)
     # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies.
     extended = crd.defines(*crds.DRA_FIELD)
-    found = hints.attach([*layer, *runtime.check(obj, ref, doc.source, apiserver=layer),
+    found = hints.attach([*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated),
                           *(dra.check_overlay(obj, ref, doc.source) if extended else ())], obj)
     return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj) if extended else frozenset())
 

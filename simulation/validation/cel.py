@@ -219,9 +219,12 @@ class RuleSet:
 def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
     """Where the rules at a place in the schema holding `value` reject it."""
     scope: celexpr.Scope | None = None
-    # Rules that read only some fields of a map judge those fields alone, and these recur across objects
-    # (most overlays set neither price nor priceAdjustment, or the same ones): their verdicts are remembered.
-    narrowed = rule_set.reads is not None and isinstance(value, dict)
+    # Scalars, and the few fields of a map its rules read, recur across objects (most overlays set neither
+    # price nor priceAdjustment, or the same ones): verdicts on them are remembered.
+    scalar = isinstance(value, str | int | float | bool)
+    remembered = scalar or (rule_set.reads is not None and isinstance(value, dict))
+    judged = _pruned(value, rule_set.reads) if remembered else value
+    key = _memo_key(judged) if remembered else None
     shared: dict[frozenset[str] | None, _Elements] = {}
     for rule in rule_set.rules:
         if rule.skipped is not None:
@@ -231,9 +234,8 @@ def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
                 rule.element_reads, _Elements(value, rule.element_reads))
             yield from _each_violations(rule, rule.each, value, elements)
             continue
-        if narrowed or isinstance(value, str | int | float | bool):
-            judged = _pruned(value, rule_set.reads)
-            outcome = _memoised(rule, ("self", rule.whole), judged, _memo_key(judged))
+        if remembered:
+            outcome = _memoised(rule, ("self", rule.whole), judged, key)
         else:
             if scope is None:
                 scope = celexpr.Scope({"self": value}, [r.whole for r in rule_set.rules if r.skipped is None])
@@ -290,8 +292,10 @@ _ENCODE = json.JSONEncoder(sort_keys=True).encode
 def _memo_key(value: Any) -> Any:
     """A value as a memo key, None when too large to keep. By type too: True and 1 are equal keys in Python,
     not in CEL."""
-    key = _ENCODE(value) if isinstance(value, dict | list) else (type(value).__name__, value)
-    return None if len(str(key)) > _MEMO_KEY_LIMIT else key
+    if isinstance(value, dict | list):
+        text = _ENCODE(value)
+        return None if len(text) > _MEMO_KEY_LIMIT else text
+    return None if isinstance(value, str) and len(value) > _MEMO_KEY_LIMIT else (type(value).__name__, value)
 
 
 def _memoised(rule: Rule, expression: tuple[str, celexpr.Expression], value: Any, key: Any) -> Any:

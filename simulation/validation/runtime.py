@@ -50,10 +50,11 @@ def restricted_label_error(key: str) -> str | None:
 
 
 def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None, *,
-          apiserver: Iterable[findings.Finding] | None = None) -> list[findings.Finding]:
+          apiserver: Iterable[findings.Finding] | None = None, validated: Any = None) -> list[findings.Finding]:
     """runtime-invalid findings for one raw NodeOverlay. `apiserver` is the schema layer's findings for the
-    same object (computed here when not given), used to leave out what the API server already rejects."""
-    plain = schema.as_validated(obj)
+    same object (computed here when not given), used to leave out what the API server already rejects;
+    `validated` the object as the API server validated it (schema.as_validated), when the caller has it."""
+    plain = schema.as_validated(obj) if validated is None else validated
     if apiserver is None:
         apiserver = schema.check(obj, ref, source)
     rejected = frozenset(f.path for f in apiserver if dict(f.detail).get("layer") == "apiserver")

@@ -191,11 +191,11 @@ def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
 
 
 def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None,
-          crd: crds.Crd | None = None) -> list[findings.Finding]:
+          crd: crds.Crd | None = None, *, validated: Any = None) -> list[findings.Finding]:
     """Everything the API server would reject in one raw NodeOverlay, plus ignored-values warnings; against
-    the embedded CRD unless another is given."""
+    the embedded CRD unless another is given. `validated`: as_validated(obj, crd), when the caller has it."""
     crd = crd or crds.embedded()
-    plain = as_validated(obj, crd)
+    plain = as_validated(obj, crd) if validated is None else validated
     if not isinstance(plain, dict):
         return [findings.make("schema", ref, (), f"object: must be an object, not {legacy.describe(plain)}",
                               source=source, detail=_LAYER)]
@@ -244,7 +244,7 @@ _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
-    """plain_json(value) with the nulls pruned, in one walk (every object is converted twice per check)."""
+    """plain_json(value) with the nulls pruned, in one walk."""
     if node is None or type(value) in _LEAVES:
         return plain_json(value)
     if isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test against
