@@ -213,3 +213,17 @@ async def test_webhook_denial_carries_the_hint(tmp_path: pathlib.Path) -> None:
     message = out["response"]["status"]["message"]
     assert out["response"]["allowed"] is False
     assert f"fix: {expected[0].hint}" in message, message
+
+
+@pytest.mark.parametrize(("written", "quoted"), [("on", None), ("yes", None), ("1", '"1"'), ("0.5", '"0.5"')])
+def test_an_unquoted_requirement_value_is_told_to_be_quoted(tmp_path: pathlib.Path, written: str,
+                                                            quoted: str | None) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: a}\n"
+                    f"spec:\n  price: \"1\"\n  requirements:\n  - {{key: team, operator: In, values: [{written}]}}\n")
+    _, data = check(str(path))
+    [finding] = [f for f in data["findings"] if f["severity"] == "error"]
+    assert (finding["code"], finding["field"]) == ("schema", "spec.requirements[0].values[0]")
+    hint = finding["hint"]
+    assert "quote the value" in hint
+    assert quoted is None or quoted in hint
