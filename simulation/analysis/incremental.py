@@ -167,7 +167,8 @@ class Index:
              among: int = -1) -> list[merge.Entry]:
         """Entries whose coarse signature overlaps the target's: the prepared ones not named
         in `skip` (they changed) and in `among` (all by default), plus the `extra` (changed) ones."""
-        found = [n for n in self.members(self.coarse(target) & among & ~self.mask(skip)) if n.may_overlap(target)]
+        narrow = among & ~self.mask(skip)
+        found = [n for n in self.members(self.coarse(target) & narrow) if n.may_overlap(target)] if narrow else []
         found += [n for n in extra if n.may_overlap(target)]
         return [n for n in found if n.name != target.name]
 
@@ -224,7 +225,8 @@ def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str
     """A new overlay's outcome when Karpenter drops it (else None). The overlays of its weight before it keep
     their status, so the applied ones among them that share cells with it decide; dropped, it stores
     nothing, and no other overlay's status moves."""
-    mask = index.coarse(c) & index.by_weight.get(c.overlay.weight, 0) & index.before(c.rank) & ~index.mask(skip)
+    mask = index.by_weight.get(c.overlay.weight, 0) & index.before(c.rank) & ~index.mask(skip)
+    mask &= index.coarse(c) if mask else 0
 
     def stored(kind: int, cells: Callable[[merge.Entry], cellset.Cells]) -> list[merge.Entry]:
         return [e for e in index.members(mask & kind)
@@ -357,7 +359,12 @@ def _targets(view: _View) -> dict[merge.Field, list[int]]:
     for c in view.candidates:
         if status.get(c.name) != merge.APPLIED:
             continue
-        below = index.coarse(c) & unchanged & ~index.before(c.rank)
+        setting = 0
+        for field in c.fields():
+            setting |= index.by_field.get(field, 0)
+        below = setting & unchanged & ~index.before(c.rank)
+        # A broad candidate is in thousands of buckets: their union only when something is left.
+        below &= index.coarse(c) if below else 0
         for field, bits in c.fields().items():
             found, cells_at, names = out.setdefault(field, {}), index.field_cells.get(field, {}), index.names
             for t in index.positions(below & index.by_field.get(field, 0)):
