@@ -205,6 +205,9 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     reads: frozenset[str] | None = None
+    # Per value the rules judge whole (see violations): the failing rules and their outcomes.
+    memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw_rules: Iterable[Mapping[str, Any]]) -> RuleSet:
@@ -218,13 +221,11 @@ class RuleSet:
 
 def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
     """Where the rules at a place in the schema holding `value` reject it."""
+    if isinstance(value, str | int | float | bool) or (rule_set.reads is not None and isinstance(value, dict)):
+        for rule, outcome in _remembered(rule_set, _pruned(value, rule_set.reads)):
+            yield _violation(rule, value, outcome)
+        return
     scope: celexpr.Scope | None = None
-    # Scalars, and the few fields of a map its rules read, recur across objects (most overlays set neither
-    # price nor priceAdjustment, or the same ones): verdicts on them are remembered.
-    scalar = isinstance(value, str | int | float | bool)
-    remembered = scalar or (rule_set.reads is not None and isinstance(value, dict))
-    judged = _pruned(value, rule_set.reads) if remembered else value
-    key = _memo_key(judged) if remembered else None
     shared: dict[frozenset[str] | None, _Elements] = {}
     for rule in rule_set.rules:
         if rule.skipped is not None:
@@ -234,15 +235,33 @@ def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
                 rule.element_reads, _Elements(value, rule.element_reads))
             yield from _each_violations(rule, rule.each, value, elements)
             continue
-        if remembered:
-            outcome = _memoised(rule, ("self", rule.whole), judged, key)
-        else:
-            if scope is None:
-                scope = celexpr.Scope({"self": value}, [r.whole for r in rule_set.rules if r.skipped is None])
-            outcome = scope.run(rule.whole)
+        if scope is None:
+            scope = celexpr.Scope({"self": value}, [r.whole for r in rule_set.rules if r.skipped is None])
+        outcome = scope.run(rule.whole)
         if outcome is not True:
-            at = rule.field_path or ((rule.forbids,) if rule.forbids else ())
-            yield Violation(at, _message(rule, value, outcome), isinstance(outcome, celexpr.Failure))
+            yield _violation(rule, value, outcome)
+
+
+def _violation(rule: Rule, value: Any, outcome: Any) -> Violation:
+    at = rule.field_path or ((rule.forbids,) if rule.forbids else ())
+    return Violation(at, _message(rule, value, outcome), isinstance(outcome, celexpr.Failure))
+
+
+def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
+    """The failing rules and their outcomes on a scalar, or on the few fields of a map the rules read. Such
+    values recur across objects (most overlays set neither price nor priceAdjustment, or the same ones, and
+    requirement keys repeat): the answer is remembered per value."""
+    key = _memo_key(judged)
+    found = rule_set.memo.get(key) if key is not None else None
+    if found is None:
+        outcomes = [(r, celexpr.evaluate(r.whole, {"self": judged})) for r in rule_set.rules if r.skipped is None]
+        # Only the verdict and an error's text are kept.
+        found = tuple((r, o if isinstance(o, celexpr.Failure) else False) for r, o in outcomes if o is not True)
+        if key is not None:
+            if len(rule_set.memo) >= _MEMO_LIMIT:
+                rule_set.memo.clear()
+            rule_set.memo[key] = found
+    return found
 
 
 class _Elements:
