@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import platform
 import sys
+from typing import Any
 
 from benchmarks import audit_bench, core_bench, schema_bench
 
 
 def main(argv: list[str]) -> int:
-    results = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
+    results: dict[str, Any] = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
                            "processor": platform.machine()},
                "core": core_bench.run(), "schema": schema_bench.run()}
     if "--core-only" not in argv:

@@ -198,14 +198,18 @@ def _requirement_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
     if operator in (reqs.IN, reqs.NOT_IN) and not values:
         return f"add at least one value, or use {reqs.EXISTS if operator == reqs.IN else reqs.DOES_NOT_EXIST}"
     if len(path) > 4 and part == "values":
-        value = _dig(raw, path)
-        if isinstance(value, bool):
-            # kubectl reads YAML 1.1: an unquoted on/off/yes/no/true/false arrives as a boolean.
-            return "quote the value as written: YAML reads an unquoted on, off, yes, no, true or false as a boolean"
-        if isinstance(value, int | float):
-            return f"quote the value: \"{value}\" (unquoted, YAML reads it as a number)"
-        return f"write the value as a label value (at most 63 of [A-Za-z0-9-_.]), e.g. \"{_label_value(value)}\""
+        return _value_hint(_dig(raw, path))
     return None
+
+
+def _value_hint(value: Any) -> str:
+    """The fix for one value of a requirement."""
+    if isinstance(value, bool):
+        # kubectl reads YAML 1.1: an unquoted on/off/yes/no/true/false arrives as a boolean.
+        return "quote the value as written: YAML reads an unquoted on, off, yes, no, true or false as a boolean"
+    if isinstance(value, int | float):
+        return f"quote the value: \"{value}\" (unquoted, YAML reads it as a number)"
+    return f"write the value as a label value (at most 63 of [A-Za-z0-9-_.]), e.g. \"{_label_value(value)}\""
 
 
 def _spec_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
