@@ -174,16 +174,11 @@ def _scan(raw: str | int) -> _Scanned:
     while pos < end and text[pos] == "0":
         pos += 1
     has_digit = pos > start
-    start = pos
-    while pos < end and text[pos] in _DIGITS:
-        pos += 1
+    start, pos = pos, _digits_end(text, pos)
     integer = text[start:pos]
     fraction = ""
     if pos < end and text[pos] == ".":
-        pos += 1
-        start = pos
-        while pos < end and text[pos] in _DIGITS:
-            pos += 1
+        start, pos = pos + 1, _digits_end(text, pos + 1)
         fraction = text[start:pos]
     has_digit = has_digit or bool(integer or fraction)
     suffix = text[pos:]
@@ -198,6 +193,13 @@ def _scan(raw: str | int) -> _Scanned:
     if not has_digit and not scanned.accepted_without_digits():
         raise _error(text, "no digits before the suffix")
     return scanned
+
+
+def _digits_end(text: str, pos: int) -> int:
+    """Where the run of decimal digits starting at `pos` ends."""
+    while pos < len(text) and text[pos] in _DIGITS:
+        pos += 1
+    return pos
 
 
 def _interpret(text: str, suffix: str) -> tuple[int, int, Format]:
