@@ -19,7 +19,8 @@ from sources import context, files, objects, positions
 LoadError = files.InputError
 
 
-def _load(paths: Sequence[Path]) -> objects.Loaded:
+def read_state(paths: Sequence[Path]) -> objects.Loaded:
+    """The `--state` files, read once: their NodeOverlays and NodePools and their InstanceTypes."""
     table = positions.Table()
     loaded = objects.Loader(table).load([str(p) for p in paths], candidate=False)
     if loaded.problems:
@@ -33,7 +34,7 @@ def _load(paths: Sequence[Path]) -> objects.Loaded:
 
 def state_objects(paths: Sequence[Path]) -> list[Mapping[str, Any]]:
     """NodeOverlays and NodePools from files and directories; other kinds are ignored."""
-    return [d.obj for d in _load(paths).documents]
+    return [d.obj for d in read_state(paths).documents]
 
 
 def load_crd(path: Path | None) -> crds.Crd | None:
@@ -43,5 +44,10 @@ def load_crd(path: Path | None) -> crds.Crd | None:
 
 def load_catalog(path: Path | None, state: Sequence[Path] = ()) -> cat.Catalog:
     """`--catalog`, else InstanceType objects among the `--state` files, else the embedded default."""
-    found = _load(state).instance_types if state else []
+    return catalog_for(path, read_state(state) if state else None)
+
+
+def catalog_for(path: Path | None, state: objects.Loaded | None) -> cat.Catalog:
+    """`load_catalog` over `--state` files already read."""
+    found = state.instance_types if state is not None else []
     return context.choose(None if path is None else str(path), [(obj, "--state") for obj, _ in found])

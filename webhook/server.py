@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import signal
 import ssl
@@ -15,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook import audit, crdwatch, listener, loader, store
+from webhook import audit, crdwatch, listener, loader
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
 from webhook.metrics import Metrics
@@ -24,12 +25,17 @@ from webhook.tls import ReloadingContext
 
 log = logging.getLogger("overlay-guard.server")
 BACKLOG = 1024
+# Start-up allocates about a million long-lived objects and hardly any cycles: at the default threshold
+# (700) the collector would rescan the growing heap thousands of times before the first snapshot.
+LOADING_GC_THRESHOLD = 100_000
 
 
 async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
     """Returns the live source to stop at shutdown (None for --state). On a cluster without --crd, the
     cluster's NodeOverlay CRD is followed (webhook/crdwatch.py)."""
-    catalog = await asyncio.to_thread(loader.load_catalog, config.catalog, config.state)
+    # One read of the --state files gives both the catalog's InstanceTypes and the objects.
+    state = await asyncio.to_thread(loader.read_state, list(config.state)) if config.state else None
+    catalog = await asyncio.to_thread(loader.catalog_for, config.catalog, state)
     crd = await asyncio.to_thread(loader.load_crd, config.crd)
     cache.set_catalog(catalog, crd)
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
@@ -38,11 +44,10 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
         in_use.pin(crd, crdwatch.Version("file"))
         # A rule the guard cannot evaluate is one the API server may still refuse an overlay for.
         log.info("CRD loaded", extra={"fields": {"crd": crd.origin, "unchecked": crd.unchecked()}})
-    if config.state:
-        objects = await asyncio.to_thread(loader.state_objects, list(config.state))
-        cache.load(objects)
+    if state is not None:
+        cache.load([d.obj for d in state.documents])
         log.info("state loaded from files", extra={"fields": {
-            "paths": [str(p) for p in config.state], **store.counts(store.build(objects))}})
+            "paths": [str(p) for p in config.state], **cache.live_counts()}})
         return None
     from webhook.informer import KubeSource
 
@@ -58,9 +63,12 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
     return source
 
 
-async def _announce_ready(cache: Cache, started: float) -> None:
+async def _announce_ready(cache: Cache, started: float, collecting: tuple[int, int, int]) -> None:
     while not await cache.wait_ready(3600) or not cache.ready:
         await asyncio.sleep(0.05)
+    # What is loaded now lives as long as the process: later collections need not scan it.
+    gc.freeze()
+    gc.set_threshold(*collecting)
     log.info("ready", extra={"fields": {"secondsSinceStart": round(time.monotonic() - started, 3)}})
 
 
@@ -119,8 +127,10 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     await cache.start()
     code = 0
     source: Any = None
+    collecting = gc.get_threshold()
+    gc.set_threshold(LOADING_GC_THRESHOLD, *collecting[1:])
     loading = asyncio.create_task(_load(config, cache, in_use))
-    announcing = asyncio.create_task(_announce_ready(cache, started))
+    announcing = asyncio.create_task(_announce_ready(cache, started, collecting))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if loading.done():
