@@ -36,16 +36,15 @@ class Output:
 
 def render(fmt: str, result: Output, out: TextIO, err: TextIO) -> None:
     if fmt == "json":
-        json.dump(to_json(result), out, indent=2)
-        out.write("\n")
+        # One write: json.dump would make one per token, half a million for a large report.
+        out.write(json.dumps(to_json(result), indent=2) + "\n")
         return
     for note in result.notes:
         err.write(f"note: {note}\n")
     if fmt == "text":
         write_text(result, out, color=use_color(out))
     elif fmt == "sarif":
-        json.dump(sarif.document(result.located(), os.getcwd(), result.notes), out, indent=2)
-        out.write("\n")
+        out.write(json.dumps(sarif.document(result.located(), os.getcwd(), result.notes), indent=2) + "\n")
     elif fmt == "github":
         write_github(result, out)
     elif fmt == "junit":
