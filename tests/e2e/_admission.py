@@ -181,3 +181,7 @@ def test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning(guard:
     assert by_label in conflict[0] and by_pool in conflict[0] and f"NodePool {pool}" in conflict[0]
     stored = json.loads(guard.plane.kubectl("get", "nodepool", pool, "-o", "json").stdout)
     assert stored["spec"]["template"]["metadata"]["labels"] == {team: pool}
+
+
+# The scenarios by name, in the order written: test_admission.py and test_image.py collect them from here.
+SCENARIOS = {name: test for name, test in list(globals().items()) if name.startswith("test_")}

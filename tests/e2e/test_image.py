@@ -24,14 +24,7 @@ SHELLS = frozenset(f"{d}/{sh}" for d in ("bin", "usr/bin", "sbin", "usr/sbin")
                    for sh in ("sh", "bash", "dash", "ash", "busybox"))
 
 # The admission scenarios, collected again in this module so they run against the image.
-test_1_valid_overlay_is_annotated = _admission.test_1_valid_overlay_is_annotated
-test_2_same_weight_conflict_is_refused = _admission.test_2_same_weight_conflict_is_refused
-test_2_admitted_dry_run_leaves_nothing_behind = _admission.test_2_admitted_dry_run_leaves_nothing_behind
-test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted = (
-    _admission.test_3_update_introducing_a_conflict_is_refused_and_a_new_weight_admitted)
-test_4_invalid_dra_is_refused_with_its_reason = _admission.test_4_invalid_dra_is_refused_with_its_reason
-test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning = (
-    _admission.test_5_nodepool_change_creating_a_conflict_is_admitted_with_a_warning)
+globals().update(_admission.SCENARIOS)
 
 
 @pytest.fixture(scope="module")
