@@ -122,6 +122,11 @@ class Client:
             raise ConfigError(f"cannot load the Kubernetes configuration: {one_line(err)}") from None
         return cls(client.ApiClient(configuration))
 
+    @property
+    def api_client(self) -> Any:
+        """The configured `kubernetes` ApiClient, for APIs this boundary does not wrap (Leases, Events)."""
+        return self._api_client
+
     def close(self) -> None:
         self._api_client.close()
 

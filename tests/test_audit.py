@@ -346,9 +346,9 @@ async def test_with_state_files_the_audit_is_off_unless_asked_for_and_then_only_
         caplog: pytest.LogCaptureFixture) -> None:
     cache = await cache_of(*CONFLICTING)
     config = Config(tls_cert_file=Path("c"), tls_private_key_file=Path("k"), audit_debounce=0)
-    assert audit.start(config, cache, CollectorRegistry(), live=False) == []
+    assert audit.start(config, cache, CollectorRegistry(), api_client=None) == []
     registry = CollectorRegistry()
-    tasks = audit.start(dataclasses.replace(config, audit_interval=60), cache, registry, live=False)
+    tasks = audit.start(dataclasses.replace(config, audit_interval=60), cache, registry, api_client=None)
     assert len(tasks) == 1  # no Lease without a cluster
     try:
         with caplog.at_level(logging.INFO, logger="overlay-guard.audit"):

@@ -222,9 +222,12 @@ def pod_namespace(path: str = SERVICE_ACCOUNT_NAMESPACE, default: str = "overlay
         return default
 
 
-def start(config: Config, cache: state.Cache, registry: CollectorRegistry, live: bool) -> list[asyncio.Task[None]]:
+def start(config: Config, cache: state.Cache, registry: CollectorRegistry,
+          api_client: Any | None) -> list[asyncio.Task[None]]:
     """The audit's tasks (none with --audit-interval 0, or with --state unless an interval is given);
-    `live`: a cluster to elect in and write to."""
+    `api_client`: the informers' configured `kubernetes` ApiClient of the cluster to elect in and write
+    to (None with --state). The client's default configuration is never loaded, so it must be this one."""
+    live = api_client is not None
     interval = config.audit_interval if config.audit_interval is not None else (DEFAULT_INTERVAL if live else 0.0)
     if interval <= 0:
         return []
@@ -232,10 +235,10 @@ def start(config: Config, cache: state.Cache, registry: CollectorRegistry, live:
     elector = None
     api: events.EventApi = LogEvents()
     if live:
-        leases = leader.KubeLeases(None, config.lease_name, config.lease_namespace or pod_namespace())
+        leases = leader.KubeLeases(api_client, config.lease_name, config.lease_namespace or pod_namespace())
         elector = leader.Elector(leases, instance, lease_duration=config.lease_duration,
                                  renew_deadline=config.lease_renew_deadline, retry_period=config.lease_retry_period)
-        api = events.KubeEvents(None)
+        api = events.KubeEvents(api_client)
     auditor = Auditor(cache, api, instance=instance, interval=interval, debounce=config.audit_debounce,
                       limit=config.audit_max_events, elector=elector)
     registry.register(AuditCollector(auditor))

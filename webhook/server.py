@@ -142,7 +142,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
             stop.set()
         else:
             source = loading.result()
-    auditing = audit.start(config, cache, metrics.registry, live=source is not None) \
+    auditing = audit.start(config, cache, metrics.registry, None if source is None else source.client.api_client) \
         if loading.done() and code == 0 else []
     await stop.wait()
     log.info("shutting down: no new connections, finishing requests in flight")
