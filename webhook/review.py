@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simulation.semantics import model
+from simulation.validation import crds
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-GROUP = "karpenter.sh"
+GROUP = crds.GROUP
 
 
 class ReviewError(Exception):
