@@ -26,7 +26,8 @@ test: install lint helm image karpenter-oracle chromium
 unit: install helm karpenter-oracle chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
-# The README's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py.
+# The README's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py,
+# and lint/schemas/simulate-output.schema.json.
 reference: install
 	$(BIN)/python -m lint.reference
 

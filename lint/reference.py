@@ -1,6 +1,7 @@
-"""Reference documents made from the one list of finding codes: the README's code table and the JSON
-Schema of `overlay-lint check --format json`. Both are committed; `make reference` rewrites them and
-tests/test_reference.py fails when a committed copy differs from what this module makes."""
+"""Reference documents made from the core's own lists: the README's code table and the JSON Schema of
+`overlay-lint check --format json` (from the finding codes), and the JSON Schema of
+`overlay-lint simulate --format json` (from Karpenter's overlay states). All are committed; `make reference`
+rewrites them and tests/test_reference.py fails when a committed copy differs from what this module makes."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from simulation import codes
+from simulation.semantics import merge
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SCHEMA = pathlib.Path(__file__).resolve().parent / "schemas" / "check-output.schema.json"
+SIMULATE_SCHEMA = SCHEMA.parent / "simulate-output.schema.json"
 # The README table sits between these two lines, so regenerating it leaves the prose around it alone.
 TABLE_START = "<!-- finding-codes:start (made by `make reference` from simulation/codes.py) -->"
 TABLE_END = "<!-- finding-codes:end -->"
@@ -110,6 +113,78 @@ def schema_text() -> str:
     return json.dumps(check_output_schema(), indent=2) + "\n"
 
 
+def _names_to(value: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"type": "object", "description": description, "propertyNames": {"minLength": 1},
+            "additionalProperties": value}
+
+
+def _price(description: str) -> dict[str, Any]:
+    return {"type": ["number", "null"], "minimum": 0, "description": description}
+
+
+def _offering() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["zone", "capacityType", "basePrice", "price", "priceOverlay", "estimated", "available"],
+        "properties": {
+            "zone": {"type": "string", "minLength": 1},
+            "capacityType": {"type": "string", "minLength": 1},
+            "basePrice": _price("the catalog's price; null where it publishes none"),
+            "price": _price("the price Karpenter will use, the applied overlay's price change in effect"),
+            "priceOverlay": {"type": ["string", "null"], "description": "the overlay whose price is in effect"},
+            "estimated": {"type": "boolean", "description": "the base price is an estimate, not published upstream"},
+            "available": {"type": "boolean", "description": "false where the offering has no price to launch at"},
+        },
+    }
+
+
+def _cell() -> dict[str, Any]:
+    overlay = {"type": "string", "minLength": 1, "description": "the overlay whose value is in effect"}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["capacity", "capacityOverlays", "offerings", "resourceSliceTemplates"],
+        "properties": {
+            "capacity": _names_to({"type": "string", "minLength": 1},
+                                  "resource -> quantity in Kubernetes' canonical form, overlays applied"),
+            "capacityOverlays": _names_to(overlay, "resource -> the overlay that set its capacity"),
+            "offerings": {"type": "array", "items": {"$ref": "#/$defs/offering"}},
+            "resourceSliceTemplates": _names_to(overlay, "DRA driver -> the overlay whose templates are in effect"),
+        },
+    }
+
+
+def simulate_output_schema() -> dict[str, Any]:
+    status = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status", "reason"],
+        "properties": {
+            "status": {"enum": [str(s) for s in merge.State], "description":
+                       "the status condition Karpenter will set (Invalid for schema and runtime-invalid overlays)"},
+            "reason": {"type": "string", "description": "empty when Applied"},
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "overlay-lint simulate --format json",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["overlays", "nodepools"],
+        "properties": {
+            "overlays": _names_to(status, "NodeOverlay name -> its status"),
+            "nodepools": _names_to(_names_to({"$ref": "#/$defs/cell"}, "instance type -> its simulated effect"),
+                                   "NodePool name -> instance types"),
+        },
+        "$defs": {"cell": _cell(), "offering": _offering()},
+    }
+
+
+def simulate_schema_text() -> str:
+    return json.dumps(simulate_output_schema(), indent=2) + "\n"
+
+
 def main(argv: Sequence[str]) -> int:
     """Rewrite the committed copies (no arguments), or with --check report which ones are stale."""
     check = list(argv) == ["--check"]
@@ -117,7 +192,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write("usage: python -m lint.reference [--check]\n")
         return 2
     readme = README.read_text(encoding="utf-8")
-    wanted = {README: with_table(readme), SCHEMA: schema_text()}
+    wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text()}
     stale = [path for path, text in wanted.items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in stale:

@@ -39,6 +39,9 @@ CASES = casefmt.discover()
 WALK_ONLY_CODES = frozenset({"unreadable-input"})
 # Every `check --format json` document of the corpus must match the published schema.
 OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(reference.SCHEMA.read_text(encoding="utf-8")))
+# And every `simulate --format json` document.
+SIMULATE_SCHEMA = jsonschema.Draft202012Validator(
+    json.loads(reference.SIMULATE_SCHEMA.read_text(encoding="utf-8")))
 
 
 def test_corpus_is_large_enough() -> None:
@@ -141,6 +144,7 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
     code, document, err = _run(capsys, argv)
     # 1 only says the input had problems (reported on stderr); the simulation is still printed.
     assert code in (0, 1), f"`overlay-lint {' '.join(argv)}` exited {code}:\n{err}"
+    SIMULATE_SCHEMA.validate(document)
     pools = document.get("nodepools") or {}
     problems = [
         *_status_problems(case, document.get("overlays") or {}),

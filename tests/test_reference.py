@@ -1,5 +1,6 @@
 """The one list of finding codes (simulation/codes.py) and what is made from it: the README table, the
-committed JSON Schema of `check --format json`, the SARIF rules. A code used anywhere must be listed."""
+committed JSON Schema of `check --format json`, the SARIF rules. A code used anywhere must be listed.
+Also the committed JSON Schema of `simulate --format json`, made by the same module."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ def committed_schema() -> Any:
     return json.loads(reference.SCHEMA.read_text(encoding="utf-8"))
 
 
+def committed_simulate_schema() -> Any:
+    return json.loads(reference.SIMULATE_SCHEMA.read_text(encoding="utf-8"))
+
+
 def test_readme_table_is_the_generated_one() -> None:
     readme = reference.README.read_text(encoding="utf-8")
     assert reference.readme_section(readme) == reference.readme_block(), "run `make reference`"
@@ -34,6 +39,12 @@ def test_readme_table_is_the_generated_one() -> None:
 def test_committed_schema_is_the_generated_one() -> None:
     assert reference.SCHEMA.read_text(encoding="utf-8") == reference.schema_text(), "run `make reference`"
     jsonschema.Draft202012Validator.check_schema(committed_schema())
+
+
+def test_committed_simulate_schema_is_the_generated_one() -> None:
+    assert reference.SIMULATE_SCHEMA.read_text(encoding="utf-8") == reference.simulate_schema_text(), \
+        "run `make reference`"
+    jsonschema.Draft202012Validator.check_schema(committed_simulate_schema())
 
 
 def test_reference_check_mode_reports_a_stale_copy(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
@@ -49,6 +60,17 @@ def test_reference_check_mode_reports_a_stale_copy(tmp_path: pathlib.Path, monke
     assert reference.main([]) == 0 and stale.read_text(encoding="utf-8") == reference.schema_text()
 
 
+def test_reference_check_mode_reports_a_stale_simulate_schema(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "simulate.json"
+    monkeypatch.setattr(reference, "SIMULATE_SCHEMA", missing)
+    monkeypatch.setattr(reference, "ROOT", tmp_path)
+    assert reference.main(["--check"]) == 1
+    assert "simulate.json is stale" in capsys.readouterr().err
+    assert not missing.exists(), "--check writes nothing"
+    assert reference.main([]) == 0 and missing.read_text(encoding="utf-8") == reference.simulate_schema_text()
+
+
 def json_goldens() -> list[pathlib.Path]:
     return sorted(p for p in GOLDEN.glob("check*.json"))
 
@@ -61,6 +83,45 @@ def test_there_is_a_json_golden() -> None:
 def test_json_goldens_validate(path: pathlib.Path) -> None:
     jsonschema.validate(json.loads(path.read_text(encoding="utf-8")), committed_schema(),
                         cls=jsonschema.Draft202012Validator)
+
+
+def test_simulate_json_golden_validates() -> None:
+    golden = json.loads((GOLDEN / "simulate.json").read_text(encoding="utf-8"))
+    assert golden["overlays"] and golden["nodepools"], "the golden exercises the schema"
+    jsonschema.validate(golden, committed_simulate_schema(), cls=jsonschema.Draft202012Validator)
+
+
+def test_simulate_schema_rejects_what_the_contract_does_not_allow() -> None:
+    golden = json.loads((GOLDEN / "simulate.json").read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(committed_simulate_schema())
+    name, status = next(iter(golden["overlays"].items()))
+    pool, types = next(iter(golden["nodepools"].items()))
+    type_name, cell = next(iter(types.items()))
+    offering = cell["offerings"][0]
+
+    def with_cell(changed: dict[str, Any]) -> dict[str, Any]:
+        return {**golden, "nodepools": {pool: {type_name: changed}}}
+
+    def with_offering(changed: dict[str, Any]) -> dict[str, Any]:
+        return with_cell({**cell, "offerings": [changed]})
+
+    assert validator.is_valid(with_offering(offering))
+    bad_documents = [
+        {**golden, "overlays": {name: {**status, "status": "Pending"}}},
+        {**golden, "overlays": {name: {"status": status["status"]}}},
+        {k: v for k, v in golden.items() if k != "nodepools"},
+        {**golden, "findings": []},
+        {**golden, "nodepools": [cell]},
+        with_cell({k: v for k, v in cell.items() if k != "resourceSliceTemplates"}),
+        with_cell({**cell, "capacity": {"cpu": 2}}),
+        with_cell({**cell, "capacityOverlays": {"cpu": None}}),
+        with_offering({k: v for k, v in offering.items() if k != "priceOverlay"}),
+        with_offering({**offering, "price": "0.5"}),
+        with_offering({**offering, "basePrice": -1}),
+        with_offering({**offering, "capacity-type": "spot"}),
+    ]
+    for bad in bad_documents:
+        assert not validator.is_valid(bad), bad
 
 
 def _check_json(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
