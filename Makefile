@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz
+.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz krew-manifest
 
 install: $(STAMP)
 
@@ -82,6 +82,12 @@ run: certs
 # the locked wheels (hack/image.sh); cached in ${OVERLAY_GUARD_CACHE:-$HOME/.cache/overlay-guard}/image.
 image: install
 	nice bash hack/image.sh build
+
+# The krew manifest of a release: plugins/krew/overlay.template.yaml filled with the release's address and
+# the sha256 of the reproducible archive, both written to dist/. Refuses to run without REPO and VERSION.
+#   make krew-manifest REPO=owner/name VERSION=v0.1.0
+krew-manifest:
+	$(PYTHON) plugins/krew/manifest.py --repo "$(REPO)" --version "$(VERSION)" --out-dir dist
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

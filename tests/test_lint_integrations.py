@@ -203,20 +203,65 @@ def test_gitlab_template_clean_run(installer: dict[str, str], tmp_path: pathlib.
 
 # --- krew ----------------------------------------------------------------------------------------
 
+KREW = ROOT / "plugins" / "krew"
+
+
+def _krew_manifest(out_dir: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(KREW / "manifest.py"), *args, "--out-dir", str(out_dir)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_krew_template_leaves_address_and_digest_to_the_release() -> None:
+    template = _yaml(KREW / "overlay.template.yaml")
+    assert template["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert template["kind"] == "Plugin" and template["metadata"]["name"] == "overlay"
+    (platform,) = template["spec"]["platforms"]
+    assert (template["spec"]["version"], platform["sha256"]) == ("${VERSION}", "${SHA256}")
+    assert platform["uri"] == "https://github.com/${REPO}/releases/download/${VERSION}/kubectl-overlay.tar.gz"
+    assert not (KREW / "overlay.yaml").exists(), "the manifest is made by a release, not committed"
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["--version", "v0.1.0"],
+    ["--repo", "example-org/overlay-guard"],
+    ["--repo", "not a repo", "--version", "v0.1.0"],
+    ["--repo", "example-org/overlay-guard", "--version", "v99.0.0"],
+], ids=["nothing", "no-repo", "no-version", "bad-repo", "other-version"])
+def test_krew_manifest_refuses_without_a_release(args: list[str], tmp_path: pathlib.Path) -> None:
+    refused = _krew_manifest(tmp_path / "dist", *args)
+    assert refused.returncode == 2 and refused.stderr.startswith("krew manifest: ")
+    assert not (tmp_path / "dist").exists(), "nothing is written"
+
+
+def test_make_krew_manifest_refuses_without_repo_and_version() -> None:
+    refused = subprocess.run(["make", "-s", "-C", str(ROOT), "krew-manifest", "REPO=", "VERSION="],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "krew manifest: REPO is required" in refused.stderr
+
+
 def test_krew_manifest_matches_the_reproducible_archive(tmp_path: pathlib.Path) -> None:
-    manifest = _yaml(ROOT / "plugins" / "krew" / "overlay.yaml")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    version = f"v{project['version']}"
+    assert "kubectl-overlay" in project["scripts"]
+    made = _krew_manifest(tmp_path / "dist", "--repo", "example-org/overlay-guard", "--version", version)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "dist" / "overlay.yaml").read_text(encoding="utf-8")
+    assert "$" not in text, "every placeholder is filled"
+    manifest = _yaml(tmp_path / "dist" / "overlay.yaml")
     assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
     assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "overlay"
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert manifest["spec"]["version"] == f"v{project['version']}"
-    assert "kubectl-overlay" in project["scripts"]
+    assert manifest["spec"]["version"] == version
     archive = tmp_path / "kubectl-overlay.tar.gz"
-    built = subprocess.run([sys.executable, str(ROOT / "plugins" / "krew" / "archive.py"), str(archive)],
+    built = subprocess.run([sys.executable, str(KREW / "archive.py"), str(archive)],
                            capture_output=True, text=True, check=True, timeout=60)
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     assert built.stdout.strip() == digest
+    assert (tmp_path / "dist" / "kubectl-overlay.tar.gz").read_bytes() == archive.read_bytes(), "reproducible"
     (platform,) = manifest["spec"]["platforms"]
-    assert platform["sha256"] == digest, "rebuild the archive and update overlay.yaml's sha256"
+    assert platform["sha256"] == digest
+    assert platform["uri"] == \
+        f"https://github.com/example-org/overlay-guard/releases/download/{version}/kubectl-overlay.tar.gz"
     with tarfile.open(archive) as tar:
         assert tar.getnames() == [platform["bin"]]
         tar.extractall(tmp_path / "x", filter="data")
