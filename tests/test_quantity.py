@@ -248,17 +248,61 @@ def mantissa_has_digit(text: str) -> bool:
     return match is not None and any(ch in "0123456789" for ch in match["mantissa"])
 
 
+DECIMAL_POWERS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def lowest_digit_power(match: re.Match[str]) -> int | None:
+    """The power of ten of the last non-zero digit of a decimal quantity; None for zero or a binary suffix."""
+    suffix = match["suffix"] or ""
+    if suffix.endswith("i"):
+        return None
+    mantissa = Decimal(match["mantissa"]).as_tuple()
+    written = "".join(map(str, mantissa.digits))
+    if not written.strip("0"):
+        return None
+    assert isinstance(mantissa.exponent, int)
+    power = int(match["exp"]) if match["exp"] is not None else DECIMAL_POWERS[suffix]
+    return mantissa.exponent + len(written) - len(written.rstrip("0")) + power
+
+
 def go_accepts(text: str) -> bool:
+    """Whether the parser must accept `text`: what Go's ParseQuantity accepts, less the two bounds the
+    parser adds on purpose (Go accepts past them and, beyond 2**31, wraps the exponent). An exponent
+    suffix's magnitude is at most MAX_EXPONENT (1512), and so is the power of ten of a decimal value's
+    last non-zero digit, however it is spelled: `1e1512`, `0.1e1512` and `15e1512` pass (the last is
+    above 10**1512, but its last non-zero digit is not), `10e1512` and `1000e1510` do not."""
     match = GO_SHAPE.fullmatch(text)
     if not text or match is None:
         return False
     exponent = int(match["exp"]) if match["exp"] else None
     if exponent is not None and abs(exponent) > MAX_EXPONENT:
-        return False  # our deliberate bound; Go would accept
+        return False
     if mantissa_has_digit(text):
-        return True
+        lowest = lowest_digit_power(match)
+        return lowest is None or lowest <= MAX_EXPONENT
     # No digit at all: only Go's int64 fast path copes (ParseQuantity in quantity.go).
     return match["suffix"] not in ("Pi", "Ei") and (exponent is None or exponent >= -9)
+
+
+@pytest.mark.parametrize(("text", "accepted"), [
+    (f"1e{MAX_EXPONENT}", True),
+    (f"0.1e{MAX_EXPONENT}", True),
+    (f"1.5e{MAX_EXPONENT}", True),
+    (f"100e{MAX_EXPONENT - 2}", True),
+    (f"-1e-{MAX_EXPONENT}", True),
+    (f"0e{MAX_EXPONENT}", True),
+    ("1" + "0" * 20 + f"e{MAX_EXPONENT - 20}", True),
+    (f"10e{MAX_EXPONENT}", False),
+    (f"15e{MAX_EXPONENT}", True),
+    (f"-1000e{MAX_EXPONENT - 2}", False),
+    ("1" + "0" * 21 + f"e{MAX_EXPONENT - 20}", False),
+    (f"1e{MAX_EXPONENT + 1}", False),
+    (f"1e-{MAX_EXPONENT + 1}", False),
+    (f"0e{MAX_EXPONENT + 1}", False),
+])
+def test_bounds_of_go_accepts_are_the_parsers(text: str, accepted: bool) -> None:
+    assert go_accepts(text) == accepted
+    assert (try_parse(text) is not None) == accepted
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
