@@ -65,7 +65,7 @@ class _Template:
 
 
 def _map(value: Any) -> Mapping[Any, Any] | None:
-    return value if isinstance(value, Mapping) else None
+    return value if type(value) is dict or isinstance(value, Mapping) else None
 
 
 def _seq(value: Any) -> Sequence[Any] | None:
@@ -159,6 +159,8 @@ def is_qualified_name(text: str) -> bool:
 def check_overlay(obj: Mapping[str, Any], ref: findings.ObjectRef,
                   source: int | None) -> list[findings.Finding]:
     """invalid-binding-key and invalid-attribute-binding findings for one overlay."""
+    if not _dynamic_resources(obj):  # most overlays: nothing to parse, nothing to find
+        return []
     templates_, attrs, templates_readable = _parse(obj)
     out = _binding_keys(attrs, ref, source)
     out.extend(_attribute_bindings(obj, templates_, attrs, templates_readable, ref, source))
@@ -373,4 +375,6 @@ def templates(obj: Mapping[str, Any]) -> list[tuple[int, str, str]]:
 
 def binding_keys(obj: Mapping[str, Any]) -> frozenset[str]:
     """Every bindingKey an overlay uses (to find which other overlays share one)."""
+    if not _dynamic_resources(obj):
+        return frozenset()
     return frozenset(a.key for a in _parse(obj)[1] if a.key is not None)

@@ -9,7 +9,6 @@ is reported at each element (or map key) whose body fails, and a rule `!has(self
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NamedTuple
@@ -305,14 +304,12 @@ def _pruned(value: Any, reads: frozenset[str] | None) -> Any:
     return {k: value[k] for k in reads if k in value} if reads is not None and isinstance(value, dict) else value
 
 
-_ENCODE = json.JSONEncoder(sort_keys=True).encode
-
-
 def _memo_key(value: Any) -> Any:
     """A value as a memo key, None when too large to keep. By type too: True and 1 are equal keys in Python,
-    not in CEL."""
+    not in CEL. The values judged are plain JSON (schema.as_validated), whose repr is as distinct as they are
+    and quicker to make than JSON (the same map with its keys in another order is only a miss)."""
     if isinstance(value, dict | list):
-        text = _ENCODE(value)
+        text = repr(value)
         return None if len(text) > _MEMO_KEY_LIMIT else text
     return None if isinstance(value, str) and len(value) > _MEMO_KEY_LIMIT else (type(value).__name__, value)
 

@@ -5,6 +5,7 @@ already rejects are left to that layer, so each problem is reported once."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -81,7 +82,23 @@ def _under(rejected: frozenset[Path], prefix: Path) -> bool:
     return any(p[:len(prefix)] == prefix for p in rejected)
 
 
-def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterator[tuple[Path, str]]:
+def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterable[tuple[Path, str]]:
+    key, operator, values = req.get("key"), req.get("operator"), req.get("values", [])
+    if type(key) is str and type(operator) is str and type(values) is list and not _under(rejected, at) \
+            and all(type(v) is str for v in values):
+        # Nothing under it rejected: the problems are those of its text alone, which recurs across overlays.
+        return [((*at, *where), why) for where, why in _plain_requirement(key, operator, tuple(values))]
+    return _checked_requirement(at, req, rejected)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_requirement(key: str, operator: str, values: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:
+    """The problems of a requirement with string fields, none of them rejected by the API server; paths
+    relative to the requirement."""
+    return tuple(_checked_requirement((), {"key": key, "operator": operator, "values": list(values)}, frozenset()))
+
+
+def _checked_requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterator[tuple[Path, str]]:
     key, operator, values = req.get("key"), req.get("operator"), req.get("values", [])
     unsupported = isinstance(operator, str) and operator not in SUPPORTED_OPERATORS
     if unsupported and not _under(rejected, (*at, "operator")):

@@ -241,23 +241,32 @@ def as_validated(obj: Any, crd: crds.Crd | None = None) -> Any:
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
+# Leaves that stay as they are wherever they stand (a null may be pruned).
+_PLAIN_LEAVES = frozenset({str, int, float, bool})
 
 
 def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     """plain_json(value) with the nulls pruned, in one walk."""
-    if node is None or type(value) in _LEAVES:
+    kind = type(value)
+    if node is None or kind in _LEAVES:
         return plain_json(value)
-    if isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test against
-        return [_plain_pruned(child, node.items) for child in value]
-    if isinstance(value, dict | Mapping):
+    if kind is list or isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test
+        items = node.items
+        # Leaves are converted in place: they are most of an object, and a call each is most of the walk.
+        return [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
+    if kind is dict or isinstance(value, dict | Mapping):
         out: dict[str, Any] = {}
+        properties, additional = node.properties, node.additional
         for raw_key, child in value.items():
-            key = plain_key(raw_key)
-            schema = node.properties.get(key, node.additional)
-            # Unknown fields keep their nulls: strict decoding rejects them before any pruning.
-            if child is not None or schema is None or schema.nullable:
-                out[key] = _plain_pruned(child, schema)
+            key = raw_key if type(raw_key) is str else plain_key(raw_key)
+            schema = properties.get(key, additional)
+            if child is None:
+                # Unknown fields keep their nulls: strict decoding rejects them before any pruning.
+                if schema is None or schema.nullable:
+                    out[key] = None
+                else:
+                    out.pop(key, None)  # two keys the same in JSON (true and "true"): the later one counts
             else:
-                out.pop(key, None)  # two keys the same in JSON (true and "true"): the later one counts
+                out[key] = child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, schema)
         return out
     return plain_json(value)
