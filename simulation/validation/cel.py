@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
 from simulation.validation import celexpr
@@ -56,7 +56,6 @@ class Rule:
     element_reads: frozenset[str] | None = None
     # Why the guard does not evaluate the rule, or None.
     skipped: str | None = None
-    memo: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 def compile_rule(raw: Mapping[str, Any]) -> Rule:
@@ -204,18 +203,34 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     reads: frozenset[str] | None = None
-    # Per value the rules judge whole (see violations): the failing rules and their outcomes.
+    # The `self.all(v, body)` rules whose body reads v alone, and the fields of the elements they read (None:
+    # any). Such verdicts depend on the element alone, and elements (requirements, names, keys) recur across
+    # objects: they are remembered per element, for all these rules at once.
+    elementwise: tuple[tuple[Rule, str, celexpr.Expression], ...] = ()
+    element_reads: frozenset[str] | None = None
+    # The rest of the rules the guard evaluates, on the value as a whole.
+    others: tuple[Rule, ...] = ()
+    # Per value the rules judge whole (see violations), and per element: the failing rules and their outcomes.
     memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
+    element_memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw_rules: Iterable[Mapping[str, Any]]) -> RuleSet:
         rules = tuple(compile_rule(r) for r in raw_rules if isinstance(r, Mapping))
         active = [r for r in rules if r.skipped is None]
-        reads: frozenset[str] | None = frozenset()
-        for rule in active:
-            reads = None if reads is None or rule.reads is None else reads | rule.reads
-        return cls(rules, reads)
+        elementwise = tuple((r, *r.each) for r in active if r.each is not None and "self" not in r.each[1].variables)
+        rest = tuple(r for r in active if all(r is not e for e, _, _ in elementwise))
+        return cls(rules, _union(r.reads for r in active), elementwise,
+                   _union(r.element_reads for r, _, _ in elementwise), rest)
+
+
+def _union(fields: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    out: frozenset[str] | None = frozenset()
+    for more in fields:
+        out = None if out is None or more is None else out | more
+    return out
 
 
 def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
@@ -225,14 +240,12 @@ def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
             yield _violation(rule, value, outcome)
         return
     scope: celexpr.Scope | None = None
-    shared: dict[frozenset[str] | None, _Elements] = {}
-    for rule in rule_set.rules:
-        if rule.skipped is not None:
-            continue
-        if rule.each is not None and isinstance(value, list | dict):
-            elements = shared.get(rule.element_reads) or shared.setdefault(
-                rule.element_reads, _Elements(value, rule.element_reads))
-            yield from _each_violations(rule, rule.each, value, elements)
+    listed = isinstance(value, list | dict)
+    if listed and rule_set.elementwise:
+        yield from _elementwise(rule_set, value)
+    for rule in rule_set.others if listed else (r for r in rule_set.rules if r.skipped is None):
+        if rule.each is not None and listed:
+            yield from _each_violations(rule, rule.each, value)
             continue
         if scope is None:
             scope = celexpr.Scope({"self": value}, [r.whole for r in rule_set.rules if r.skipped is None])
@@ -250,54 +263,55 @@ def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
     """The failing rules and their outcomes on a scalar, or on the few fields of a map the rules read. Such
     values recur across objects (most overlays set neither price nor priceAdjustment, or the same ones, and
     requirement keys repeat): the answer is remembered per value."""
+    return _recall(rule_set.memo, judged, lambda v: [
+        (r, celexpr.evaluate(r.whole, {"self": v})) for r in rule_set.rules if r.skipped is None])
+
+
+def _recall(memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]], judged: Any,
+            evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) -> tuple[tuple[Rule, Any], ...]:
+    """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep)."""
     key = _memo_key(judged)
-    found = rule_set.memo.get(key) if key is not None else None
+    found = memo.get(key) if key is not None else None
     if found is None:
-        outcomes = [(r, celexpr.evaluate(r.whole, {"self": judged})) for r in rule_set.rules if r.skipped is None]
         # Only the verdict and an error's text are kept.
-        found = tuple((r, o if isinstance(o, celexpr.Failure) else False) for r, o in outcomes if o is not True)
+        found = tuple((r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(judged)
+                      if o is not True)
         if key is not None:
-            if len(rule_set.memo) >= _MEMO_LIMIT:
-                rule_set.memo.clear()
-            rule_set.memo[key] = found
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[key] = found
     return found
 
 
-class _Elements:
-    """The elements (keys of a map) that `self.all` rules reading the same fields of them judge, with their
-    memo keys made once for all such rules."""
+def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterator[Violation]:
+    """The rule set's elementwise rules: `self.all(v, body)` holds where body holds for every element (every
+    key of a map), and each element for which it fails is reported."""
+    listed = isinstance(value, list)
 
-    def __init__(self, value: list[Any] | dict[str, Any], reads: frozenset[str] | None) -> None:
-        self.values = [_pruned(e, reads) for e in value] if isinstance(value, list) else list(value)
-        self._keys: list[Any] | None = None
+    def evaluate(judged: Any) -> list[tuple[Rule, Any]]:
+        return [(r, celexpr.evaluate(body, {name: judged})) for r, name, body in rule_set.elementwise]
 
-    def keys(self) -> list[Any]:
-        if self._keys is None:
-            self._keys = [_memo_key(e) for e in self.values]
-        return self._keys
+    for index, element in enumerate(value):
+        for rule, outcome in _recall(rule_set.element_memo, _pruned(element, rule_set.element_reads), evaluate):
+            yield Violation((*rule.field_path, index if listed else element), _message(rule, value, outcome),
+                            isinstance(outcome, celexpr.Failure))
 
 
-def _each_violations(rule: Rule, each: tuple[str, celexpr.Expression], value: list[Any] | dict[str, Any],
-                     elements: _Elements) -> Iterator[Violation]:
-    """`self.all(v, body)` holds where body holds for every element: the body is evaluated per element
-    (per key of a map), and each element for which it fails is reported."""
+def _each_violations(rule: Rule, each: tuple[str, celexpr.Expression],
+                     value: list[Any] | dict[str, Any]) -> Iterator[Violation]:
+    """A `self.all(v, body)` rule whose body reads `self` too (elements compared with one another): the body
+    is evaluated per element (per key of a map), in one scope, and each element for which it fails is reported."""
     name, body = each
-    if "self" not in body.variables:
-        # The verdict on an element depends on the element alone, and names, keys and requirements recur
-        # across objects: it is remembered.
-        outcomes = [_memoised(rule, each, e, k) for e, k in zip(elements.values, elements.keys(), strict=True)]
-    else:
-        scope = celexpr.Scope({"self": elements.values if isinstance(value, list) else value}, (body,))
-        outcomes = [_run_with(scope, name, element, body) for element in elements.values]
-    for index, (element, outcome) in enumerate(zip(value, outcomes, strict=True)):
+    listed = isinstance(value, list)
+    # Each comprehension step copies its element: only the fields the rule reads are kept.
+    elements = [_pruned(e, rule.element_reads) for e in value] if listed else list(value)
+    scope = celexpr.Scope({"self": elements if listed else value}, (body,))
+    for index, (element, judged) in enumerate(zip(value, elements, strict=True)):
+        scope.bind(name, judged)
+        outcome = scope.run(body)
         if outcome is not True:
-            yield Violation((*rule.field_path, element if isinstance(value, dict) else index),
+            yield Violation((*rule.field_path, element if not listed else index),
                             _message(rule, value, outcome), isinstance(outcome, celexpr.Failure))
-
-
-def _run_with(scope: celexpr.Scope, name: str, element: Any, body: celexpr.Expression) -> Any:
-    scope.bind(name, element)
-    return scope.run(body)
 
 
 def _pruned(value: Any, reads: frozenset[str] | None) -> Any:
@@ -312,20 +326,6 @@ def _memo_key(value: Any) -> Any:
         text = repr(value)
         return None if len(text) > _MEMO_KEY_LIMIT else text
     return None if isinstance(value, str) and len(value) > _MEMO_KEY_LIMIT else (type(value).__name__, value)
-
-
-def _memoised(rule: Rule, expression: tuple[str, celexpr.Expression], value: Any, key: Any) -> Any:
-    """The expression's verdict on `value`, remembered under `key` (of _memo_key)."""
-    if key is None:
-        return celexpr.evaluate(expression[1], {expression[0]: value})
-    key = (expression[0], key)
-    if key not in rule.memo:
-        if len(rule.memo) >= _MEMO_LIMIT:
-            rule.memo.clear()
-        outcome = celexpr.evaluate(expression[1], {expression[0]: value})
-        # Only the verdict and an error's text are kept.
-        rule.memo[key] = outcome if outcome is True or isinstance(outcome, celexpr.Failure) else False
-    return rule.memo[key]
 
 
 def _message(rule: Rule, value: Any, outcome: Any) -> str:
