@@ -136,7 +136,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
     ratchet = frozenset(_identity(f) for f in report.findings if f.severity == finding_types.Severity.ERROR)
     return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
-                               index=index, ratchet=ratchet)
+                               index=index.settled(report.outcome), ratchet=ratchet)
 
 
 def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False,

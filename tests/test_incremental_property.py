@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
+from simulation.analysis import candidate
 from simulation.semantics import catalog as cat
 from tests.strategies import instance_types, overlay_docs, pool_docs
 
@@ -33,6 +35,50 @@ def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, 
     for doc in candidates:
         name = doc.obj["metadata"]["name"]
         assert fast.status[name] == slow.status[name]
+
+
+@st.composite
+def _crowd(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Up to 18 overlays: enough that one candidate meets more than merge.CLASH_LIMIT of them."""
+    docs = [d for batch in draw(st.lists(overlay_docs(), min_size=1, max_size=3)) for d in batch]
+    for i, doc in enumerate(docs):
+        doc["metadata"]["name"] = f"o{i:02d}"
+    return docs
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=_crowd(), pools=pool_docs(), new=overlay_docs(),
+       replace=st.booleans(), at=st.integers(0, 17), name=st.sampled_from(["a0", "o05x", "z0"]),
+       copy=st.sampled_from([None, 1, 2, 3]))
+def _one_candidate(catalog: cat.Catalog, existing: list[dict[str, Any]], pools: list[dict[str, Any]],
+                   new: list[dict[str, Any]], replace: bool, at: int, name: str, copy: int | None) -> None:
+    doc = new[0]
+    if copy is not None:
+        # An existing overlay's spec at another weight: it meets (and shadows, or is shadowed by) its twin's
+        # neighbours, the case the owner tables answer.
+        doc = {**doc, "spec": {**existing[(at + 1) % len(existing)]["spec"], "weight": copy}}
+        doc["metadata"] = {"name": ""}
+    # An edit of one of the existing overlays (the webhook's UPDATE), or a new one (CREATE) whose name
+    # sorts before, among or after theirs (Karpenter's order within a weight, the winners a finding names).
+    doc["metadata"]["name"] = existing[at % len(existing)]["metadata"]["name"] if replace else name
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
+    fast = ev.evaluate([ev.Document(doc, 100)], prepared)
+    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
+    assert _key(fast) == _key(slow)
+    name = doc["metadata"]["name"]
+    assert fast.status[name] == slow.status[name]
+    # The candidate's claims (the cells where its values are in effect) too.
+    assert [c for c in fast.outcome.claims if c.overlay == name] == [c for c in slow.outcome.claims
+                                                                     if c.overlay == name]
+
+
+def test_one_candidate_equals_full() -> None:
+    """One new or edited overlay, the webhook's usual request: most take the prepared tables' path
+    (candidate.Tables), the rest the neighbour scan; both must agree with the full run."""
+    with mock.patch.object(candidate.Tables, "of", wraps=candidate.Tables.of) as tables, \
+            mock.patch.object(candidate.Scan, "of", wraps=candidate.Scan.of) as scan:
+        _one_candidate()
+    assert tables.call_count > 2 * scan.call_count
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,145 @@
+"""What a candidate's own findings read about its neighbours: its same-weight clashes, the cells where
+its value is in effect (its claim), and whether a field of it is shadowed. Two ways to the same
+answers: `Scan` walks the neighbours found through the index's buckets (any number of changes);
+`Tables` asks the prepared tables (one changed overlay, no other status moved), so that a broad
+candidate costs array operations, not a Python step per overlay it meets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from simulation import findings
+from simulation.analysis import checks, tables
+from simulation.analysis import index as ix
+from simulation.semantics import cells, cellset, merge
+
+
+@dataclasses.dataclass(frozen=True)
+class Scan:
+    """Answers from the neighbours an index scan finds (those sharing a bucket with the candidate)."""
+
+    index: ix.Index
+    c: merge.Entry
+    neighbours: Sequence[merge.Entry]
+    skip: set[str]
+    candidates: Sequence[merge.Entry]
+    status: Mapping[str, merge.State]
+
+    @classmethod
+    def of(cls, index: ix.Index, c: merge.Entry, skip: set[str], candidates: Sequence[merge.Entry],
+           status: Mapping[str, merge.State]) -> Scan:
+        return cls(index, c, index.near(c, skip, candidates, index.relevant(c)), skip, candidates, status)
+
+    def clashes(self) -> list[merge.Clash]:
+        """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
+        the earlier one of each later overlay."""
+        c = self.c
+        same = [n for n in self.neighbours if n.overlay.weight == c.overlay.weight]
+        out = merge.clashes_with(c, same)
+        for field, bits in c.fields().items():
+            laters = [n for n in same if n.rank < c.rank and n.fields().get(field, merge.EMPTY).intersects(bits)]
+            out += reported(self.index, c, field, laters, self.skip, self.candidates)
+        return out
+
+    def claim(self, field: merge.Field) -> cellset.Cells:
+        return checks.claim(self.c, field, checks.higher(self.c, field, self.neighbours, self.status))
+
+    def shadowed(self, grid: cells.Grid, field: merge.Field) -> findings.Finding | None:
+        return checks.shadowed(grid, self.c, field, self.neighbours, self.status)
+
+
+def reported(index: ix.Index, c: merge.Entry, field: merge.Field, laters: Sequence[merge.Entry], skip: set[str],
+             candidates: Sequence[merge.Entry]) -> list[merge.Clash]:
+    """The clashes naming `c` as the earlier overlay of these later ones (same weight, meeting it on
+    `field`), judged per group of laters with equal cells, so that a thousand identical overlays cost
+    one neighbour scan."""
+    groups: dict[cellset.Cells, list[merge.Entry]] = {}
+    for n in laters:
+        groups.setdefault(n.fields()[field], []).append(n)
+    out = []
+    for group in groups.values():
+        among = index.by_weight.get(c.overlay.weight, 0) & index.by_field.get(field, 0)
+        pool = [*index.near(group[0], skip, candidates, among), group[0]]
+        out += merge.reported(c, field, group, pool)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Tables:
+    """Answers from the prepared tables for the one changed overlay `c`, when no other overlay's
+    status moved. Positions are those of the prepared order; `gone` is the candidate's old version
+    there (-1 for a new overlay), which every answer leaves out."""
+
+    index: ix.Index
+    c: merge.Entry
+    skip: set[str]
+    status: Mapping[str, merge.State]
+    at: int
+    span: tuple[int, int]
+    gone: int
+    # field -> claim, asked for twice (the candidate's effect, its shadowed test)
+    claims: dict[merge.Field, cellset.Cells] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, index: ix.Index, c: merge.Entry, skip: set[str], status: Mapping[str, merge.State]) -> Tables:
+        return cls(index, c, skip, status, index.place(c.rank), index.weight_span(c.overlay.weight),
+                   index.position.get(c.name, -1))
+
+    def hits(self, field: merge.Field, lo: int, hi: int) -> list[int]:
+        """Positions in [lo, hi) of the unchanged entries that set `field` on a cell of the candidate's."""
+        rows = self.index.rows.get(field)
+        if rows is None:
+            return []
+        found = rows.hits(self.c.fields()[field], lo, hi)
+        kept: list[int] = found[found != self.gone].tolist()
+        return kept
+
+    def clashes(self) -> list[merge.Clash]:
+        c, index, (lo, hi) = self.c, self.index, self.span
+        out: list[merge.Clash] = []
+        later: dict[merge.Field, list[int]] = {}
+        for field, bits in c.fields().items():
+            same = self.hits(field, lo, hi)
+            split = int(np.searchsorted(same, self.at))
+            earlier, later[field] = same[:split], same[split:]
+            # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.
+            found = [merge.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p])
+                     for p in earlier[:merge.CLASH_LIMIT]]
+            if len(earlier) > merge.CLASH_LIMIT:
+                found[-1] = dataclasses.replace(found[-1], more=len(earlier) - merge.CLASH_LIMIT)
+            out += found
+        for field, positions in later.items():
+            out += reported(index, c, field, [index.order[p] for p in positions], self.skip, [c])
+        return out
+
+    def claim(self, field: merge.Field) -> cellset.Cells:
+        """The candidate's cells that no applied overlay before it holds."""
+        if field not in self.claims:
+            self.claims[field] = self._claim(field)
+        return self.claims[field]
+
+    def _claim(self, field: merge.Field) -> cellset.Cells:
+        bits = self.c.fields()[field]
+        owners = self.index.owners.get(field)
+        if owners is None:
+            return bits
+        where = tables.flat(bits)
+        held = owners.owner[where]
+        if 0 <= self.gone < self.at and bool((held == self.gone).any()):
+            # Its old version held some of them: who holds them now is the next overlay down, unknown here.
+            return Scan(self.index, self.c, self.before(field), self.skip, (), self.status).claim(field)
+        free = (held < 0) | (held >= self.at)
+        return bits if bool(free.all()) else tables.cells_at(where[free], bits.block)
+
+    def shadowed(self, grid: cells.Grid, field: merge.Field) -> findings.Finding | None:
+        if self.status.get(self.c.name) != merge.APPLIED or self.claim(field):
+            return None
+        neighbours = [self.index.order[p] for p in self.hits(field, 0, self.span[1])]
+        return checks.shadowed(grid, self.c, field, neighbours, self.status)
+
+    def before(self, field: merge.Field) -> list[merge.Entry]:
+        return [self.index.order[p] for p in self.hits(field, 0, self.at)]

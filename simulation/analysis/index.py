@@ -1,0 +1,216 @@
+"""The prepared entries, indexed once per snapshot for the incremental path's neighbour questions:
+big-int masks over Karpenter's order (which entries share a bucket, set a field, have a weight,
+precede an overlay) and, per field, the numpy tables of `tables` (whose cells meet a set, who holds
+each cell in the baseline)."""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from simulation.analysis import hints, tables
+from simulation.semantics import cellset, merge
+
+# Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
+# NodePools and instance-type ranges only.
+CHUNK = 64
+# Entries per stored prefix of the by-name order (Index.named_before).
+NAMES = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    """The prepared entries, indexed once per snapshot. A set of entries is an int whose bit i is the
+    i-th entry in Karpenter's order, so that "shares a NodePool and a type range with the target",
+    "sets this field" and "precedes this overlay" are each one mask, and their meet a few big-int ANDs."""
+
+    # (NodePool, range of instance types) -> the entries with cells there
+    buckets: Mapping[tuple[int, int], int]
+    order: tuple[merge.Entry, ...] = ()
+    position: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # The entries' ranks, ascending (the reverse of `order`), to place an overlay among them.
+    ranks: tuple[tuple[int, str], ...] = ()
+    # field -> the entries that set it
+    by_field: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
+    # (overlay, field) -> (some of the same-weight overlays before it that set the field on a common
+    # cell, how many there are in all): what a `shadowed` finding defers to (merge.same_weight)
+    tied: Mapping[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = dataclasses.field(default_factory=dict)
+    taken: hints.Taken = dataclasses.field(default_factory=lambda: hints.Taken(()))
+    # The entries' names sorted, their positions in that order, and masks of prefixes of it.
+    sorted_names: tuple[str, ...] = ()
+    by_name: tuple[int, ...] = ()
+    prefixes: tuple[int, ...] = (0,)
+    # weight -> the entries of that weight
+    by_weight: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    # The entries Karpenter's conflict test can relate to a price overlay, and to a capacity overlay.
+    prices: int = 0
+    capacities: int = 0
+    # Per position: the entry's name, and per field its cells (the neighbour loops' lookups, without
+    # hashing a field or calling a property per neighbour).
+    names: tuple[str, ...] = ()
+    field_cells: Mapping[merge.Field, Mapping[int, cellset.Cells]] = dataclasses.field(default_factory=dict)
+    # Per position: the buckets the entry is in.
+    keys: tuple[tuple[tuple[int, int], ...], ...] = ()
+    # field -> the cells of the entries that set it, as rows; the same for the entries that set capacity
+    # at all (an empty `capacity: {}` sets no field, yet Karpenter's capacity test compares it).
+    rows: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
+    capacity_rows: tables.Rows | None = None
+    # Per position: the entry's place in a report's order (source, then name), and by name.
+    report_rank: tuple[int, ...] = ()
+    # From Karpenter's outcome over the entries (`settled`): per field who holds each cell, the rows of
+    # the applied entries that hold none; per position whether the entry is applied.
+    owners: Mapping[merge.Field, tables.Owners] = dataclasses.field(default_factory=dict)
+    idle: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
+    applied: tables.Bools | None = None
+    pool_count: int = 0
+
+    @classmethod
+    def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
+        order = tuple(merge.ordered(entries))
+        buckets: dict[tuple[int, int], int] = {}
+        by_field: dict[merge.Field, int] = {}
+        field_cells: dict[merge.Field, dict[int, cellset.Cells]] = {}
+        by_weight: dict[int, int] = {}
+        prices = capacities = 0
+        keys = tuple(tuple(_keys(e)) for e in order)
+        for i, e in enumerate(order):
+            for key in keys[i]:
+                buckets[key] = buckets.get(key, 0) | 1 << i
+            for field, bits in e.fields().items():
+                by_field[field] = by_field.get(field, 0) | 1 << i
+                field_cells.setdefault(field, {})[i] = bits
+            by_weight[e.overlay.weight] = by_weight.get(e.overlay.weight, 0) | 1 << i
+            prices |= (e.overlay.price_update is not None) << i
+            capacities |= e.overlay.capacity_set << i
+        tied: dict[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = {}
+        for k in merge.same_weight(order):
+            names, total = tied.get((k.later, k.field), ((), 0))
+            tied[(k.later, k.field)] = ((*names, k.earlier), total + 1 + k.more)
+        by_name = sorted(range(len(order)), key=lambda i: order[i].name)
+        # Every NAMES-th prefix of the entries by name, as a mask, so that any prefix costs < NAMES ORs.
+        prefixes, mask = [0], 0
+        for count, i in enumerate(by_name, 1):
+            mask |= 1 << i
+            if count % NAMES == 0:
+                prefixes.append(mask)
+        rows = {field: tables.Rows.build(sorted(at.items()), pools) for field, at in field_cells.items()}
+        capacity_rows = tables.Rows.build(((i, e.type_cells) for i, e in enumerate(order) if e.overlay.capacity_set),
+                                          pools)
+        report_rank = [0] * len(order)
+        for place, i in enumerate(sorted(range(len(order)), key=lambda i: _report_key(order[i]))):
+            report_rank[i] = place
+        return cls(buckets, order, {e.name: i for i, e in enumerate(order)}, tuple(e.rank for e in reversed(order)),
+                   by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
+                   tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
+                   keys, rows, capacity_rows, tuple(report_rank), pool_count=pools)
+
+    def settled(self, baseline: merge.Merged) -> Index:
+        """This index with the tables that depend on Karpenter's outcome over its entries."""
+        applied = np.array([baseline.status.get(n) == merge.APPLIED for n in self.names], dtype=bool)
+        block = self.order[0].cells.block if self.order else 0
+        owners, idle = {}, {}
+        for field, claims in baseline.claimed_by_field.items():
+            held = sorted((self.position[n], c) for n, c in claims.items() if n in self.position)
+            owners[field] = tables.Owners.build(held, len(self.order), self.pool_count, block)
+            idle[field] = tables.Rows.build(((i, self.field_cells[field][i]) for i, c in held if not c),
+                                            self.pool_count)
+        return dataclasses.replace(self, owners=owners, idle=idle, applied=applied)
+
+    def place(self, rank: tuple[int, str]) -> int:
+        """The position an overlay of this rank takes: the number of entries before it."""
+        return len(self.ranks) - bisect.bisect_right(self.ranks, rank)
+
+    def weight_span(self, weight: int) -> tuple[int, int]:
+        """The positions [lo, hi) of the entries of this weight."""
+        ranks = self.ranks
+        return (len(ranks) - bisect.bisect_left(ranks, (weight + 1, "")),
+                len(ranks) - bisect.bisect_left(ranks, (weight, "")))
+
+    def before(self, rank: tuple[int, str]) -> int:
+        """The entries Karpenter processes before an overlay of this rank."""
+        return (1 << len(self.ranks) - bisect.bisect_right(self.ranks, rank)) - 1
+
+    def relevant(self, c: merge.Entry) -> int:
+        """The entries that can bear on a candidate's own findings: those that set one of its fields, at
+        its weight (conflicts) or before it (what it wins and loses)."""
+        fields = 0
+        for field in c.fields():
+            fields |= self.by_field.get(field, 0)
+        return fields & (self.by_weight.get(c.overlay.weight, 0) | self.before(c.rank))
+
+    def related(self, node: merge.Entry) -> int:
+        """The entries Karpenter's conflict test can relate to `node`: its weight, and price or capacity."""
+        o = node.overlay
+        kinds = (self.prices if o.price_update is not None else 0) | (self.capacities if o.capacity_set else 0)
+        return kinds & self.by_weight.get(o.weight, 0)
+
+    def coarse(self, target: merge.Entry) -> int:
+        """The entries that share a bucket with the target (a superset of those sharing a cell)."""
+        return self.coarse_at(_keys(target))
+
+    def coarse_at(self, keys: Iterable[tuple[int, int]]) -> int:
+        out, buckets = 0, self.buckets
+        for key in keys:
+            out |= buckets.get(key, 0)
+        return out
+
+    def named_before(self, name: str) -> int:
+        """The entries whose name sorts before `name`."""
+        k = bisect.bisect_left(self.sorted_names, name)
+        out = self.prefixes[k // NAMES]
+        for i in self.by_name[k - k % NAMES:k]:
+            out |= 1 << i
+        return out
+
+    def mask(self, names: Iterable[str]) -> int:
+        out = 0
+        for name in names:
+            if name in self.position:
+                out |= 1 << self.position[name]
+        return out
+
+    def positions(self, mask: int) -> list[int]:
+        text = bin(mask)[:1:-1]
+        out = []
+        i = text.find("1")
+        while i >= 0:
+            out.append(i)
+            i = text.find("1", i + 1)
+        return out
+
+    def members(self, mask: int) -> list[merge.Entry]:
+        order = self.order
+        return [order[i] for i in self.positions(mask)]
+
+    def near(self, target: merge.Entry, skip: set[str], extra: Sequence[merge.Entry],
+             among: int = -1) -> list[merge.Entry]:
+        """Entries whose coarse signature overlaps the target's: the prepared ones not named
+        in `skip` (they changed) and in `among` (all by default), plus the `extra` (changed) ones."""
+        narrow = among & ~self.mask(skip)
+        found = [n for n in self.members(self.coarse(target) & narrow) if n.may_overlap(target)] if narrow else []
+        found += [n for n in extra if n.may_overlap(target)]
+        return [n for n in found if n.name != target.name]
+
+
+def _report_key(e: merge.Entry) -> tuple[object, ...]:
+    """Where a report lists an entry's findings (findings.ordered): by source, then by object. Fields
+    of one overlay come next, so this orders findings on different overlays exactly."""
+    o = e.overlay
+    return (o.source if o.source is not None else -1, o.ref)
+
+
+def _keys(e: merge.Entry) -> list[tuple[int, int]]:
+    chunks = [k for k in range(-(-e.fold.bit_length() // CHUNK)) if e.fold >> (k * CHUNK) & ((1 << CHUNK) - 1)]
+    return [(p, k) for p in _ones(e.pools) for k in chunks]
+
+
+def _ones(bits: int) -> list[int]:
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return out

@@ -1,0 +1,245 @@
+"""`shadowed` findings on unchanged overlays that a change makes name a candidate among their winners.
+
+An unchanged overlay's field becomes (or stays) shadowed when a candidate above it sets the field on
+its cells and nothing it still holds is left outside what the candidates take. The general test
+subtracts the candidates' cells from its baseline claim (`_covered`); with one candidate the owner
+table answers for all of them at once (`_single`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from simulation import findings
+from simulation.analysis import checks, tables
+from simulation.analysis import index as ix
+from simulation.semantics import cells, cellset, merge
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """The prepared snapshot with the candidates in: what the per-candidate checks read."""
+
+    grid: cells.Grid
+    index: ix.Index
+    baseline: merge.Merged
+    status: Mapping[str, merge.State]
+    skip: set[str]
+    candidates: Sequence[merge.Entry]
+    # Applied now but not in the baseline (the candidates, and overlays a candidate's change revived):
+    # the only ones that can take cells from an unchanged overlay.
+    gained: Sequence[merge.Entry]
+    # Applied in the baseline but not now (replaced, deleted or now dropped): they can only give cells back.
+    lost: Sequence[merge.Entry]
+
+
+def others(view: View, single: bool) -> list[findings.Finding]:
+    """`shadowed` findings on unchanged overlays that name a candidate among the winners they list.
+    With one changed overlay a report keeps the first merge.CLASH_LIMIT of them (evaluate._bounded),
+    so only those are built, and the rest only counted."""
+    found = _alone(view) if single else None
+    if found is None:
+        found = []
+        for field, targets in _targets(view).items():
+            scope = _Scope.of(view, field)
+            found += [(t, field) for t in targets if _shadowed(view, scope, t)
+                      and (not single or _names_first(view, scope, t))]
+    order = view.index.order
+    if not single:
+        named = [(order[t], field, _winners(view, order[t], field)) for t, field in found]
+        return [checks.shadow(view.grid, t, field, names) for t, field, names in named
+                if view.skip.intersection(names)]
+    first = [checks.shadow(view.grid, order[t], field, _winners(view, order[t], field))
+             for t, field in _first_in_report(view.index, found)]
+    return first_few(first, len(found))
+
+
+def _first_in_report(index: ix.Index, found: list[tuple[int, merge.Field]]) -> list[tuple[int, merge.Field]]:
+    """The first merge.CLASH_LIMIT of the (position, field) findings in a report's order."""
+    rank = index.report_rank
+    if len(found) > merge.CLASH_LIMIT:
+        cut = sorted(rank[t] for t, _ in found)[merge.CLASH_LIMIT - 1]
+        found = [(t, field) for t, field in found if rank[t] <= cut]
+
+    def order(target: tuple[int, merge.Field]) -> tuple[Any, ...]:
+        o = index.order[target[0]].overlay
+        return (o.source if o.source is not None else -1, o.ref, findings.json_path(*target[1].path(o)))
+
+    return sorted(found, key=order)[:merge.CLASH_LIMIT]
+
+
+def _alone(view: View) -> list[tuple[int, merge.Field]] | None:
+    """The (position, field) shadowed findings naming the one candidate, from the owner tables: an
+    unchanged overlay below it is left nothing when all the cells it held lie in the candidate's
+    (or it held none and shares one). None when the tables do not apply: no tables, or another
+    overlay's status moved."""
+    if len(view.candidates) != 1:
+        return None
+    (c,) = view.candidates
+    index = view.index
+    if index.applied is None or any(e.name != c.name for e in (*view.gained, *view.lost)):
+        return None
+    if view.status.get(c.name) != merge.APPLIED:
+        return []
+    gone, at = index.position.get(c.name, -1), index.place(c.rank)
+    found: list[tuple[int, merge.Field]] = []
+    for field, bits in c.fields().items():
+        owners = index.owners.get(field)
+        if owners is None:
+            continue
+        targets = np.union1d(owners.emptied(tables.flat(bits), at), index.idle[field].hits(bits, at))
+        targets = targets[targets != gone].tolist()
+        if not targets:
+            continue
+        scope = _Scope.of(view, field)
+        # Its old version gave cells back to the overlays below it that it met: those are tested whole.
+        moved = [o for o in view.lost if field in o.fields()]
+        named = _named_few(view, c, field, max(targets))
+        found += [(t, field) for t in targets
+                  if (not moved or not _returned(view, scope, t, gone, moved[0]) or _covered(view, scope, t))
+                  and not _tied(view, index.order[t], field, scope.cells[t])
+                  and (named or _names_first(view, scope, t))]
+    return found
+
+
+def _returned(view: View, scope: _Scope, t: int, gone: int, old: merge.Entry) -> bool:
+    """Whether the candidate's old version, above `t`, set the field on some of `t`'s cells."""
+    return t > gone and old.fields()[scope.field].intersects(scope.cells[t])
+
+
+def _named_few(view: View, c: merge.Entry, field: merge.Field, last: int) -> bool:
+    """Whether fewer than merge.CLASH_LIMIT unchanged overlays before position `last` that set `field`
+    sort before the candidate by name: then it is among the winners every finding names."""
+    index = view.index
+    return (index.named_before(c.name) & index.by_field[field] & ((1 << last) - 1)
+            & ~index.mask(view.skip)).bit_count() < merge.CLASH_LIMIT
+
+
+def _targets(view: View) -> dict[merge.Field, list[int]]:
+    """field -> the unchanged applied overlays (by position) where an applied candidate above them sets
+    the field on a common cell: the only shadowed findings that can name a candidate."""
+    index, status = view.index, view.status
+    out: dict[merge.Field, dict[int, None]] = {}
+    unchanged = ~index.mask(view.skip)
+    for c in view.candidates:
+        if status.get(c.name) != merge.APPLIED:
+            continue
+        setting = 0
+        for field in c.fields():
+            setting |= index.by_field.get(field, 0)
+        below = setting & unchanged & ~index.before(c.rank)
+        # A broad candidate is in thousands of buckets: their union only when something is left.
+        below &= index.coarse(c) if below else 0
+        for field, bits in c.fields().items():
+            found, cells_at, names = out.setdefault(field, {}), index.field_cells.get(field, {}), index.names
+            for t in index.positions(below & index.by_field.get(field, 0)):
+                if status.get(names[t]) == merge.APPLIED and cells_at[t].intersects(bits):
+                    found[t] = None
+    return {field: list(found) for field, found in out.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scope:
+    """What the shadow test of one field reads, looked up once per request."""
+
+    field: merge.Field
+    cells: Mapping[int, cellset.Cells]
+    claimed: Mapping[str, cellset.Cells]
+    gained: Sequence[tuple[tuple[int, str], cellset.Cells]]
+    lost: Sequence[tuple[tuple[int, str], cellset.Cells]]
+
+    @classmethod
+    def of(cls, view: View, field: merge.Field) -> _Scope:
+        def setting(entries: Iterable[merge.Entry]) -> list[tuple[tuple[int, str], cellset.Cells]]:
+            return [(e.rank, e.fields()[field]) for e in entries if field in e.fields()]
+
+        return cls(field, view.index.field_cells.get(field, {}), view.baseline.claimed_by_field.get(field, {}),
+                   setting(view.gained), setting(view.lost))
+
+
+def _shadowed(view: View, scope: _Scope, t: int) -> bool:
+    """checks.shadowed's test for an unchanged applied overlay: every cell of its field is set by applied
+    overlays before it, none of its own weight."""
+    return _covered(view, scope, t) and not _tied(view, view.index.order[t], scope.field, scope.cells[t])
+
+
+def _covered(view: View, scope: _Scope, t: int) -> bool:
+    """Whether no cell of `t`'s field is left to it. Its baseline claim less what the gained overlays
+    above it set is exact unless an overlay lost above it gave cells back: then look at its neighbours."""
+    index = view.index
+    bits, rank = scope.cells[t], index.ranks[len(index.ranks) - 1 - t]
+    # Only an overlay applied in the baseline has a claim.
+    rest = scope.claimed.get(index.names[t])
+    if rest is None or (scope.lost and any(r > rank and lost.intersects(bits) for r, lost in scope.lost)):
+        entry = view.index.order[t]
+        around = view.index.near(entry, view.skip, view.candidates)
+        return not checks.claim(entry, scope.field, checks.higher(entry, scope.field, around, view.status))
+    gained = [taken for r, taken in scope.gained if r > rank]
+    if len(gained) == 1:
+        return rest.within(gained[0])
+    for taken in gained:
+        rest = rest - taken
+    return not rest
+
+
+def _tied(view: View, t: merge.Entry, field: merge.Field, bits: cellset.Cells) -> bool:
+    """Whether an overlay of `t`'s weight before it sets the field on a common cell (checks.shadowed
+    leaves that to the conflict finding): a candidate, or a prepared one the change keeps."""
+    if any(c.overlay.weight == t.overlay.weight and c.rank > t.rank
+           and c.fields().get(field, merge.EMPTY).intersects(bits) for c in view.candidates):
+        return True
+    names, total = view.index.tied.get((t.name, field), ((), 0))
+    if total > len(view.skip) or not view.skip.issuperset(names):
+        return True
+    if total == len(names):
+        return False
+    return any(n.rank > t.rank and n.overlay.weight == t.overlay.weight
+               and n.fields().get(field, merge.EMPTY).intersects(bits)
+               for n in view.index.near(t, view.skip, view.candidates))
+
+
+def _above(view: View, t: int, field: merge.Field) -> int:
+    """Unchanged entries before the one at position `t` that set `field` and may share a cell with it."""
+    index = view.index
+    return index.coarse_at(index.keys[t]) & ((1 << t) - 1) & index.by_field[field] & ~index.mask(view.skip)
+
+
+def _winners(view: View, t: merge.Entry, field: merge.Field) -> list[str]:
+    """The first merge.CLASH_LIMIT by name of the applied overlays before `t` that set `field` on its cells."""
+    bits = t.fields()[field]
+    names = [n.name for n in view.index.members(_above(view, view.index.position[t.name], field))
+             if view.status.get(n.name) == merge.APPLIED and n.fields()[field].intersects(bits)]
+    names += [c.name for c in view.candidates if c.rank > t.rank and view.status.get(c.name) == merge.APPLIED
+              and c.fields().get(field, merge.EMPTY).intersects(bits)]
+    return heapq.nsmallest(merge.CLASH_LIMIT, names)
+
+
+def _names_first(view: View, scope: _Scope, t: int) -> bool:
+    """With one candidate (a winner over `t` by construction): whether it is among the winners a finding
+    names, i.e. fewer than merge.CLASH_LIMIT winners precede it by name."""
+    (c,) = view.candidates
+    index, bits, found = view.index, scope.cells[t], 0
+    for n in index.positions(_above(view, t, scope.field) & index.named_before(c.name)):
+        if view.status.get(index.names[n]) == merge.APPLIED and scope.cells[n].intersects(bits):
+            found += 1
+            if found == merge.CLASH_LIMIT:
+                return False
+    return True
+
+
+def first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:
+    """`found` (the first of `total` findings on other overlays that name one candidate), the last saying
+    how many more, worded as evaluate._bounded words it."""
+    if total <= len(found) or not found:
+        return found
+    last = found[-1]
+    more = total - len(found)
+    found[-1] = dataclasses.replace(
+        last, message=f"{last.message}; and {more} more such findings on other objects",
+        detail=tuple(sorted((*last.detail, ("moreObjects", str(more))))))
+    return found

@@ -1,0 +1,73 @@
+"""The prepared snapshot's numpy tables against plain loops over cellset.Cells: the rows' "whose cells
+meet this set" query, the owner table's claims and emptied overlays, and the flat-index conversions."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulation.analysis import tables
+from simulation.semantics import cellset
+
+# More than 64 NodePools and a block of several words, so that both span more than one 64-bit word.
+POOLS = 70
+BLOCK = 192
+
+
+def _bits(width: int) -> st.SearchStrategy[int]:
+    return st.sets(st.integers(0, width - 1), max_size=6).map(lambda ones: sum(1 << i for i in ones))
+
+
+@st.composite
+def cell_sets(draw: st.DrawFn) -> cellset.Cells:
+    """A union of a few products, sparse in NodePools and slots, as overlays' cells are."""
+    out = cellset.Cells((), BLOCK)
+    for pools, bits in draw(st.lists(st.tuples(_bits(POOLS), _bits(BLOCK)), max_size=3)):
+        out |= cellset.Cells.product(pools, bits, BLOCK)
+    return out
+
+
+@given(cell_sets())
+def test_flat_indices_round_trip(cells: cellset.Cells) -> None:
+    flat = tables.flat(cells)
+    assert sorted(flat.tolist()) == list(cells.bits())
+    assert tables.cells_at(flat, BLOCK) == cells
+
+
+@given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(0, 12), st.integers(0, 12))
+def test_rows_hits_equal_a_loop(entries: list[cellset.Cells], probe: cellset.Cells, lo: int, hi: int) -> None:
+    rows = tables.Rows.build(enumerate(entries), POOLS)
+    expected = [i for i, cells in enumerate(entries) if lo <= i < hi and cells.intersects(probe)]
+    assert rows.hits(probe, lo, hi).tolist() == expected
+    assert rows.hits(probe, lo).tolist() == [i for i, cells in enumerate(entries)
+                                             if lo <= i and cells.intersects(probe)]
+
+
+@given(st.lists(cell_sets(), max_size=10), cell_sets(), st.integers(0, 10))
+def test_owners_equal_first_writer_wins(entries: list[cellset.Cells], probe: cellset.Cells, at: int) -> None:
+    # Karpenter's store: each entry keeps the cells no earlier entry took (its claim).
+    claims, taken = [], cellset.Cells((), BLOCK)
+    for i, cells in enumerate(entries):
+        claims.append((i, cells - taken))
+        taken |= cells
+    owners = tables.Owners.build(claims, len(entries), POOLS, BLOCK)
+    where = tables.flat(probe)
+    held = owners.owner[where]
+    # A newcomer at position `at` takes the cells no entry before it set.
+    before = cellset.Cells((), BLOCK)
+    for cells in entries[:at]:
+        before |= cells
+    assert tables.cells_at(where[(held < 0) | (held >= at)], BLOCK) == probe - before
+    # Entries at or after `at` whose whole claim lies in the probe (and that held any).
+    assert owners.emptied(where, at).tolist() == [i for i, claim in claims
+                                                 if i >= at and claim and claim.within(probe)]
+
+
+def test_empty_rows_and_sets() -> None:
+    rows = tables.Rows.build([], POOLS)
+    assert rows.hits(cellset.Cells.product(1, 1, BLOCK)).tolist() == []
+    one = tables.Rows.build([(3, cellset.Cells.product(1 << 65, 1 << 130, BLOCK))], POOLS)
+    assert one.hits(cellset.Cells((), BLOCK)).tolist() == []
+    assert one.hits(cellset.Cells.product(1 << 65, 1 << 130, BLOCK)).tolist() == [3]
+    assert one.hits(cellset.Cells.product(1 << 64, 1 << 130, BLOCK)).tolist() == []
+    assert tables.flat(cellset.Cells((), BLOCK)).tolist() == []
