@@ -3,6 +3,7 @@ meet this set" query, the owner table's claims and emptied overlays, and the fla
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -71,3 +72,17 @@ def test_empty_rows_and_sets() -> None:
     assert one.hits(cellset.Cells.product(1 << 65, 1 << 130, BLOCK)).tolist() == [3]
     assert one.hits(cellset.Cells.product(1 << 64, 1 << 130, BLOCK)).tolist() == []
     assert tables.flat(cellset.Cells((), BLOCK)).tolist() == []
+
+
+@given(st.lists(cell_sets(), min_size=1, max_size=10), cell_sets(), st.data())
+def test_lowest_common_cell_and_its_last_holder_equal_a_loop(entries: list[cellset.Cells], probe: cellset.Cells,
+                                                              data: st.DataObject) -> None:
+    rows = tables.Rows.build(enumerate(entries), POOLS)
+    meeting = [i for i, cells in enumerate(entries) if cells.intersects(probe)]
+    chosen = sorted(data.draw(st.sets(st.sampled_from(meeting), min_size=1))) if meeting else []
+    if not chosen:
+        return
+    at = np.array(chosen, dtype=np.int64)
+    bit = min((entries[i] & probe).lowest() for i in chosen)
+    assert rows.lowest(probe, at) == bit
+    assert rows.holder(bit, BLOCK, at) == max(i for i in chosen if entries[i].has(bit))

@@ -14,6 +14,8 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from simulation import findings
 from simulation.analysis import candidate, checks, dra, shadows
 from simulation.analysis import index as ix
@@ -65,6 +67,9 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
     component = _component(index, [*candidates, *old], skip, candidates)
     members = {m.name for m in component}
     component += [c for c in candidates if c.name not in members]
+    if len(component) == 1:
+        # Alone in its weight's overlaps: nothing stored before it can conflict with it.
+        return component, merge.Merged((component[0].name,), {component[0].name: merge.APPLIED}, {}, ())
     return component, merge.karpenter(component)
 
 
@@ -78,10 +83,18 @@ def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str
     if prices:
         # Karpenter tests price first: the lowest offering it meets a stored price on, and the last overlay
         # stored there (as merge.karpenter words it, without building the union of a few hundred).
-        bit = min((e.cells & c.cells).lowest() for e in prices)
-        verdict = merge.Dropped(merge.PRICE, bit, next(e for e in reversed(prices) if e.cells.has(bit)).name)
+        rows = index.rows.get(merge.PRICE)
+        if rows is not None and index.applied is not None:
+            at = np.array(prices, dtype=np.int64)
+            bit = rows.lowest(c.cells, at)
+            other = index.names[rows.holder(bit, c.cells.block, at)]
+        else:
+            found = [index.order[p] for p in prices]
+            bit = min((e.cells & c.cells).lowest() for e in found)
+            other = next(e for e in reversed(found) if e.cells.has(bit)).name
+        verdict = merge.Dropped(merge.PRICE, bit, other)
     elif capacities:
-        outcome = merge.karpenter([*capacities, c])
+        outcome = merge.karpenter([*(index.order[p] for p in capacities), c])
         if outcome.status[c.name] != merge.CONFLICT:
             return None
         verdict = outcome.verdicts[c.name]
@@ -91,21 +104,21 @@ def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str
 
 
 def _stored_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
-                 field: merge.Field | None) -> list[merge.Entry]:
-    """The applied overlays of `c`'s weight before it that set a price (`field`), or a capacity (None),
-    on a cell of its own, in Karpenter's order: by the index's buckets."""
+                 field: merge.Field | None) -> list[int]:
+    """The positions of the applied overlays of `c`'s weight before it that set a price (`field`), or a
+    capacity (None), on a cell of its own, ascending: by the index's buckets."""
     mask = index.by_weight.get(c.overlay.weight, 0) & index.before(c.rank) & ~index.mask(skip)
     mask &= (index.prices if field is not None else index.capacities) & (index.coarse(c) if mask else 0)
 
     def cells(e: merge.Entry) -> cellset.Cells:
         return e.cells if field is not None else e.type_cells
 
-    return [e for e in index.members(mask)
-            if baseline.status.get(e.name) == merge.APPLIED and cells(e).intersects(cells(c))]
+    return [p for p in index.positions(mask)
+            if baseline.status.get(index.names[p]) == merge.APPLIED and cells(index.order[p]).intersects(cells(c))]
 
 
 def _stored_tables(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
-                   field: merge.Field | None) -> list[merge.Entry]:
+                   field: merge.Field | None) -> list[int]:
     """The same, from the prepared tables."""
     del baseline  # the tables say which entries it applied
     rows = index.rows.get(field) if field is not None else index.capacity_rows
@@ -113,8 +126,8 @@ def _stored_tables(index: Index, baseline: merge.Merged, c: merge.Entry, skip: s
         return []
     found = rows.hits(c.cells if field is not None else c.type_cells, index.weight_span(c.overlay.weight)[0],
                       index.place(c.rank))
-    found = found[index.applied[found]].tolist()
-    return [index.order[p] for p in found if index.names[p] not in skip]
+    kept: list[int] = found[index.applied[found]].tolist()
+    return [p for p in kept if index.names[p] not in skip]
 
 
 def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry], baseline: merge.Merged,

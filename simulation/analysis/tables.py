@@ -122,6 +122,54 @@ class Rows:
         return np.unique(self.positions[first:last][met])
 
 
+    def lowest(self, cells: cellset.Cells, positions: Ints) -> int:
+        """The first cell (flat index) that `cells` shares with any of the entries at `positions`
+        (ascending; each must meet `cells`)."""
+        first, last, chosen = self._span(positions)
+        a, b = int(self.starts[first]), int(self.starts[last])
+        at, values, row = self.at[a:b], self.values[a:b], self.row[a:b] - first
+        pools = self.pools[first:last]
+        best = -1
+        for p, bits in cells.parts:
+            pooled = pools & words(p, self.pool_words)
+            common = values & words(bits, -(-cells.block // 64))[at]
+            met = chosen & pooled.any(axis=1)
+            where = np.flatnonzero(met[row] & (common != 0))
+            if not len(where):
+                continue
+            # Per row the first common word comes first among its words (they are ascending).
+            rows, start = np.unique(row[where], return_index=True)
+            slot = at[where[start]] * 64 + _low(common[where[start]])
+            word = (pooled[rows] != 0).argmax(axis=1)
+            pool = word * 64 + _low(pooled[rows, word])
+            found = int((pool * cells.block + slot).min())
+            best = found if best < 0 else min(best, found)
+        return best
+
+    def holder(self, bit: int, block: int, positions: Ints) -> int:
+        """The last of the entries at `positions` (ascending) that has the cell at flat index `bit`."""
+        first, last, chosen = self._span(positions)
+        pool, slot = divmod(bit, block)
+        a, b = int(self.starts[first]), int(self.starts[last])
+        has = (self.at[a:b] == slot // 64) & ((self.values[a:b] >> np.uint64(slot % 64)) & np.uint64(1) != 0)
+        in_block = np.zeros(last - first, dtype=bool)
+        in_block[self.row[a:b][has] - first] = True
+        in_pool = (self.pools[first:last, pool // 64] >> np.uint64(pool % 64)) & np.uint64(1) != 0
+        return int(self.positions[first:last][chosen & in_block & in_pool].max())
+
+    def _span(self, positions: Ints) -> tuple[int, int, Bools]:
+        """The rows from the first to the last of these positions, and which of them are theirs."""
+        first = int(np.searchsorted(self.positions, positions[0], "left"))
+        last = int(np.searchsorted(self.positions, positions[-1], "right"))
+        return first, last, np.isin(self.positions[first:last], positions)
+
+
+def _low(x: Words) -> Ints:
+    """The index of the lowest set bit of each (non-zero) word."""
+    lowest = x & (~x + np.uint64(1))
+    return np.log2(lowest.astype(np.float64)).astype(np.int64)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Owners:
     """Who holds each cell of one field in the baseline: the first applied overlay (by position) that
