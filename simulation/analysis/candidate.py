@@ -81,8 +81,10 @@ class Tables:
     at: int
     span: tuple[int, int]
     gone: int
-    # field -> claim, asked for twice (the candidate's effect, its shadowed test)
+    # Per field, asked for more than once: its claim (the candidate's effect, its shadowed test), its cells'
+    # flat indices (its claim, the overlays it empties).
     claims: dict[merge.Field, cellset.Cells] = dataclasses.field(default_factory=dict)
+    flat: dict[merge.Field, tables.Ints | None] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, index: ix.Index, c: merge.Entry, skip: set[str], status: Mapping[str, merge.State]) -> Tables:
@@ -122,13 +124,18 @@ class Tables:
             self.claims[field] = self._claim(field)
         return self.claims[field]
 
+    def held(self, field: merge.Field) -> tables.Ints | None:
+        """The flat indices of the candidate's cells for `field`; None when no applied overlay sets it."""
+        if field not in self.flat:
+            self.flat[field] = tables.flat(self.c.fields()[field]) if field in self.index.owners else None
+        return self.flat[field]
+
     def _claim(self, field: merge.Field) -> cellset.Cells:
         bits = self.c.fields()[field]
-        owners = self.index.owners.get(field)
-        if owners is None:
+        where = self.held(field)
+        if where is None:
             return bits
-        where = tables.flat(bits)
-        held = owners.owner[where]
+        held = self.index.owners[field].owner[where]
         if 0 <= self.gone < self.at and bool((held == self.gone).any()):
             # Its old version held some of them: who holds them now is the next overlay down, unknown here.
             return Scan(self.index, self.c, self.before(field), self.skip, (), self.status).claim(field)

@@ -14,8 +14,6 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from simulation import findings
 from simulation.analysis import candidate, checks, dra, shadows
 from simulation.analysis import index as ix
@@ -77,30 +75,39 @@ def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str
     """A new overlay's outcome when Karpenter drops it (else None). The overlays of its weight before it keep
     their status, so the applied ones among them that share cells with it decide; dropped, it stores
     nothing, and no other overlay's status moves."""
-    stored = _stored_tables if index.applied is not None else _stored_scan
-    prices = stored(index, baseline, c, skip, merge.PRICE) if c.overlay.price_update is not None else []
-    capacities = stored(index, baseline, c, skip, None) if c.overlay.capacity_set and not prices else []
-    if prices:
-        # Karpenter tests price first: the lowest offering it meets a stored price on, and the last overlay
-        # stored there (as merge.karpenter words it, without building the union of a few hundred).
-        rows = index.rows.get(merge.PRICE)
-        if rows is not None and index.applied is not None:
-            at = np.array(prices, dtype=np.int64)
-            bit = rows.lowest(c.cells, at)
-            other = index.names[rows.holder(bit, c.cells.block, at)]
-        else:
-            found = [index.order[p] for p in prices]
-            bit = min((e.cells & c.cells).lowest() for e in found)
-            other = next(e for e in reversed(found) if e.cells.has(bit)).name
-        verdict = merge.Dropped(merge.PRICE, bit, other)
-    elif capacities:
+    tabled = index.applied is not None
+    verdict = None
+    if c.overlay.price_update is not None:
+        verdict = _price_tables(index, c, skip) if tabled else _price_scan(index, baseline, c, skip)
+    if verdict is None and c.overlay.capacity_set:
+        stored = _stored_tables if tabled else _stored_scan
+        capacities = stored(index, baseline, c, skip, None)
         outcome = merge.karpenter([*(index.order[p] for p in capacities), c])
-        if outcome.status[c.name] != merge.CONFLICT:
-            return None
-        verdict = outcome.verdicts[c.name]
-    else:
+        verdict = outcome.verdicts.get(c.name)
+    if verdict is None:
         return None
     return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
+
+
+def _price_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str]) -> merge.Dropped | None:
+    """Karpenter tests price first: the lowest offering where it meets a stored price, and the last overlay
+    stored there (as merge.karpenter words it, without building the union of a few hundred)."""
+    found = [index.order[p] for p in _stored_scan(index, baseline, c, skip, merge.PRICE)]
+    if not found:
+        return None
+    bit = min((e.cells & c.cells).lowest() for e in found)
+    return merge.Dropped(merge.PRICE, bit, next(e for e in reversed(found) if e.cells.has(bit)).name)
+
+
+def _price_tables(index: Index, c: merge.Entry, skip: set[str]) -> merge.Dropped | None:
+    """The same, from the price rows."""
+    rows = index.rows.get(merge.PRICE)
+    if rows is None or index.applied is None:
+        return None
+    allowed = index.applied.copy()
+    allowed[[index.position[n] for n in skip if n in index.position]] = False
+    found = rows.first_common(c.cells, index.weight_span(c.overlay.weight)[0], index.place(c.rank), allowed)
+    return merge.Dropped(merge.PRICE, found[0], index.names[found[1]]) if found is not None else None
 
 
 def _stored_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
@@ -144,20 +151,20 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
             status.pop(gone.name, None)
             verdicts.pop(gone.name, None)
     unchanged = [m for m in component if m.name not in skip]
+    alone = candidate.Tables.of(index, candidates[0], skip, status) if _alone(
+        index, baseline, local, changed, candidates) else None
     view = shadows.View(grid, index, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
                          *(m for m in unchanged if local.status.get(m.name) == merge.APPLIED
                            and baseline.status.get(m.name) != merge.APPLIED)],
                         [*(o for o in old if baseline.status.get(o.name) == merge.APPLIED),
                          *(m for m in unchanged if baseline.status.get(m.name) == merge.APPLIED
-                           and local.status.get(m.name) != merge.APPLIED)])
+                           and local.status.get(m.name) != merge.APPLIED)], alone)
     taken = index.taken.changed(candidates, skip)
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
-    alone = _alone(index, baseline, local, changed, candidates)
     for c in candidates:
-        reach: candidate.Scan | candidate.Tables = (candidate.Tables.of(index, c, skip, status) if alone
-                                                    else candidate.Scan.of(index, c, skip, candidates, status))
+        reach = alone if alone is not None else candidate.Scan.of(index, c, skip, candidates, status)
         own, others = _split(reach.clashes(), entries, skip)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others[:merge.CLASH_LIMIT], taken),

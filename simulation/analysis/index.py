@@ -57,6 +57,8 @@ class Index:
     # field -> the cells of the entries that set it, as rows; the same for the entries that set capacity
     # at all (an empty `capacity: {}` sets no field, yet Karpenter's capacity test compares it).
     rows: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
+    # field -> per position, whether `tied` holds any overlay for it
+    ties: Mapping[merge.Field, tables.Bools] = dataclasses.field(default_factory=dict)
     capacity_rows: tables.Rows | None = None
     # Per position: the entry's place in a report's order (source, then name), and by name.
     report_rank: tuple[int, ...] = ()
@@ -99,13 +101,17 @@ class Index:
         rows = {field: tables.Rows.build(sorted(at.items()), pools) for field, at in field_cells.items()}
         capacity_rows = tables.Rows.build(((i, e.type_cells) for i, e in enumerate(order) if e.overlay.capacity_set),
                                           pools)
+        position = {e.name: i for i, e in enumerate(order)}
+        ties = {field: np.zeros(len(order), dtype=bool) for field in by_field}
+        for name, field in tied:
+            ties[field][position[name]] = True
         report_rank = [0] * len(order)
         for place, i in enumerate(sorted(range(len(order)), key=lambda i: _report_key(order[i]))):
             report_rank[i] = place
-        return cls(buckets, order, {e.name: i for i, e in enumerate(order)}, tuple(e.rank for e in reversed(order)),
+        return cls(buckets, order, position, tuple(e.rank for e in reversed(order)),
                    by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
                    tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
-                   keys, rows, capacity_rows, tuple(report_rank), pool_count=pools)
+                   keys, rows, ties, capacity_rows, tuple(report_rank), pool_count=pools)
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from simulation import findings
-from simulation.analysis import checks, tables
+from simulation.analysis import candidate, checks, tables
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, merge
 
@@ -36,6 +36,8 @@ class View:
     gained: Sequence[merge.Entry]
     # Applied in the baseline but not now (replaced, deleted or now dropped): they can only give cells back.
     lost: Sequence[merge.Entry]
+    # The prepared tables' answers for the one changed overlay, when they apply (incremental._alone).
+    alone: candidate.Tables | None = None
 
 
 def others(view: View, single: bool) -> list[findings.Finding]:
@@ -76,35 +78,47 @@ def _first_in_report(index: ix.Index, found: list[tuple[int, merge.Field]]) -> l
 def _alone(view: View) -> list[tuple[int, merge.Field]] | None:
     """The (position, field) shadowed findings naming the one candidate, from the owner tables: an
     unchanged overlay below it is left nothing when all the cells it held lie in the candidate's
-    (or it held none and shares one). None when the tables do not apply: no tables, or another
-    overlay's status moved."""
-    if len(view.candidates) != 1:
+    (or it held none and shares one). None when the tables do not answer (see incremental._alone)."""
+    alone = view.alone
+    if alone is None:
         return None
-    (c,) = view.candidates
-    index = view.index
-    if index.applied is None or any(e.name != c.name for e in (*view.gained, *view.lost)):
-        return None
+    c, index = alone.c, view.index
     if view.status.get(c.name) != merge.APPLIED:
         return []
-    gone, at = index.position.get(c.name, -1), index.place(c.rank)
+    lo, hi = alone.span
     found: list[tuple[int, merge.Field]] = []
     for field, bits in c.fields().items():
-        owners = index.owners.get(field)
-        if owners is None:
+        owners, held = index.owners.get(field), alone.held(field)
+        if owners is None or held is None:
             continue
-        targets = np.union1d(owners.emptied(tables.flat(bits), at), index.idle[field].hits(bits, at))
-        targets = targets[targets != gone].tolist()
-        if not targets:
+        # Disjoint: the emptied ones held cells, the idle ones held none.
+        targets = np.sort(np.concatenate((owners.emptied(held, alone.at), index.idle[field].hits(bits, alone.at))))
+        # Its own weight's overlays tie with it (checks.shadowed leaves those to the conflict finding).
+        targets = targets[(targets != alone.gone) & ((targets < lo) | (targets >= hi))]
+        kept = _untied(view, alone, field, targets)
+        if not kept:
             continue
         scope = _Scope.of(view, field)
         # Its old version gave cells back to the overlays below it that it met: those are tested whole.
         moved = [o for o in view.lost if field in o.fields()]
-        named = _named_few(view, c, field, max(targets))
-        found += [(t, field) for t in targets
-                  if (not moved or not _returned(view, scope, t, gone, moved[0]) or _covered(view, scope, t))
-                  and not _tied(view, index.order[t], field, scope.cells[t])
+        named = _named_few(view, c, field, max(kept))
+        found += [(t, field) for t in kept
+                  if (not moved or not _returned(view, scope, t, alone.gone, moved[0]) or _covered(view, scope, t))
                   and (named or _names_first(view, scope, t))]
     return found
+
+
+def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: tables.Ints) -> list[int]:
+    """Of these positions, those no prepared overlay of their weight before them ties with on `field`
+    (_tied for one changed overlay: one tied only with the candidate's old version is free of it)."""
+    tied = view.index.ties.get(field)
+    if tied is None:
+        return [int(t) for t in targets.tolist()]
+    flagged = tied[targets]
+    kept: list[int] = targets[~flagged].tolist()
+    only = ((alone.c.name,), 1)
+    kept += [t for t in targets[flagged].tolist() if view.index.tied.get((view.index.names[t], field)) == only]
+    return sorted(kept)
 
 
 def _returned(view: View, scope: _Scope, t: int, gone: int, old: merge.Entry) -> bool:

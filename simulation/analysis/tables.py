@@ -106,8 +106,7 @@ class Rows:
 
     def hits(self, cells: cellset.Cells, lo: int = 0, hi: int | None = None) -> Ints:
         """The positions in [lo, hi) whose cells meet `cells`, ascending, each once."""
-        first = int(np.searchsorted(self.positions, lo, "left"))
-        last = len(self.positions) if hi is None else int(np.searchsorted(self.positions, hi, "left"))
+        first, last = self._rows(lo, hi)
         if first >= last or not cells:
             return _EMPTY
         a, b = int(self.starts[first]), int(self.starts[last])
@@ -119,49 +118,55 @@ class Rows:
             in_block = np.zeros(last - first, dtype=bool)
             in_block[row[(values & mine[at]) != 0]] = True
             met |= in_block & (pools & words(p, self.pool_words)).any(axis=1)
-        return np.unique(self.positions[first:last][met])
+        return _distinct(self.positions[first:last][met])
 
 
-    def lowest(self, cells: cellset.Cells, positions: Ints) -> int:
-        """The first cell (flat index) that `cells` shares with any of the entries at `positions`
-        (ascending; each must meet `cells`)."""
-        first, last, chosen = self._span(positions)
+    def first_common(self, cells: cellset.Cells, lo: int, hi: int, allowed: Bools) -> tuple[int, int] | None:
+        """The first cell (flat index) that `cells` shares with an entry in positions [lo, hi) that
+        `allowed` (per position) admits, and the last such entry that has it; None if none shares one."""
+        first, last = self._rows(lo, hi)
+        if first >= last:
+            return None
         a, b = int(self.starts[first]), int(self.starts[last])
         at, values, row = self.at[a:b], self.values[a:b], self.row[a:b] - first
-        pools = self.pools[first:last]
+        pools, admitted = self.pools[first:last], allowed[self.positions[first:last]]
         best = -1
         for p, bits in cells.parts:
             pooled = pools & words(p, self.pool_words)
             common = values & words(bits, -(-cells.block // 64))[at]
-            met = chosen & pooled.any(axis=1)
-            where = np.flatnonzero(met[row] & (common != 0))
+            where = np.flatnonzero((admitted & pooled.any(axis=1))[row] & (common != 0))
             if not len(where):
                 continue
-            # Per row the first common word comes first among its words (they are ascending).
-            rows, start = np.unique(row[where], return_index=True)
+            # A row's words are ascending: its first common word holds its first common slot.
+            start = _starts(row[where])
+            rows = row[where[start]]
             slot = at[where[start]] * 64 + _low(common[where[start]])
             word = (pooled[rows] != 0).argmax(axis=1)
             pool = word * 64 + _low(pooled[rows, word])
             found = int((pool * cells.block + slot).min())
             best = found if best < 0 else min(best, found)
-        return best
-
-    def holder(self, bit: int, block: int, positions: Ints) -> int:
-        """The last of the entries at `positions` (ascending) that has the cell at flat index `bit`."""
-        first, last, chosen = self._span(positions)
-        pool, slot = divmod(bit, block)
-        a, b = int(self.starts[first]), int(self.starts[last])
-        has = (self.at[a:b] == slot // 64) & ((self.values[a:b] >> np.uint64(slot % 64)) & np.uint64(1) != 0)
+        if best < 0:
+            return None
+        where_pool, where_slot = divmod(best, cells.block)
+        has = (at == where_slot // 64) & ((values >> np.uint64(where_slot % 64)) & np.uint64(1) != 0)
         in_block = np.zeros(last - first, dtype=bool)
-        in_block[self.row[a:b][has] - first] = True
-        in_pool = (self.pools[first:last, pool // 64] >> np.uint64(pool % 64)) & np.uint64(1) != 0
-        return int(self.positions[first:last][chosen & in_block & in_pool].max())
+        in_block[row[has]] = True
+        in_pool = (pools[:, where_pool // 64] >> np.uint64(where_pool % 64)) & np.uint64(1) != 0
+        return best, int(self.positions[first:last][admitted & in_block & in_pool].max())
 
-    def _span(self, positions: Ints) -> tuple[int, int, Bools]:
-        """The rows from the first to the last of these positions, and which of them are theirs."""
-        first = int(np.searchsorted(self.positions, positions[0], "left"))
-        last = int(np.searchsorted(self.positions, positions[-1], "right"))
-        return first, last, np.isin(self.positions[first:last], positions)
+    def _rows(self, lo: int, hi: int | None) -> tuple[int, int]:
+        """The rows of the entries in positions [lo, hi)."""
+        return (int(np.searchsorted(self.positions, lo, "left")),
+                len(self.positions) if hi is None else int(np.searchsorted(self.positions, hi, "left")))
+
+
+def _starts(ascending: Ints) -> Ints:
+    """Where each run of equal values begins in an ascending array (np.unique sorts, or hashes, anew)."""
+    return np.flatnonzero(np.concatenate(([True], ascending[1:] != ascending[:-1])))
+
+
+def _distinct(ascending: Ints) -> Ints:
+    return ascending[_starts(ascending)] if len(ascending) > 1 else ascending
 
 
 def _low(x: Words) -> Ints:
