@@ -128,30 +128,27 @@ def _string_labels(raw: Any) -> dict[str, str]:
 
 def overlay(obj: Mapping[str, Any], source: int | None = None) -> Overlay:
     spec = _mapping(obj.get("spec"))
+    raw_capacity = spec.get("capacity")
     capacity = tuple(sorted(
         (k, v if isinstance(v, str) else str(v))
-        for k, v in _mapping(spec.get("capacity")).items()
-        if isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)))
+        for k, v in _mapping(raw_capacity).items()
+        if isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool))) if raw_capacity else ()
+    dyn = spec.get("dynamicResources")
+    # Positional: this runs for every overlay checked, and keywords cost a dataclass more to bind.
+    return Overlay(name_of(obj) or "", _int(spec.get("weight")), _req_specs(spec.get("requirements")),
+                   _str(spec.get("price")), _str(spec.get("priceAdjustment")), capacity,
+                   _templates(_mapping(dyn).get("resourceSliceTemplates")) if dyn else (), source,
+                   isinstance(raw_capacity, Mapping))
+
+
+def _templates(raw: Any) -> tuple[Template, ...]:
     templates = []
-    dyn = _mapping(spec.get("dynamicResources"))
-    raw_templates = dyn.get("resourceSliceTemplates")
-    if isinstance(raw_templates, list):
-        for i, t in enumerate(raw_templates):
-            name = _str(_mapping(_mapping(t).get("metadata")).get("name")) or f"#{i}"
-            driver = _str(_mapping(_mapping(t).get("spec")).get("driver"))
-            if driver:
-                templates.append(Template(i, name, driver))
-    return Overlay(
-        name=name_of(obj) or "",
-        weight=_int(spec.get("weight")),
-        requirements=_req_specs(spec.get("requirements")),
-        price=_str(spec.get("price")),
-        price_adjustment=_str(spec.get("priceAdjustment")),
-        capacity=capacity,
-        templates=tuple(templates),
-        source=source,
-        capacity_set=isinstance(spec.get("capacity"), Mapping),
-    )
+    for i, t in enumerate(raw if isinstance(raw, list) else ()):
+        name = _str(_mapping(_mapping(t).get("metadata")).get("name")) or f"#{i}"
+        driver = _str(_mapping(_mapping(t).get("spec")).get("driver"))
+        if driver:
+            templates.append(Template(i, name, driver))
+    return tuple(templates)
 
 
 def nodepool(obj: Mapping[str, Any], source: int | None = None) -> NodePool:

@@ -222,6 +222,10 @@ def _as_patterns(schema: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("anyOf", "allOf", "oneOf"):
         if isinstance(schema.get(key), list):
             out[key] = [_as_patterns(v) for v in schema[key]]
+    if isinstance(out.get("anyOf"), list):
+        # The generated code tries the branches in order and a failed one costs an exception: int-or-string
+        # quantities are mostly written as strings, so that branch goes first (the verdict is the same).
+        out["anyOf"] = sorted(out["anyOf"], key=lambda branch: branch.get("type") != "string")
     return out
 
 
