@@ -66,6 +66,9 @@ class Node:
     additional: Node | None
     # Whether a rule sits here or below: rule evaluation need not walk the rest of an object.
     guarded: bool = True
+    # The properties that are guarded, and whether any value this node admits beyond them may be.
+    guarded_properties: Mapping[str, Node] = dataclasses.field(default_factory=dict)
+    guarded_rest: bool = True
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Node:
@@ -79,7 +82,8 @@ class Node:
         items, additional = child("items"), child("additionalProperties")
         below = (*properties.values(), items, additional)
         return cls(str(raw.get("type", "")), bool(raw.get("nullable")), rules, properties, items, additional,
-                   bool(rules.rules) or any(n is not None and n.guarded for n in below))
+                   bool(rules.rules) or any(n is not None and n.guarded for n in below),
+                   {k: n for k, n in properties.items() if n.guarded}, additional is not None and additional.guarded)
 
     def rule_sets(self) -> Iterator[cel.RuleSet]:
         yield self.rules

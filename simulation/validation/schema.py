@@ -133,13 +133,23 @@ def _rule_sites(node: crds.Node, value: Any, path: Path, out: list[tuple[cel.Rul
     if node.rules.rules:
         out.append((node.rules, value, path))
     if isinstance(value, dict):
-        for key, child in value.items():
-            schema = node.properties.get(key, node.additional)
-            if schema is not None and schema.guarded:
-                _rule_sites(schema, child, (*path, key), out)
+        _property_sites(node, value, path, out)
     elif isinstance(value, list) and node.items is not None and node.items.guarded:
         for i, child in enumerate(value):
             _rule_sites(node.items, child, (*path, i), out)
+
+
+def _property_sites(node: crds.Node, value: dict[str, Any], path: Path,
+                    out: list[tuple[cel.RuleSet, Any, Path]]) -> None:
+    if not node.guarded_rest:  # only the few properties with rules at or under them are walked
+        for key, schema in node.guarded_properties.items():
+            if key in value:
+                _rule_sites(schema, value[key], (*path, key), out)
+        return
+    for key, child in value.items():
+        place = node.properties.get(key) or node.additional
+        if place is not None:
+            _rule_sites(place, child, (*path, key), out)
 
 
 def _cel_issues(crd: crds.Crd, obj: dict[str, Any], blocked: bool) -> Iterator[_Issue]:
@@ -257,8 +267,8 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
         # Leaves are converted in place: they are most of an object, and a call each is most of the walk.
         return [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
     if kind is dict or isinstance(value, dict | Mapping):
-        out: dict[str, Any] = {}
         properties, additional = node.properties, node.additional
+        out: dict[str, Any] = {}
         for raw_key, child in value.items():
             key = raw_key if type(raw_key) is str else plain_key(raw_key)
             schema = properties.get(key, additional)
