@@ -373,8 +373,12 @@ def templates(obj: Mapping[str, Any]) -> list[tuple[int, str, str]]:
     return out
 
 
+# Shared by the overlays without bindingKeys (most): an empty frozenset is a new object, tracked by the collector.
+_NO_KEYS: frozenset[str] = frozenset()
+
+
 def binding_keys(obj: Mapping[str, Any]) -> frozenset[str]:
     """Every bindingKey an overlay uses (to find which other overlays share one)."""
     if not _dynamic_resources(obj):
-        return frozenset()
+        return _NO_KEYS
     return frozenset(a.key for a in _parse(obj)[1] if a.key is not None)
