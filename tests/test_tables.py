@@ -3,7 +3,10 @@ meet this set" query, the owner table's claims and emptied overlays, and the fla
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -35,13 +38,20 @@ def test_flat_indices_round_trip(cells: cellset.Cells) -> None:
     assert tables.cells_at(flat, BLOCK) == cells
 
 
+# The rows answer through their word index (sets with few non-zero words) or by a scan (the rest): both.
+BOTH = pytest.mark.parametrize("sparse", [tables.SPARSE, 0])
+
+
+@BOTH
 @given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(0, 12), st.integers(0, 12))
-def test_rows_hits_equal_a_loop(entries: list[cellset.Cells], probe: cellset.Cells, lo: int, hi: int) -> None:
+def test_rows_hits_equal_a_loop(sparse: int, entries: list[cellset.Cells], probe: cellset.Cells, lo: int,
+                                hi: int) -> None:
     rows = tables.Rows.build(enumerate(entries), POOLS)
     expected = [i for i, cells in enumerate(entries) if lo <= i < hi and cells.intersects(probe)]
-    assert rows.hits(probe, lo, hi).tolist() == expected
-    assert rows.hits(probe, lo).tolist() == [i for i, cells in enumerate(entries)
-                                             if lo <= i and cells.intersects(probe)]
+    with mock.patch.object(tables, "SPARSE", sparse):
+        assert rows.hits(probe, lo, hi).tolist() == expected
+        assert rows.hits(probe, lo).tolist() == [i for i, cells in enumerate(entries)
+                                                 if lo <= i and cells.intersects(probe)]
 
 
 @given(st.lists(cell_sets(), max_size=10), cell_sets(), st.integers(0, 10))
@@ -74,15 +84,18 @@ def test_empty_rows_and_sets() -> None:
     assert tables.flat(cellset.Cells((), BLOCK)).tolist() == []
 
 
-@given(st.lists(cell_sets(), min_size=1, max_size=10), cell_sets(), st.data())
-def test_lowest_common_cell_and_its_last_holder_equal_a_loop(entries: list[cellset.Cells], probe: cellset.Cells,
-                                                              data: st.DataObject) -> None:
+@BOTH
+@given(st.lists(cell_sets(), min_size=1, max_size=10), cell_sets(), st.lists(st.booleans(), min_size=10, max_size=10),
+       st.integers(0, 10), st.integers(0, 10))
+def test_first_common_cell_and_its_last_holder_equal_a_loop(sparse: int, entries: list[cellset.Cells],
+                                                            probe: cellset.Cells, allowed: list[bool], lo: int,
+                                                            hi: int) -> None:
     rows = tables.Rows.build(enumerate(entries), POOLS)
-    meeting = [i for i, cells in enumerate(entries) if cells.intersects(probe)]
-    chosen = sorted(data.draw(st.sets(st.sampled_from(meeting), min_size=1))) if meeting else []
+    chosen = [i for i, cells in enumerate(entries) if lo <= i < hi and allowed[i] and cells.intersects(probe)]
+    with mock.patch.object(tables, "SPARSE", sparse):
+        found = rows.first_common(probe, lo, hi, np.array(allowed, dtype=bool))
     if not chosen:
+        assert found is None
         return
-    at = np.array(chosen, dtype=np.int64)
     bit = min((entries[i] & probe).lowest() for i in chosen)
-    assert rows.lowest(probe, at) == bit
-    assert rows.holder(bit, BLOCK, at) == max(i for i in chosen if entries[i].has(bit))
+    assert found == (bit, max(i for i in chosen if entries[i].has(bit)))

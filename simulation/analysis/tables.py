@@ -16,7 +16,6 @@ for whole-array work; see docs/design.md).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -64,12 +63,39 @@ def cells_at(indices: Ints, block: int) -> cellset.Cells:
                                   for p, row in zip(pools.tolist(), packed, strict=True)), block)
 
 
+def _block_words(blocks: Sequence[int]) -> tuple[Ints, Ints, Words]:
+    """The non-zero 64-bit words of many blocks at once: for each, its block's index, its place in the
+    block and its bits, ordered by block then place. One pass of int.to_bytes per block over the span
+    its bits occupy, then whole-array work (a block per call to numpy costs more than its bits)."""
+    buffer = bytearray()
+    # Per block: where its words start in the buffer less the place of its first word, and how many.
+    shifts: list[int] = []
+    spans: list[int] = []
+    for bits in blocks:
+        low = ((bits & -bits).bit_length() - 1) // 64 if bits else 0
+        high = -(-bits.bit_length() // 64)
+        shifts.append(low - len(buffer) // 8)
+        spans.append(high - low)
+        buffer += (bits >> (64 * low)).to_bytes((high - low) * 8, "little")
+    values = np.frombuffer(bytes(buffer), dtype="<u8").astype(np.uint64)
+    counts = np.array(spans, dtype=np.int64)
+    block = np.repeat(np.arange(len(blocks), dtype=np.int64), counts)
+    at = np.arange(len(values), dtype=np.int64) + np.repeat(np.array(shifts, dtype=np.int64), counts)
+    keep = values != 0
+    return block[keep], at[keep], values[keep]
+
+
+# A set whose blocks have at most this many non-zero words is looked up through the rows' word index;
+# a broader one scans the rows of the position range.
+SPARSE = 16
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Rows:
     """The cells of the entries that set one field, one row per (NodePools, block) part."""
 
     positions: Ints
-    # Per row: its NodePools as words; the span of its non-zero block words in `at`/`values`/`owner`.
+    # Per row: its NodePools as words; the span of its non-zero block words in `at`/`values`/`row`.
     pools: Words
     starts: Ints
     # Per non-zero block word: which word of the block, its bits, and its row.
@@ -77,82 +103,94 @@ class Rows:
     values: Words
     row: Ints
     pool_words: int
+    # The non-zero block words ordered by word (then row), and where each word's run begins: the rows
+    # that have bits in a given word, without a scan.
+    by_word: Ints
+    word_starts: Ints
 
     @classmethod
     def build(cls, entries: Iterable[tuple[int, cellset.Cells]], pool_count: int) -> Rows:
         """`entries`: (position, cells) in ascending position."""
         pool_words = max(1, -(-pool_count // 64))
         positions: list[int] = []
-        pools: list[Words] = []
-        starts = [0]
-        at: list[Ints] = []
-        values: list[Words] = []
+        pools: list[int] = []
+        blocks: list[int] = []
+        block_words = 0
         for position, cells in entries:
+            block_words = -(-cells.block // 64)
             for p, bits in cells.parts:
-                block = words(bits, -(-cells.block // 64))
-                nonzero = np.flatnonzero(block)
                 positions.append(position)
-                pools.append(words(p, pool_words))
-                at.append(nonzero)
-                values.append(block[nonzero])
-                starts.append(starts[-1] + len(nonzero))
-        count = [b - a for a, b in itertools.pairwise(starts)]
+                pools.append(p)
+                blocks.append(bits)
+        row, at, values = _block_words(blocks)
+        by_word = np.argsort(at, kind="stable").astype(np.int64)
+        pool_bytes = b"".join(p.to_bytes(pool_words * 8, "little") for p in pools)
         return cls(np.array(positions, dtype=np.int64),
-                   np.array(pools, dtype=np.uint64).reshape(len(positions), pool_words),
-                   np.array(starts, dtype=np.int64),
-                   np.concatenate(at).astype(np.int64) if at else _EMPTY,
-                   np.concatenate(values).astype(np.uint64) if values else np.zeros(0, dtype=np.uint64),
-                   np.repeat(np.arange(len(positions), dtype=np.int64), count), pool_words)
+                   np.frombuffer(pool_bytes, dtype="<u8").astype(np.uint64).reshape(len(positions), pool_words),
+                   np.searchsorted(row, np.arange(len(positions) + 1)).astype(np.int64), at, values, row,
+                   pool_words, by_word, np.searchsorted(at[by_word], np.arange(block_words + 1)).astype(np.int64))
 
     def hits(self, cells: cellset.Cells, lo: int = 0, hi: int | None = None) -> Ints:
         """The positions in [lo, hi) whose cells meet `cells`, ascending, each once."""
         first, last = self._rows(lo, hi)
         if first >= last or not cells:
             return _EMPTY
-        a, b = int(self.starts[first]), int(self.starts[last])
-        at, values, row = self.at[a:b], self.values[a:b], self.row[a:b] - first
-        pools = self.pools[first:last]
-        met = np.zeros(last - first, dtype=bool)
-        for p, bits in cells.parts:
-            mine = words(bits, -(-cells.block // 64))
-            in_block = np.zeros(last - first, dtype=bool)
-            in_block[row[(values & mine[at]) != 0]] = True
-            met |= in_block & (pools & words(p, self.pool_words)).any(axis=1)
-        return _distinct(self.positions[first:last][met])
-
+        found = [self.positions[rows] for rows, _, _ in self._meeting(cells, first, last)]
+        return _distinct(np.sort(np.concatenate(found))) if found else _EMPTY
 
     def first_common(self, cells: cellset.Cells, lo: int, hi: int, allowed: Bools) -> tuple[int, int] | None:
         """The first cell (flat index) that `cells` shares with an entry in positions [lo, hi) that
         `allowed` (per position) admits, and the last such entry that has it; None if none shares one."""
         first, last = self._rows(lo, hi)
-        if first >= last:
+        if first >= last or not cells:
             return None
-        a, b = int(self.starts[first]), int(self.starts[last])
-        at, values, row = self.at[a:b], self.values[a:b], self.row[a:b] - first
-        pools, admitted = self.pools[first:last], allowed[self.positions[first:last]]
         best = -1
-        for p, bits in cells.parts:
-            pooled = pools & words(p, self.pool_words)
-            common = values & words(bits, -(-cells.block // 64))[at]
-            where = np.flatnonzero((admitted & pooled.any(axis=1))[row] & (common != 0))
-            if not len(where):
-                continue
-            # A row's words are ascending: its first common word holds its first common slot.
-            start = _starts(row[where])
-            rows = row[where[start]]
-            slot = at[where[start]] * 64 + _low(common[where[start]])
-            word = (pooled[rows] != 0).argmax(axis=1)
-            pool = word * 64 + _low(pooled[rows, word])
-            found = int((pool * cells.block + slot).min())
+        for rows, pooled, slots in self._meeting(cells, first, last, allowed):
+            # Pool-major order: the lowest NodePool any of them shares first, then the lowest slot there.
+            word = (pooled != 0).argmax(axis=1)
+            pool = word * 64 + _low(pooled[np.arange(len(rows)), word])
+            low = int(pool.min())
+            found = low * cells.block + int(slots[pool == low].min())
             best = found if best < 0 else min(best, found)
         if best < 0:
             return None
-        where_pool, where_slot = divmod(best, cells.block)
-        has = (at == where_slot // 64) & ((values >> np.uint64(where_slot % 64)) & np.uint64(1) != 0)
-        in_block = np.zeros(last - first, dtype=bool)
-        in_block[row[has]] = True
-        in_pool = (pools[:, where_pool // 64] >> np.uint64(where_pool % 64)) & np.uint64(1) != 0
-        return best, int(self.positions[first:last][admitted & in_block & in_pool].max())
+        pool_at, slot_at = divmod(best, cells.block)
+        some = self.by_word[self.word_starts[slot_at // 64]:self.word_starts[slot_at // 64 + 1]]
+        rows = self.row[some[(self.values[some] >> np.uint64(slot_at % 64)) & np.uint64(1) != 0]]
+        rows = rows[(rows >= first) & (rows < last)]
+        rows = rows[(self.pools[rows, pool_at // 64] >> np.uint64(pool_at % 64)) & np.uint64(1) != 0]
+        return best, int(self.positions[rows][allowed[self.positions[rows]]].max())
+
+    def _meeting(self, cells: cellset.Cells, first: int, last: int,
+                 allowed: Bools | None = None) -> list[tuple[Ints, Words, Ints]]:
+        """Per part of `cells`: for each non-zero block word of a row in [first, last) that meets the
+        part (and whose position `allowed` admits), its row, the row's NodePools in the part, and the
+        word's first common slot."""
+        out = []
+        for p, bits in cells.parts:
+            mine = words(bits, len(self.word_starts) - 1)
+            some = self._words_meeting(mine, first, last)
+            common = self.values[some] & mine[self.at[some]]
+            some, common = some[common != 0], common[common != 0]
+            rows = self.row[some]
+            pooled = self.pools[rows] & words(p, self.pool_words)
+            keep = pooled.any(axis=1)
+            if allowed is not None:
+                keep &= allowed[self.positions[rows]]
+            if keep.any():
+                out.append((rows[keep], pooled[keep], self.at[some[keep]] * 64 + _low(common[keep])))
+        return out
+
+    def _words_meeting(self, mine: Words, first: int, last: int) -> Ints:
+        """The non-zero words of the rows in [first, last) that lie where `mine` has bits (a superset)."""
+        nonzero = np.flatnonzero(mine)
+        if len(nonzero) > SPARSE:
+            return np.arange(int(self.starts[first]), int(self.starts[last]), dtype=np.int64)
+        starts = self.word_starts
+        some = np.concatenate([self.by_word[starts[w]:starts[w + 1]] for w in nonzero.tolist()] or [_EMPTY])
+        rows = self.row[some]
+        kept: Ints = some[(rows >= first) & (rows < last)]
+        return kept
 
     def _rows(self, lo: int, hi: int | None) -> tuple[int, int]:
         """The rows of the entries in positions [lo, hi)."""
@@ -188,13 +226,22 @@ class Owners:
         """`claims`: (position, the cells where its value is in effect): disjoint, as Karpenter's
         first-writer-wins store makes them."""
         owner = np.full(pools * block, -1, dtype=np.int32)
-        claimed = np.zeros(entries, dtype=np.int64)
-        for position, cells in claims:
-            if cells:
-                where = flat(cells)
-                owner[where] = position
-                claimed[position] = len(where)
-        return cls(owner, claimed)
+        parts = [(position, p, bits) for position, cells in claims for p, bits in cells.parts]
+        part, at, values = _block_words([bits for _, _, bits in parts])
+        set_bits = np.flatnonzero(np.unpackbits(values.astype("<u8").view(np.uint8), bitorder="little"))
+        part, slot = part[set_bits // 64], at[set_bits // 64] * 64 + set_bits % 64
+        position = np.array([position for position, _, _ in parts], dtype=np.int64)
+        # Most claims lie in one NodePool: those in one step, the others a step per part.
+        lone = np.array([p & (p - 1) == 0 for _, p, _ in parts], dtype=bool)
+        pool = np.array([p.bit_length() - 1 for _, p, _ in parts], dtype=np.int64)
+        single = lone[part]
+        owner[pool[part[single]] * block + slot[single]] = position[part[single]]
+        starts = np.searchsorted(part, np.arange(len(parts) + 1))
+        for k in np.flatnonzero(~lone).tolist():
+            where = ones(parts[k][1], pools)[:, None] * block + slot[starts[k]:starts[k + 1]][None, :]
+            owner[where.ravel()] = parts[k][0]
+        held = owner[owner >= 0]
+        return cls(owner, np.bincount(held, minlength=entries).astype(np.int64))
 
     def emptied(self, indices: Ints, at: int) -> Ints:
         """The positions >= `at` holding cells, all of which are among these."""
