@@ -114,12 +114,12 @@ def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> fin
 
 
 def known_keys(grid: cells.Grid) -> set[str]:
-    keys = set(grid.labels) | _BUILTIN_KEYS
-    for pool in grid.pools:
-        keys.update(reqs.NORMALIZED_LABELS.get(k, k) for k in pool.labels)
-        # A key a NodePool only constrains is still one the operator knows about.
-        keys.update(reqs.NORMALIZED_LABELS.get(r.key, r.key) for r in pool.requirements)
-    return keys
+    # One pass over every NodePool's labels and requirement keys (a key a NodePool only constrains is
+    # still one the operator knows about): evaluate asks this once per request.
+    named = {k for pool in grid.pools for k in pool.labels}
+    named.update(r.key for pool in grid.pools for r in pool.requirements)
+    normalized = reqs.NORMALIZED_LABELS
+    return set(grid.labels) | _BUILTIN_KEYS | {normalized.get(k, k) for k in named}
 
 
 def _hint(word: str, candidates: Iterable[str]) -> str:
