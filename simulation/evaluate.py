@@ -63,10 +63,11 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     validated = schema.as_validated(obj, crd)
     layer = schema.check(obj, ref, doc.source, crd, validated=validated)
     # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies.
-    extended = crd.defines(*crds.DRA_FIELD)
-    found = hints.attach([*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated),
-                          *(dra.check_overlay(obj, ref, doc.source) if extended else ())], obj)
-    return Checked(overlay, obj, tuple(found), doc.candidate, dra.binding_keys(obj) if extended else frozenset())
+    extended = crd.extended
+    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated),
+             *(dra.check_overlay(obj, ref, doc.source) if extended else ())]
+    return Checked(overlay, obj, tuple(hints.attach(found, obj)) if found else (), doc.candidate,
+                   dra.binding_keys(obj) if extended else frozenset())
 
 
 def _pools(docs: Iterable[Document]) -> list[model.NodePool]:

@@ -46,6 +46,11 @@ class Crd:
             node = node.properties.get(name) if node is not None else None
         return node is not None
 
+    @functools.cached_property
+    def extended(self) -> bool:
+        """Whether the CRD has the DRA extension (Karpenter's own has not): asked for every overlay checked."""
+        return self.defines(*DRA_FIELD)
+
     def rules(self) -> list[cel.Rule]:
         return [rule for rule_set in self.node.rule_sets() for rule in rule_set.rules]
 

@@ -72,6 +72,8 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None, *
         path = ("spec", "capacity", name)
         if name in WELL_KNOWN_RESOURCES and not _under(rejected, path):
             problems.append((path, f"{name} is a standard resource; overlays add extended resources only"))
+    if not problems:  # most overlays
+        return []
     return findings.ordered(
         findings.make("runtime-invalid", ref, path, f"{findings.json_path(*path)}: {why}; {_CONSEQUENCE}",
                       source=source, detail={"layer": "runtime"})
@@ -79,7 +81,7 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None, *
 
 
 def _under(rejected: frozenset[Path], prefix: Path) -> bool:
-    return any(p[:len(prefix)] == prefix for p in rejected)
+    return bool(rejected) and any(p[:len(prefix)] == prefix for p in rejected)
 
 
 def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterable[tuple[Path, str]]:

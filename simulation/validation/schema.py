@@ -191,9 +191,10 @@ def _code(issue: _Issue) -> str:
 
 def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
                     source: int | None) -> Iterator[findings.Finding]:
-    requirements = crds.dig(obj, "spec", "requirements")
+    spec = obj.get("spec")
+    requirements = spec.get("requirements") if isinstance(spec, dict) else None
     for i, req in enumerate(requirements if isinstance(requirements, list) else ()):
-        operator, values = crds.dig(req, "operator"), crds.dig(req, "values")
+        operator, values = (req.get("operator"), req.get("values")) if isinstance(req, dict) else (None, None)
         if operator in ("Exists", "DoesNotExist") and isinstance(values, list) and values:
             path = ("spec", "requirements", i, "values")
             message = f"{findings.json_path(*path)}: Karpenter ignores the values of {operator}; remove them"

@@ -1,0 +1,70 @@
+"""Validation remembers verdicts across objects (CEL outcomes per value and per list element, runtime problems
+per requirement text): a remembered verdict must be the one a fresh evaluation gives, whatever came before."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from simulation import evaluate as ev
+from simulation.validation import crds, schema
+from tests.schema_support import REF
+
+RULE = {"rule": "!has(self.weight) || self.weight != 1", "message": "weight must not be 1"}
+ELEMENT_RULE = {"rule": "self.all(x, x.operator != 'NotIn' || x.values.size() != 2)", "message": "no NotIn pairs"}
+
+
+def _crd() -> crds.Crd:
+    raw = copy.deepcopy(dict(crds.raw_embedded()))
+    spec = raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [*spec["x-kubernetes-validations"], RULE]
+    spec["properties"]["requirements"]["x-kubernetes-validations"].append(ELEMENT_RULE)
+    return crds.load(raw, "test")
+
+
+def _overlay(requirements: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "test"},
+            "spec": {"requirements": requirements, **spec}}
+
+
+def _fields(crd: crds.Crd, obj: dict[str, Any]) -> set[str]:
+    return {f.field for f in schema.check(obj, REF, None, crd) if f.code == "schema"}
+
+
+def test_equal_python_values_of_other_json_types_are_judged_apart() -> None:
+    crd = _crd()
+    # 1 first, so that a memo keyed by Python equality (True == 1) would hand its verdict on to True.
+    assert _fields(crd, _overlay([], weight=1)) == {"spec"}
+    # A bool is not 1: the rule errs on the type, which the type error covers.
+    assert _fields(crd, _overlay([], weight=True)) == {"spec.weight"}
+    assert _fields(crd, _overlay([], weight=2)) == set()
+
+
+def test_element_verdicts_follow_the_element_wherever_it_stands() -> None:
+    crd = _crd()
+    pair = {"key": "a", "operator": "NotIn", "values": ["x", "y"]}
+    one = {"key": "b", "operator": "NotIn", "values": ["x"]}
+    assert _fields(crd, _overlay([pair, one])) == {"spec.requirements[0]"}
+    assert _fields(crd, _overlay([one, one, pair])) == {"spec.requirements[2]"}
+    assert _fields(crd, _overlay([one])) == set()
+
+
+def _runtime_fields(obj: dict[str, Any]) -> set[str]:
+    checked = ev.check_overlay(ev.Document(obj, 1))
+    return {f.field for f in checked.findings if f.code == "runtime-invalid"}
+
+
+def test_remembered_runtime_problems_take_the_path_of_the_requirement_at_hand() -> None:
+    bad = {"key": "example.com/team", "operator": "In", "values": ["ok", "not ok!"]}
+    fine = {"key": "example.com/tier", "operator": "In", "values": ["web"]}
+    assert _runtime_fields(_overlay([bad])) == {"spec.requirements[0].values[1]"}
+    assert _runtime_fields(_overlay([fine, fine, bad])) == {"spec.requirements[2].values[1]"}
+    assert _runtime_fields(_overlay([fine])) == set()
+
+
+def test_a_requirement_the_api_server_rejects_is_left_to_it_even_when_its_text_was_seen_valid() -> None:
+    gt = {"key": "example.com/gen", "operator": "Gt", "values": ["3"]}
+    assert _runtime_fields(_overlay([gt])) == set()
+    # The same text under a key the CRD's pattern rejects: the API server's finding, not a runtime one.
+    checked = ev.check_overlay(ev.Document(_overlay([{**gt, "key": "-bad"}]), 1))
+    assert {f.code for f in checked.findings} == {"schema"}
