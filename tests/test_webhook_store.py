@@ -373,3 +373,46 @@ async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None
         assert found and {r.name for f in found for r in (f.obj, *f.related)} >= {"t1", "t2"}
     finally:
         await cache.close()
+
+
+async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread hand-off costs more CPU than the rest of the webhook's own work per request, so
+    evaluations run on the loop until they turn slow, and return there once quick again."""
+    from webhook import admission, judging
+
+    monkeypatch.setattr(judging, "INLINE_SECONDS", 0.05)
+    judge = admission.judge
+    delay = [0.0]
+    threads: list[int] = []
+
+    def timed(*args: Any) -> Any:
+        threads.append(threading.get_ident())
+        if delay[0]:
+            threading.Event().wait(delay[0])
+        return judge(*args)
+
+    monkeypatch.setattr(admission, "judge", timed)
+    cache = Cache(debounce=0.01)
+    cache.set_catalog(small_catalog)
+    cache.load([nodepool("p")])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+
+        async def decide(name: str) -> bool:
+            d = await cache.decide(overlay(name, price="1"), "CREATE", None, uid=name, dry_run=True,
+                                   admits=lambda r: True)
+            return threads[-1] == threading.get_ident() and d.allowed
+
+        for i in range(5):  # the first evaluations compile and index what later ones reuse
+            await decide(f"w{i}")
+        assert await decide("a")
+        delay[0] = 0.5  # the estimate moves past INLINE_SECONDS at once
+        assert await decide("b")  # decided on the loop before it was known to be slow
+        assert not await decide("c")
+        delay[0] = 0.0
+        on_loop = [await decide(f"d{i}") for i in range(12)]
+        assert not on_loop[0] and on_loop[-1]
+    finally:
+        await cache.close()

@@ -30,7 +30,7 @@ from simulation import findings
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
 from simulation.validation import crds
-from webhook import admission, store
+from webhook import admission, judging, store
 from webhook.store import Key, Store
 
 log = logging.getLogger("overlay-guard.state")
@@ -98,6 +98,7 @@ class Cache:
         self._checked: dict[str, ev.Checked] = {}
         self._rebasing: dict[tuple[int, Key, str | None], asyncio.Future[ev.Prepared]] = {}
         self._closing = False
+        self._judge = judging.Judge()
         self.last_sync: float | None = None
         self.rebuild_seconds: list[float] = []
         self.on_rebuild: Callable[[float], None] | None = None
@@ -294,7 +295,7 @@ class Cache:
             prepared, note = await self._prepared_for(snap, key, plan)
         extras = {model.name_of(x) for x in plan.extras}
         held = {n: c for n, c in self._checked.items() if n in extras}
-        report = await asyncio.to_thread(admission.judge, prepared, candidate, plan.extras, held)
+        report = await self._judge(prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
 
     async def _confirm(self, keys: list[Key], subject: findings.ObjectRef) -> set[Key] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from simulation import evaluate as ev
 from simulation import findings
@@ -41,11 +41,12 @@ class Verdict:
 
 def clip(text: str, limit: int = WARNING_LIMIT) -> str:
     """One line of at most `limit` UTF-8 bytes, never cutting a character in half."""
-    line = _CONTROL.sub(" ", text).strip()
-    if len(line.encode()) <= limit:
+    # isprintable() is false for every control character: the common case skips the regex.
+    line = (text if text.isprintable() else _CONTROL.sub(" ", text)).strip()
+    data = line.encode()
+    if len(data) <= limit:
         return line
-    budget = limit - len("…".encode())
-    cut = line.encode()[:budget].decode("utf-8", "ignore")
+    cut = data[:limit - len("…".encode())].decode("utf-8", "ignore")
     return cut.rstrip() + "…"
 
 
@@ -80,14 +81,15 @@ def _bound(f: findings.Finding) -> str:
     return f"(and {more} more) " if more else ""
 
 
-def warnings(found: Iterable[findings.Finding], notes: Iterable[str] = (), *,
+def warnings(found: Sequence[findings.Finding], notes: Sequence[str] = (), *,
              subject: findings.ObjectRef | None = None, as_error: str = "") -> list[str]:
-    lines = [clip(PREFIX + as_error + brief(f)) for f in found]
-    lines += [clip(PREFIX + n) for n in notes]
-    if len(lines) > MAX_WARNINGS:
-        rest = len(lines) - MAX_WARNINGS + 1
-        tail = clip(f"{PREFIX}and {rest} more; run overlay-lint check for the full list")
-        lines = [*lines[:MAX_WARNINGS - 1], tail]
+    total = len(found) + len(notes)
+    # Only the lines that are sent are written: a report may hold hundreds of findings.
+    shown = total if total <= MAX_WARNINGS else MAX_WARNINGS - 1
+    lines = [clip(PREFIX + as_error + brief(f)) for f in found[:shown]]
+    lines += [clip(PREFIX + n) for n in notes[:shown - len(lines)]]
+    if total > shown:
+        lines.append(clip(f"{PREFIX}and {total - shown} more; run overlay-lint check for the full list"))
     return lines
 
 
