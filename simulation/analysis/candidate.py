@@ -7,10 +7,9 @@ candidate costs array operations, not a Python step per overlay it meets.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
-
-import numpy as np
 
 from simulation import findings
 from simulation.analysis import checks, tables
@@ -106,7 +105,7 @@ class Tables:
         later: dict[merge.Field, list[int]] = {}
         for field, bits in c.fields().items():
             same = self.hits(field, lo, hi)
-            split = int(np.searchsorted(same, self.at))
+            split = bisect.bisect_left(same, self.at)
             earlier, later[field] = same[:split], same[split:]
             # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.
             found = [merge.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p])

@@ -103,11 +103,15 @@ def _price_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[
 def _price_tables(index: Index, c: merge.Entry, skip: set[str]) -> merge.Dropped | None:
     """The same, from the price rows."""
     rows = index.rows.get(merge.PRICE)
-    if rows is None or index.applied is None:
+    lo, at = index.weight_span(c.overlay.weight)[0], index.place(c.rank)
+    if rows is None or index.applied is None or lo >= at:
         return None
-    allowed = index.applied.copy()
-    allowed[[index.position[n] for n in skip if n in index.position]] = False
-    found = rows.first_common(c.cells, index.weight_span(c.overlay.weight)[0], index.place(c.rank), allowed)
+    allowed = index.applied
+    changed = [index.position[n] for n in skip if n in index.position]
+    if changed:
+        allowed = allowed.copy()
+        allowed[changed] = False
+    found = rows.first_common(c.cells, lo, at, allowed)
     return merge.Dropped(merge.PRICE, found[0], index.names[found[1]]) if found is not None else None
 
 

@@ -27,6 +27,7 @@ Ints = npt.NDArray[np.int64]
 Words = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
 _EMPTY: Ints = np.zeros(0, dtype=np.int64)
+_EMPTY.flags.writeable = False  # a constant: handed out, never written
 
 
 def words(bits: int, count: int) -> Words:
