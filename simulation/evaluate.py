@@ -55,7 +55,7 @@ class Prepared:
 
 
 def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
-    obj = doc.obj if isinstance(doc.obj, Mapping) else {}
+    obj = doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
     overlay = model.overlay(obj, doc.source)
     ref = overlay.ref
     crd = crd or crds.embedded()

@@ -8,6 +8,7 @@ optional inclusive integer bounds (Gt/Lt are canonicalised to Gte/Lte).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -59,28 +60,7 @@ class Requirement:
 
     @classmethod
     def new(cls, key: str, operator: str, values: Iterable[str] = ()) -> Requirement:
-        key = NORMALIZED_LABELS.get(key, key)
-        vals = tuple(values)
-        if operator == IN:
-            return cls(key, False, frozenset(vals))
-        if operator == DOES_NOT_EXIST:
-            return cls(key, False, frozenset())
-        if operator == NOT_IN:
-            return cls(key, True, frozenset(vals))
-        if operator in BOUND_OPERATORS:
-            # Karpenter ignores the parse error ("prevalidated"), so a bad value reads as 0.
-            n = (atoi(vals[0]) if vals else None) or 0
-            if operator == GT:
-                if n == _INT64_MAX:
-                    return cls(key, False, frozenset())
-                return cls(key, True, frozenset(), gte=n + 1)
-            if operator == LT:
-                return cls(key, True, frozenset(), lte=n - 1)
-            if operator == GTE:
-                return cls(key, True, frozenset(), gte=n)
-            return cls(key, True, frozenset(), lte=n)
-        # Exists, and any unknown operator, allow everything: Karpenter builds a bare complement.
-        return cls(key, True, frozenset())
+        return _built(key, operator, tuple(values))
 
     def operator(self) -> str:
         if self.complement:
@@ -147,6 +127,33 @@ def within_bounds(value: str, gte: int | None, lte: int | None) -> bool:
     if n is None:
         return False
     return not ((gte is not None and n < gte) or (lte is not None and n > lte))
+
+
+@functools.lru_cache(maxsize=8192)
+def _built(key: str, operator: str, vals: tuple[str, ...]) -> Requirement:
+    """Requirement.new. Requirements are values and recur across objects (a NodePool's name, an instance
+    family, a zone): each is built once, whether for an overlay, a NodePool or a candidate."""
+    key = NORMALIZED_LABELS.get(key, key)
+    if operator == IN:
+        return Requirement(key, False, frozenset(vals))
+    if operator == DOES_NOT_EXIST:
+        return Requirement(key, False, frozenset())
+    if operator == NOT_IN:
+        return Requirement(key, True, frozenset(vals))
+    if operator in BOUND_OPERATORS:
+        # Karpenter ignores the parse error ("prevalidated"), so a bad value reads as 0.
+        n = (atoi(vals[0]) if vals else None) or 0
+        if operator == GT:
+            if n == _INT64_MAX:
+                return Requirement(key, False, frozenset())
+            return Requirement(key, True, frozenset(), gte=n + 1)
+        if operator == LT:
+            return Requirement(key, True, frozenset(), lte=n - 1)
+        if operator == GTE:
+            return Requirement(key, True, frozenset(), gte=n)
+        return Requirement(key, True, frozenset(), lte=n)
+    # Exists, and any unknown operator, allow everything: Karpenter builds a bare complement.
+    return Requirement(key, True, frozenset())
 
 
 def _max(a: int | None, b: int | None) -> int | None:
