@@ -4,13 +4,16 @@ server pinned to one core, server-side p99 (from the webhook's own per-request l
 RSS, and the latency the webhook adds over an aiohttp handler that only echoes allowed:true,
 both measured in the same run, rounds interleaved; and the same with 200 concurrent clients
 (one keep-alive connection each), the p99 an API server under a burst of applies sees.
-`run()` returns medians over the rounds.
+`run()` returns medians over the rounds; `quick()` (`python -m benchmarks.webhook_bench broad`)
+only the broad load against the echo handler. The clients (benchmarks/https_load.py) make every
+request distinct and report the servers' CPU time per request beside the rates.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import ssl
@@ -19,13 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from benchmarks import workload
+from benchmarks import https_load, workload
 from certs import generate
 from simulation.semantics import catalog as cat
 
@@ -36,13 +39,10 @@ CONCURRENCY = 8
 MANY_CLIENTS = 200
 WARMUP = 40
 SEQUENTIAL_SECONDS = 3.0
+# Templates of the scoped mixed load: an edit's object recurs after MIXED_SHAPES * https_load.RAISES requests.
+MIXED_SHAPES = 1000
 # Distinct objects admitted for real (held): within the core's incremental limit of 8 changes.
 HELD_OBJECTS = 8
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
 def _pin(cpu: int) -> Callable[[], None] | None:
@@ -64,13 +64,15 @@ def _rss_mb(pid: int) -> dict[str, float]:
     return out
 
 
-def _reviews(count: int, prefix: str, dry_run: bool, broad: bool = False) -> list[bytes]:
+def _reviews(count: int, dry_run: bool, broad: bool = False, fresh_names: bool = True) -> https_load.Shapes:
     """Alternating new overlays and edits of existing ones, as admission traffic does; `broad`: new overlays
-    with no NodePool requirement instead (family-wide and capacity-type-wide, clean and conflicting in turn)."""
+    with no NodePool requirement instead (family-wide and capacity-type-wide, clean and conflicting in turn).
+    `count` shapes, each request a distinct instance of one (https_load): a fresh uid, a fresh name for a
+    create (unless not `fresh_names`), an edit's weight raised by 1 to https_load.RAISES."""
     existing = workload.overlays()
     # Loaded once: workload.broad reads the families from it, and loading it per overlay takes minutes.
     catalog = cat.default() if broad else None
-    out = []
+    out, weights = [], []
     for i in range(count):
         if broad:
             obj, op, old = workload.broad(i // 2, conflicting=i % 2 == 1, catalog=catalog), "CREATE", None
@@ -79,8 +81,11 @@ def _reviews(count: int, prefix: str, dry_run: bool, broad: bool = False) -> lis
         else:
             old = existing[(i * 37) % len(existing)]
             obj = json.loads(json.dumps(old))
-            obj["spec"]["weight"] = obj["spec"].get("weight", 0) + 1
+            obj["spec"]["weight"] = https_load.WEIGHT
             op = "UPDATE"
+        weights.append(old["spec"].get("weight", 0) if op == "UPDATE" and old is not None else None)
+        if op == "CREATE" and fresh_names:
+            obj["metadata"]["name"] += "-" + https_load.MARK
         gvk = {"group": "karpenter.sh", "version": "v1alpha1", "kind": "NodeOverlay"}
         out.append(
             json.dumps(
@@ -88,7 +93,7 @@ def _reviews(count: int, prefix: str, dry_run: bool, broad: bool = False) -> lis
                     "apiVersion": "admission.k8s.io/v1",
                     "kind": "AdmissionReview",
                     "request": {
-                        "uid": f"{prefix}-{i}",
+                        "uid": https_load.MARK,
                         "kind": gvk,
                         "requestKind": gvk,
                         "resource": {
@@ -106,40 +111,7 @@ def _reviews(count: int, prefix: str, dry_run: bool, broad: bool = False) -> lis
                 }
             ).encode()
         )
-    return out
-
-
-async def _load(url: str, ctx: ssl.SSLContext, bodies: list[bytes], seconds: float,
-                concurrency: int = CONCURRENCY) -> dict[str, Any]:
-    latencies: list[float] = []
-    failures = 0
-    deadline = time.perf_counter() + seconds
-    connector = aiohttp.TCPConnector(limit=concurrency, ssl=ctx)
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def worker(offset: int) -> None:
-            nonlocal failures
-            i = offset
-            while time.perf_counter() < deadline:
-                body = bodies[i % len(bodies)]
-                i += concurrency
-                t = time.perf_counter()
-                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
-                    payload = await r.read()
-                if r.status != 200 or b'"response"' not in payload:
-                    failures += 1
-                latencies.append(time.perf_counter() - t)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(k) for k in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    return {
-        "requests": len(latencies),
-        "failures": failures,
-        "per_s": len(latencies) / elapsed,
-        "median_ms": statistics.median(latencies) * 1000,
-        "p99_ms": _percentile(latencies, 0.99) * 1000,
-    }
+    return https_load.Shapes(tuple(out), tuple(weights))
 
 
 def _server_side(log: Path, prefix: str) -> list[float]:
@@ -192,7 +164,21 @@ def _start(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int, fl
     raise RuntimeError("server did not start listening")
 
 
-async def _measure(tmp: Path) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class _Servers:
+    hook: subprocess.Popen[bytes]
+    hook_port: int
+    echo: subprocess.Popen[bytes]
+    echo_port: int
+    ctx: ssl.SSLContext
+    ready_s: float
+    log: Path
+
+
+@contextlib.asynccontextmanager
+async def _servers(tmp: Path) -> AsyncIterator[_Servers]:
+    """The webhook on the workload (`--state`) and the echo handler, each pinned to core 0, this
+    process (the clients) to core 1 while they run."""
     keys = tmp / "pki"
     generate.write_bundle(keys, "overlay-guard")
     ctx = ssl.create_default_context(cafile=str(keys / "ca.crt"))
@@ -215,62 +201,103 @@ async def _measure(tmp: Path) -> dict[str, Any]:
     hook, hook_port, spawned = _start(
         ["-m", "webhook", *tls, "--metrics-port", "0", "--state", str(state)], tmp / "webhook.log"
     )
-    await _wait_ready(f"https://127.0.0.1:{hook_port}/readyz", ctx, hook, 120)
-    ready_s = time.perf_counter() - spawned
-    # Started only now, so that it does not compete with the webhook's start on the same core.
-    echo, echo_port, _ = _start(["-m", "benchmarks.webhook_bench", "echo", *tls], tmp / "echo.log")
+    procs = [hook]
     pinned = (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
     affinity = os.sched_getaffinity(0) if pinned else set()
-    if pinned:
-        os.sched_setaffinity(0, {1})
     try:
-        hook_url = f"https://127.0.0.1:{hook_port}/validate"
-        echo_url = f"https://127.0.0.1:{echo_port}/validate"
-        await _load(hook_url, ctx, _reviews(WARMUP, "warm", True), 1.0)
+        await _wait_ready(f"https://127.0.0.1:{hook_port}/readyz", ctx, hook, 120)
+        ready_s = time.perf_counter() - spawned
+        # Started only now, so that it does not compete with the webhook's start on the same core.
+        echo, echo_port, _ = _start(["-m", "benchmarks.echo", *tls], tmp / "echo.log")
+        procs.append(echo)
+        if pinned:
+            os.sched_setaffinity(0, {1})
+        yield _Servers(hook, hook_port, echo, echo_port, ctx, ready_s, tmp / "webhook.log")
+    finally:
+        if pinned:
+            os.sched_setaffinity(0, affinity)
+        for proc in procs:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def _broad_round(s: _Servers, r: int, seconds: float) -> dict[str, Any]:
+    """The broad mixed load on the webhook, then on the echo handler; server CPU per request of each."""
+    shapes = _reviews(400, True, broad=True)
+    hook = await https_load.load(s.hook_port, s.ctx, shapes, f"broad{r}", seconds, CONCURRENCY, pid=s.hook.pid)
+    server = _server_side(s.log, f"broad{r}")
+    echo = await https_load.load(s.echo_port, s.ctx, shapes, f"ebroad{r}", seconds, CONCURRENCY, pid=s.echo.pid)
+    return {"webhook_broad": hook, "echo_broad": echo, "broad_server_p99_ms": https_load.percentile(server, 0.99)}
+
+
+def _broad_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    def med(path: Callable[[dict[str, Any]], float]) -> float:
+        return round(statistics.median(path(x) for x in rounds), 3)
+
+    return {
+        "load": "new overlays with no NodePool requirement, family-wide and capacity-type-wide, clean and "
+                "conflicting in turn; every request a distinct object",
+        "admissions_per_s": med(lambda x: x["webhook_broad"]["per_s"]),
+        "echo_per_s": med(lambda x: x["echo_broad"]["per_s"]),
+        "ratio_vs_echo": med(lambda x: x["webhook_broad"]["per_s"] / x["echo_broad"]["per_s"]),
+        "client_p99_ms": med(lambda x: x["webhook_broad"]["p99_ms"]),
+        "server_p99_ms": med(lambda x: x["broad_server_p99_ms"]),
+        "server_cpu_ms_per_admission": med(lambda x: x["webhook_broad"]["server_cpu_ms"]),
+        "echo_cpu_ms_per_request": med(lambda x: x["echo_broad"]["server_cpu_ms"]),
+        "rounds_per_s": [round(x["webhook_broad"]["per_s"], 1) for x in rounds],
+        "failures": sum(x[k]["failures"] for x in rounds for k in ("webhook_broad", "echo_broad")),
+    }
+
+
+async def _warm(s: _Servers) -> None:
+    await https_load.load(s.hook_port, s.ctx, _reviews(WARMUP, True), "warm", 1.0, CONCURRENCY)
+    await https_load.load(s.echo_port, s.ctx, _reviews(WARMUP, True), "ewarm", 1.0, CONCURRENCY)
+
+
+async def _measure(tmp: Path) -> dict[str, Any]:
+    async with _servers(tmp) as s:
+        await _warm(s)
         rounds: list[dict[str, Any]] = []
+        mixed = _reviews(MIXED_SHAPES, True)
+
+        async def both(prefix: str, seconds: float, clients: int) -> tuple[dict[str, Any], dict[str, Any]]:
+            hook = await https_load.load(s.hook_port, s.ctx, mixed, prefix, seconds, clients, pid=s.hook.pid)
+            echo = await https_load.load(s.echo_port, s.ctx, mixed, "e" + prefix, seconds, clients)
+            return hook, echo
+
         for r in range(ROUNDS):
-            prefix = f"bench{r}"
-            hook_round = await _load(hook_url, ctx, _reviews(400, prefix, True), ROUND_SECONDS)
-            server = _server_side(tmp / "webhook.log", prefix)
-            echo_round = await _load(echo_url, ctx, _reviews(400, f"echo{r}", True), ROUND_SECONDS)
+            hook_round, echo_round = await both(f"bench{r}", ROUND_SECONDS, CONCURRENCY)
+            server = _server_side(s.log, f"bench{r}")
             # One request at a time: latency without queueing, what a single kubectl apply sees.
-            hook_one = await _load(hook_url, ctx, _reviews(400, f"one{r}", True), SEQUENTIAL_SECONDS, 1)
-            echo_one = await _load(echo_url, ctx, _reviews(400, f"eone{r}", True), SEQUENTIAL_SECONDS, 1)
-            hook_broad = await _load(hook_url, ctx, _reviews(400, f"broad{r}", True, broad=True), ROUND_SECONDS)
-            broad_server = _server_side(tmp / "webhook.log", f"broad{r}")
-            echo_broad = await _load(echo_url, ctx, _reviews(400, f"ebroad{r}", True, broad=True), ROUND_SECONDS)
-            hook_many = await _load(hook_url, ctx, _reviews(400, f"many{r}", True), ROUND_SECONDS, MANY_CLIENTS)
-            echo_many = await _load(echo_url, ctx, _reviews(400, f"emany{r}", True), ROUND_SECONDS, MANY_CLIENTS)
+            hook_one, echo_one = await both(f"one{r}", SEQUENTIAL_SECONDS, 1)
+            broad = await _broad_round(s, r, ROUND_SECONDS)
+            hook_many, echo_many = await both(f"many{r}", ROUND_SECONDS, MANY_CLIENTS)
             rounds.append(
                 {
                     "webhook": hook_round,
                     "echo": echo_round,
                     "webhook_one": hook_one,
                     "echo_one": echo_one,
-                    "webhook_broad": hook_broad,
-                    "echo_broad": echo_broad,
-                    "broad_server_p99_ms": _percentile(broad_server, 0.99),
+                    **broad,
                     "webhook_many": hook_many,
                     "echo_many": echo_many,
                     "server_median_ms": statistics.median(server) if server else float("nan"),
-                    "server_p99_ms": _percentile(server, 0.99),
+                    "server_p99_ms": https_load.percentile(server, 0.99),
                 }
             )
         # Not dry runs: every admission is held as pending. Without a watch (--state) nothing
         # confirms a hold, so all HELD_OBJECTS stay pending and join every evaluation as fellow
-        # candidates, as admissions of the last few seconds do in a cluster.
-        held = await _load(hook_url, ctx, _reviews(HELD_OBJECTS, "held", False), ROUND_SECONDS)
-        held_server = _server_side(tmp / "webhook.log", "held")
-        memory = _rss_mb(hook.pid)
-    finally:
-        if pinned:
-            os.sched_setaffinity(0, affinity)
-        for proc in (hook, echo):
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        # candidates, as admissions of the last few seconds do in a cluster. The same HELD_OBJECTS
+        # names on purpose (a fresh uid and weight each time): more would be more holds, not a
+        # different request.
+        held = await https_load.load(s.hook_port, s.ctx, _reviews(HELD_OBJECTS, False, fresh_names=False),
+                                     "held", ROUND_SECONDS, CONCURRENCY)
+        held_server = _server_side(s.log, "held")
+        memory = _rss_mb(s.hook.pid)
+        ready_s = s.ready_s
 
     def med(path: Callable[[dict[str, Any]], float]) -> float:
         return round(statistics.median(path(x) for x in rounds), 3)
@@ -291,6 +318,8 @@ async def _measure(tmp: Path) -> dict[str, Any]:
             "concurrency": CONCURRENCY,
             "server_cores": 1 if (os.cpu_count() or 1) >= 2 else "shared",
             "dry_run": True,
+            "client": "benchmarks/https_load.py (keep-alive HTTP/1.1 over TLS, every request distinct)",
+            "load_average_at_end": os.getloadavg()[0],
         },
         "time_to_ready_s": round(ready_s, 3),
         "admissions_per_s": med(lambda x: x["webhook"]["per_s"]),
@@ -298,6 +327,7 @@ async def _measure(tmp: Path) -> dict[str, Any]:
         "client_p99_ms": med(lambda x: x["webhook"]["p99_ms"]),
         "server_median_ms": med(lambda x: x["server_median_ms"]),
         "server_p99_ms": med(lambda x: x["server_p99_ms"]),
+        "server_cpu_ms_per_admission": med(lambda x: x["webhook"]["server_cpu_ms"]),
         "echo_per_s": med(lambda x: x["echo"]["per_s"]),
         "echo_median_ms": echo_median,
         "added_latency_ms": round(hook_median - echo_median, 3),
@@ -306,15 +336,7 @@ async def _measure(tmp: Path) -> dict[str, Any]:
         "sequential_echo_median_ms": one_echo,
         "sequential_added_ms": round(one_hook - one_echo, 3),
         "sequential_ratio_vs_echo": round(one_hook / one_echo, 2) if one_echo else None,
-        "broad": {
-            "load": "new overlays with no NodePool requirement, family-wide and capacity-type-wide, clean and "
-                    "conflicting in turn",
-            "admissions_per_s": med(lambda x: x["webhook_broad"]["per_s"]),
-            "echo_per_s": med(lambda x: x["echo_broad"]["per_s"]),
-            "ratio_vs_echo": med(lambda x: x["webhook_broad"]["per_s"] / x["echo_broad"]["per_s"]),
-            "client_p99_ms": med(lambda x: x["webhook_broad"]["p99_ms"]),
-            "server_p99_ms": med(lambda x: x["broad_server_p99_ms"]),
-        },
+        "broad": _broad_figures(rounds),
         "clients_200": {
             "clients": MANY_CLIENTS,
             "per_s": med(lambda x: x["webhook_many"]["per_s"]),
@@ -329,7 +351,7 @@ async def _measure(tmp: Path) -> dict[str, Any]:
         + held["failures"],
         "held_objects": HELD_OBJECTS,
         "held_admissions_per_s": round(held["per_s"], 1),
-        "held_server_p99_ms": round(_percentile(held_server, 0.99), 3),
+        "held_server_p99_ms": round(https_load.percentile(held_server, 0.99), 3),
         "rss_mb": memory.get("VmRSS"),
         "peak_rss_mb": memory.get("VmHWM"),
         "rounds": [
@@ -348,49 +370,19 @@ def run() -> dict[str, Any]:
         return asyncio.run(_measure(Path(tmp)))
 
 
-def _echo(argv: list[str]) -> int:
-    """The baseline: same TLS, same framework, a handler that only parses and echoes allowed."""
-    import argparse
+async def _quick(tmp: Path, rounds: int, seconds: float) -> dict[str, Any]:
+    async with _servers(tmp) as s:
+        await _warm(s)
+        measured = [await _broad_round(s, r, seconds) for r in range(rounds)]
+    return {"load_average": os.getloadavg()[0], "rounds": rounds, "round_s": seconds, "broad": _broad_figures(measured)}
 
-    from aiohttp import web
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--tls-cert-file")
-    p.add_argument("--tls-private-key-file")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0)
-    args = p.parse_args(argv)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(args.tls_cert_file, args.tls_private_key_file)
-
-    async def validate(request: web.Request) -> web.Response:
-        body = json.loads(await request.read())
-        return web.json_response(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": body["request"]["uid"], "allowed": True},
-            }
-        )
-
-    async def serve() -> None:
-        app = web.Application(client_max_size=3 * 1024 * 1024)
-        app.router.add_post("/validate", validate)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, args.host, args.port, ssl_context=ctx)
-        await site.start()
-        port = runner.addresses[0][1]
-        print(json.dumps({"msg": "listening", "port": port}), file=sys.stderr, flush=True)
-        await asyncio.Event().wait()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve())
-    return 0
+def quick(rounds: int = 3, seconds: float = 4.0) -> dict[str, Any]:
+    """Only the broad load against the echo handler (`python -m benchmarks.webhook_bench broad`): about
+    half a minute, for iterating on the webhook's overhead; run() is the figure of record."""
+    with tempfile.TemporaryDirectory(prefix="overlay-guard-bench-") as tmp:
+        return asyncio.run(_quick(Path(tmp), rounds, seconds))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["echo"]:
-        raise SystemExit(_echo(sys.argv[2:]))
-    print(json.dumps(run(), indent=2))
+    print(json.dumps(quick() if sys.argv[1:2] == ["broad"] else run(), indent=2))
