@@ -84,6 +84,8 @@ class Tables:
     # flat indices (its claim, the overlays it empties).
     claims: dict[merge.Field, cellset.Cells] = dataclasses.field(default_factory=dict)
     flat: dict[merge.Field, tables.Ints | None] = dataclasses.field(default_factory=dict)
+    # field -> where the candidate's weight group meets it (its clashes; whether Karpenter drops it)
+    meetings: dict[merge.Field, tables.Meeting] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, index: ix.Index, c: merge.Entry, skip: set[str], status: Mapping[str, merge.State]) -> Tables:
@@ -99,12 +101,44 @@ class Tables:
         kept: list[int] = found[found != self.gone].tolist()
         return kept
 
+    def meeting(self, field: merge.Field) -> tables.Meeting | None:
+        """Where the overlays of the candidate's weight meet it on `field` (None: no overlay sets it)."""
+        rows = self.index.rows.get(field)
+        if rows is None or self.span[0] >= self.span[1]:
+            return None
+        if field not in self.meetings:
+            self.meetings[field] = rows.meeting(self.c.fields()[field], *self.span)
+        return self.meetings[field]
+
+    def same(self, field: merge.Field) -> list[int]:
+        """Positions of the unchanged overlays of its weight that set `field` on a cell of its own."""
+        meeting = self.meeting(field)
+        if meeting is None:
+            return []
+        found = meeting.entries()
+        kept: list[int] = found[found != self.gone].tolist()
+        return kept
+
+    def dropped_price(self) -> merge.Dropped | None:
+        """Karpenter's price test for a new overlay: the first offering where an applied overlay of its
+        weight before it stored a price, and the last one stored there (merge._price_conflict)."""
+        meeting = self.meeting(merge.PRICE) if merge.PRICE in self.c.fields() and self.span[0] < self.at else None
+        if meeting is None or self.index.applied is None:
+            return None
+        allowed = self.index.applied
+        changed = [self.index.position[n] for n in self.skip if n in self.index.position]
+        if changed:
+            allowed = allowed.copy()
+            allowed[changed] = False
+        found = meeting.first(allowed, self.at)
+        return merge.Dropped(merge.PRICE, found[0], self.index.names[found[1]]) if found is not None else None
+
     def clashes(self) -> list[merge.Clash]:
-        c, index, (lo, hi) = self.c, self.index, self.span
+        c, index = self.c, self.index
         out: list[merge.Clash] = []
         later: dict[merge.Field, list[int]] = {}
         for field, bits in c.fields().items():
-            same = self.hits(field, lo, hi)
+            same = self.same(field)
             split = bisect.bisect_left(same, self.at)
             earlier, later[field] = same[:split], same[split:]
             # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.

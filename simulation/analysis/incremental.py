@@ -57,10 +57,11 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
-            skip: set[str]) -> tuple[list[merge.Entry], merge.Merged]:
-    """The overlays whose status the change can move, and Karpenter's outcome for them."""
+            skip: set[str], probe: candidate.Tables | None) -> tuple[list[merge.Entry], merge.Merged]:
+    """The overlays whose status the change can move, and Karpenter's outcome for them. `probe`: the
+    prepared tables' answers for a lone candidate, when there are tables."""
     if len(candidates) == 1 and not old:
-        dropped = _dropped(index, baseline, candidates[0], skip)
+        dropped = _dropped(index, baseline, candidates[0], skip, probe)
         if dropped is not None:
             return [candidates[0]], dropped
     component = _component(index, [*candidates, *old], skip, candidates)
@@ -72,16 +73,16 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
     return component, merge.karpenter(component)
 
 
-def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str]) -> merge.Merged | None:
+def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
+             probe: candidate.Tables | None) -> merge.Merged | None:
     """A new overlay's outcome when Karpenter drops it (else None). The overlays of its weight before it keep
     their status, so the applied ones among them that share cells with it decide; dropped, it stores
     nothing, and no other overlay's status moves."""
-    tabled = index.applied is not None
     verdict = None
     if c.overlay.price_update is not None:
-        verdict = _price_tables(index, c, skip) if tabled else _price_scan(index, baseline, c, skip)
+        verdict = probe.dropped_price() if probe is not None else _price_scan(index, baseline, c, skip)
     if verdict is None and c.overlay.capacity_set:
-        stored = _stored_tables if tabled else _stored_scan
+        stored = _stored_tables if probe is not None else _stored_scan
         capacities = stored(index, baseline, c, skip, None)
         outcome = merge.karpenter([*(index.order[p] for p in capacities), c])
         verdict = outcome.verdicts.get(c.name)
@@ -98,21 +99,6 @@ def _price_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[
         return None
     bit = min((e.cells & c.cells).lowest() for e in found)
     return merge.Dropped(merge.PRICE, bit, next(e for e in reversed(found) if e.cells.has(bit)).name)
-
-
-def _price_tables(index: Index, c: merge.Entry, skip: set[str]) -> merge.Dropped | None:
-    """The same, from the price rows."""
-    rows = index.rows.get(merge.PRICE)
-    lo, at = index.weight_span(c.overlay.weight)[0], index.place(c.rank)
-    if rows is None or index.applied is None or lo >= at:
-        return None
-    allowed = index.applied
-    changed = [index.position[n] for n in skip if n in index.position]
-    if changed:
-        allowed = allowed.copy()
-        allowed[changed] = False
-    found = rows.first_common(c.cells, lo, at, allowed)
-    return merge.Dropped(merge.PRICE, found[0], index.names[found[1]]) if found is not None else None
 
 
 def _stored_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
@@ -147,11 +133,14 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
              raw: Callable[[str], Mapping[str, Any]], keys: Mapping[str, frozenset[str]]) -> Delta:
     """`keys` lists only the overlays that use bindingKeys."""
     skip = set(changed)
-    component, local = _settle(index, baseline, old, candidates, skip)
+    probe = (candidate.Tables.of(index, candidates[0], skip, baseline.status)
+             if index.applied is not None and len(changed) == 1 and len(candidates) == 1 else None)
+    component, local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     unchanged = [m for m in component if m.name not in skip]
-    alone = candidate.Tables.of(index, candidates[0], skip, status) if _alone(
-        index, baseline, local, changed, candidates) else None
+    alone = None
+    if probe is not None and _alone(baseline, local, probe.c.name):
+        alone = dataclasses.replace(probe, status=status)
     view = shadows.View(grid, index, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
                          *(m for m in unchanged if local.status.get(m.name) == merge.APPLIED
@@ -190,11 +179,9 @@ def _statuses(baseline: merge.Merged, local: merge.Merged,
     return status, verdicts
 
 
-def _alone(index: Index, baseline: merge.Merged, local: merge.Merged, changed: Sequence[str],
-           candidates: Sequence[merge.Entry]) -> bool:
-    """Whether the prepared tables answer for the candidate: one changed overlay, no other status moved."""
-    return (index.applied is not None and len(changed) == 1 and len(candidates) == 1
-            and all(n == candidates[0].name or s == baseline.status.get(n) for n, s in local.status.items()))
+def _alone(baseline: merge.Merged, local: merge.Merged, name: str) -> bool:
+    """Whether the prepared tables answer for the one changed overlay, `name`: no other status moved."""
+    return all(n == name or s == baseline.status.get(n) for n, s in local.status.items())
 
 
 def _effect(grid: cells.Grid, c: merge.Entry, reach: candidate.Scan | candidate.Tables,

@@ -133,54 +133,30 @@ class Rows:
 
     def hits(self, cells: cellset.Cells, lo: int = 0, hi: int | None = None) -> Ints:
         """The positions in [lo, hi) whose cells meet `cells`, ascending, each once."""
-        first, last = self._rows(lo, hi)
-        if first >= last or not cells:
-            return _EMPTY
-        found = [self.positions[rows] for rows, _, _ in self._meeting(cells, first, last)]
-        return _distinct(np.sort(np.concatenate(found))) if found else _EMPTY
+        return self.meeting(cells, lo, hi).entries()
 
     def first_common(self, cells: cellset.Cells, lo: int, hi: int, allowed: Bools) -> tuple[int, int] | None:
         """The first cell (flat index) that `cells` shares with an entry in positions [lo, hi) that
         `allowed` (per position) admits, and the last such entry that has it; None if none shares one."""
-        first, last = self._rows(lo, hi)
-        if first >= last or not cells:
-            return None
-        best = -1
-        for rows, pooled, slots in self._meeting(cells, first, last, allowed):
-            # Pool-major order: the lowest NodePool any of them shares first, then the lowest slot there.
-            word = (pooled != 0).argmax(axis=1)
-            pool = word * 64 + _low(pooled[np.arange(len(rows)), word])
-            low = int(pool.min())
-            found = low * cells.block + int(slots[pool == low].min())
-            best = found if best < 0 else min(best, found)
-        if best < 0:
-            return None
-        pool_at, slot_at = divmod(best, cells.block)
-        some = self.by_word[self.word_starts[slot_at // 64]:self.word_starts[slot_at // 64 + 1]]
-        rows = self.row[some[(self.values[some] >> np.uint64(slot_at % 64)) & np.uint64(1) != 0]]
-        rows = rows[(rows >= first) & (rows < last)]
-        rows = rows[(self.pools[rows, pool_at // 64] >> np.uint64(pool_at % 64)) & np.uint64(1) != 0]
-        return best, int(self.positions[rows][allowed[self.positions[rows]]].max())
+        return self.meeting(cells, lo, hi).first(allowed, hi)
 
-    def _meeting(self, cells: cellset.Cells, first: int, last: int,
-                 allowed: Bools | None = None) -> list[tuple[Ints, Words, Ints]]:
-        """Per part of `cells`: for each non-zero block word of a row in [first, last) that meets the
-        part (and whose position `allowed` admits), its row, the row's NodePools in the part, and the
-        word's first common slot."""
-        out = []
-        for p, bits in cells.parts:
+    def meeting(self, cells: cellset.Cells, lo: int = 0, hi: int | None = None) -> Meeting:
+        """Where the entries in positions [lo, hi) share cells with `cells`: one pass over their rows
+        that several questions read (Meeting)."""
+        first, last = self._rows(lo, hi)
+        found = []
+        for p, bits in cells.parts if first < last else ():
             mine = words(bits, len(self.word_starts) - 1)
             some = self._words_meeting(mine, first, last)
             common = self.values[some] & mine[self.at[some]]
             some, common = some[common != 0], common[common != 0]
-            rows = self.row[some]
-            pooled = self.pools[rows] & words(p, self.pool_words)
+            pooled = self.pools[self.row[some]] & words(p, self.pool_words)
             keep = pooled.any(axis=1)
-            if allowed is not None:
-                keep &= allowed[self.positions[rows]]
-            if keep.any():
-                out.append((rows[keep], pooled[keep], self.at[some[keep]] * 64 + _low(common[keep])))
-        return out
+            found.append((self.positions[self.row[some[keep]]], pooled[keep], self.at[some[keep]], common[keep]))
+        if not found:
+            return Meeting(cells.block, _EMPTY, np.zeros((0, self.pool_words), dtype=np.uint64), _EMPTY,
+                           np.zeros(0, dtype=np.uint64))
+        return Meeting(cells.block, *(np.concatenate(column) for column in zip(*found, strict=True)))
 
     def _words_meeting(self, mine: Words, first: int, last: int) -> Ints:
         """The non-zero words of the rows in [first, last) that lie where `mine` has bits (a superset)."""
@@ -197,6 +173,38 @@ class Rows:
         """The rows of the entries in positions [lo, hi)."""
         return (int(np.searchsorted(self.positions, lo, "left")),
                 len(self.positions) if hi is None else int(np.searchsorted(self.positions, hi, "left")))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Meeting:
+    """The block words where rows share cells with a set: per word, its entry's position, the row's
+    NodePools that the set has there (the set's parts have disjoint NodePools), the word's place in
+    the block and the shared bits."""
+
+    block: int
+    positions: Ints
+    pooled: Words
+    at: Ints
+    common: Words
+
+    def entries(self) -> Ints:
+        """The positions of the entries that share a cell, ascending, each once."""
+        return _distinct(np.sort(self.positions))
+
+    def first(self, allowed: Bools, below: int) -> tuple[int, int] | None:
+        """The first cell (flat index, pool-major) shared with an entry before position `below` that
+        `allowed` (per position) admits, and the last such entry that has it; None if there is none."""
+        keep = (self.positions < below) & allowed[self.positions]
+        if not keep.any():
+            return None
+        positions, pooled, at, common = self.positions[keep], self.pooled[keep], self.at[keep], self.common[keep]
+        word = (pooled != 0).argmax(axis=1)
+        pool = word * 64 + _low(pooled[np.arange(len(word)), word])
+        low = int(pool.min())
+        here = pool == low
+        slot = int((at[here] * 64 + _low(common[here])).min())
+        has = here & (at == slot // 64) & ((common >> np.uint64(slot % 64)) & np.uint64(1) != 0)
+        return low * self.block + slot, int(positions[has].max())
 
 
 def _starts(ascending: Ints) -> Ints:
