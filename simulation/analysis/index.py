@@ -105,6 +105,7 @@ class Index:
         ties = {field: np.zeros(len(order), dtype=bool) for field in by_field}
         for name, field in tied:
             ties[field][position[name]] = True
+        tables.frozen(*ties.values())
         report_rank = [0] * len(order)
         for place, i in enumerate(sorted(range(len(order)), key=lambda i: _report_key(order[i]))):
             report_rank[i] = place
@@ -116,6 +117,7 @@ class Index:
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""
         applied = np.array([baseline.status.get(n) == merge.APPLIED for n in self.names], dtype=bool)
+        tables.frozen(applied)
         block = self.order[0].cells.block if self.order else 0
         owners, idle = {}, {}
         for field, claims in baseline.claimed_by_field.items():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -91,6 +92,12 @@ def _block_words(blocks: Sequence[int]) -> tuple[Ints, Ints, Words]:
 SPARSE = 16
 
 
+def frozen(*arrays: npt.NDArray[Any]) -> None:
+    """Mark arrays of a prepared snapshot read-only: shared by every request, written by none."""
+    for array in arrays:
+        array.flags.writeable = False
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Rows:
     """The cells of the entries that set one field, one row per (NodePools, block) part."""
@@ -108,6 +115,9 @@ class Rows:
     # that have bits in a given word, without a scan.
     by_word: Ints
     word_starts: Ints
+
+    def __post_init__(self) -> None:
+        frozen(self.positions, self.pools, self.starts, self.at, self.values, self.row, self.by_word, self.word_starts)
 
     @classmethod
     def build(cls, entries: Iterable[tuple[int, cellset.Cells]], pool_count: int) -> Rows:
@@ -229,6 +239,9 @@ class Owners:
 
     owner: npt.NDArray[np.int32]
     claimed: Ints
+
+    def __post_init__(self) -> None:
+        frozen(self.owner, self.claimed)
 
     @classmethod
     def build(cls, claims: Sequence[tuple[int, cellset.Cells]], entries: int, pools: int, block: int) -> Owners:
