@@ -256,6 +256,7 @@ def as_validated(obj: Any, crd: crds.Crd | None = None) -> Any:
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 # Leaves that stay as they are wherever they stand (a null may be pruned).
 _PLAIN_LEAVES = frozenset({str, int, float, bool})
+_STR = frozenset({str})
 
 
 def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
@@ -263,23 +264,36 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     kind = type(value)
     if node is None or kind in _LEAVES:
         return plain_json(value)
+    if kind is list and set(map(type, value)) <= _LEAVES:  # a list of plain scalars (most lists): copied whole
+        return value.copy()
     if kind is list or isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test
         items = node.items
         # Leaves are converted in place: they are most of an object, and a call each is most of the walk.
         return [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
+    if kind is dict and None not in value.values() and set(map(type, value)) == _STR:
+        # Nothing to prune, keys already names: copied whole, and only nested values converted.
+        copy = value.copy()
+        for key, child in value.items():
+            if type(child) not in _PLAIN_LEAVES:
+                copy[key] = _plain_pruned(child, node.properties.get(key, node.additional))
+        return copy
     if kind is dict or isinstance(value, dict | Mapping):
-        properties, additional = node.properties, node.additional
-        out: dict[str, Any] = {}
-        for raw_key, child in value.items():
-            key = raw_key if type(raw_key) is str else plain_key(raw_key)
-            schema = properties.get(key, additional)
-            if child is None:
-                # Unknown fields keep their nulls: strict decoding rejects them before any pruning.
-                if schema is None or schema.nullable:
-                    out[key] = None
-                else:
-                    out.pop(key, None)  # two keys the same in JSON (true and "true"): the later one counts
-            else:
-                out[key] = child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, schema)
-        return out
+        return _pruned_mapping(value, node)
     return plain_json(value)
+
+
+def _pruned_mapping(value: Mapping[Any, Any], node: crds.Node) -> dict[str, Any]:
+    properties, additional = node.properties, node.additional
+    out: dict[str, Any] = {}
+    for raw_key, child in value.items():
+        key = raw_key if type(raw_key) is str else plain_key(raw_key)
+        schema = properties.get(key, additional)
+        if child is None:
+            # Unknown fields keep their nulls: strict decoding rejects them before any pruning.
+            if schema is None or schema.nullable:
+                out[key] = None
+            else:
+                out.pop(key, None)  # two keys the same in JSON (true and "true"): the later one counts
+        else:
+            out[key] = child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, schema)
+    return out
