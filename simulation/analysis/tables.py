@@ -157,27 +157,37 @@ class Rows:
         found = []
         for p, bits in cells.parts if first < last else ():
             mine = words(bits, len(self.word_starts) - 1)
-            some = self._words_meeting(mine, first, last)
-            common = self.values[some] & mine[self.at[some]]
-            some, common = some[common != 0], common[common != 0]
-            pooled = self.pools[self.row[some]] & words(p, self.pool_words)
-            keep = pooled.any(axis=1)
-            found.append((self.positions[self.row[some[keep]]], pooled[keep], self.at[some[keep]], common[keep]))
+            at, values, rows = self._words(mine, first, last)
+            common = values & mine[at]
+            hit = common != 0
+            at, common, rows = at[hit], common[hit], rows[hit]
+            pooled = self.pools[rows] & words(p, self.pool_words)
+            keep = pooled[:, 0] != 0 if self.pool_words == 1 else pooled.any(axis=1)
+            found.append((self.positions[rows[keep]], pooled[keep], at[keep], common[keep]))
         if not found:
             return Meeting(cells.block, _EMPTY, np.zeros((0, self.pool_words), dtype=np.uint64), _EMPTY,
                            np.zeros(0, dtype=np.uint64))
+        if len(found) == 1:
+            return Meeting(cells.block, *found[0])
         return Meeting(cells.block, *(np.concatenate(column) for column in zip(*found, strict=True)))
 
-    def _words_meeting(self, mine: Words, first: int, last: int) -> Ints:
-        """The non-zero words of the rows in [first, last) that lie where `mine` has bits (a superset)."""
-        nonzero = np.flatnonzero(mine)
+    def _words(self, mine: Words, first: int, last: int) -> tuple[Ints, Words, Ints]:
+        """The non-zero words (place, bits, row) of the rows in [first, last), at least those where
+        `mine` has bits: through the word index when `mine` has few non-zero words, else all of them."""
+        nonzero = np.flatnonzero(mine).tolist()
         if len(nonzero) > SPARSE:
-            return np.arange(int(self.starts[first]), int(self.starts[last]), dtype=np.int64)
+            a, b = int(self.starts[first]), int(self.starts[last])
+            return self.at[a:b], self.values[a:b], self.row[a:b]
         starts = self.word_starts
-        some = np.concatenate([self.by_word[starts[w]:starts[w + 1]] for w in nonzero.tolist()] or [_EMPTY])
+        if len(nonzero) == 1:
+            some = self.by_word[starts[nonzero[0]]:starts[nonzero[0] + 1]]
+        else:
+            some = np.concatenate([self.by_word[starts[w]:starts[w + 1]] for w in nonzero] or [_EMPTY])
         rows = self.row[some]
-        kept: Ints = some[(rows >= first) & (rows < last)]
-        return kept
+        if first > 0 or last < len(self.positions):
+            inside = (rows >= first) & (rows < last)
+            some, rows = some[inside], rows[inside]
+        return self.at[some], self.values[some], rows
 
     def _rows(self, lo: int, hi: int | None) -> tuple[int, int]:
         """The rows of the entries in positions [lo, hi)."""
