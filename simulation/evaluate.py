@@ -112,7 +112,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
     unchanged overlays keep their checks, and their cells too while the NodePools are the same.
     `crd`: the NodeOverlay CRD to validate against (default: the embedded DRA-extended one)."""
-    docs = [dataclasses.replace(d, candidate=False) for d in existing]
+    docs = [dataclasses.replace(d, candidate=False) if d.candidate else d for d in existing]
     pools = _pools(docs)
     if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:
         grid = previous.grid
