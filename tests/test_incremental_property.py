@@ -74,8 +74,10 @@ def _one_candidate(catalog: cat.Catalog, existing: list[dict[str, Any]], pools: 
 
 def test_one_candidate_equals_full() -> None:
     """One new or edited overlay, the webhook's usual request: most take the prepared tables' path
-    (candidate.Tables), the rest the neighbour scan; both must agree with the full run."""
-    with mock.patch.object(candidate.Tables, "of", wraps=candidate.Tables.of) as tables, \
+    (candidate.Tables; here for candidates of any breadth, the generated catalogs being small), the rest
+    the neighbour scan; both must agree with the full run."""
+    with mock.patch.object(candidate, "BROAD", 0), \
+            mock.patch.object(candidate.Tables, "of", wraps=candidate.Tables.of) as tables, \
             mock.patch.object(candidate.Scan, "of", wraps=candidate.Scan.of) as scan:
         _one_candidate()
     assert tables.call_count > 2 * scan.call_count

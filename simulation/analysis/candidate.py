@@ -16,6 +16,18 @@ from simulation.analysis import checks, tables
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, merge
 
+# From this many (NodePool, 64-slot range) buckets on, the tables answer a candidate faster than a
+# neighbour scan; below, their fixed cost in numpy calls is more (one NodePool and one instance family:
+# a few buckets, a few neighbours).
+BROAD = 9
+
+
+def broad(c: merge.Entry) -> bool:
+    """Whether the candidate spans enough buckets for the tables to answer it faster than a scan."""
+    fold = c.fold
+    span = (fold.bit_length() - 1) // 64 - ((fold & -fold).bit_length() - 1) // 64 + 1 if fold else 0
+    return c.pools.bit_count() * span >= BROAD
+
 
 @dataclasses.dataclass(frozen=True)
 class Scan:

@@ -134,7 +134,8 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     """`keys` lists only the overlays that use bindingKeys."""
     skip = set(changed)
     probe = (candidate.Tables.of(index, candidates[0], skip, baseline.status)
-             if index.applied is not None and len(changed) == 1 and len(candidates) == 1 else None)
+             if index.applied is not None and len(changed) == 1 and len(candidates) == 1
+             and candidate.broad(candidates[0]) else None)
     component, local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     unchanged = [m for m in component if m.name not in skip]
