@@ -108,17 +108,23 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_STR = frozenset({str})
+
+
 def _req_specs(raw: Any) -> tuple[ReqSpec, ...]:
     if not isinstance(raw, list):
         return ()
     out = []
     for item in raw:
         item = _mapping(item)
-        key, op = _str(item.get("key")), _str(item.get("operator"))
-        values = item.get("values")
-        vals = tuple(v for v in values if isinstance(v, str)) if isinstance(values, list) else ()
-        if key is not None and op is not None:
-            out.append(ReqSpec(key, op, vals))
+        key, op, values = item.get("key"), item.get("operator"), item.get("values")
+        if not (isinstance(key, str) and isinstance(op, str)):
+            continue
+        if not isinstance(values, list):
+            values = ()
+        elif not set(map(type, values)) <= _STR:  # strings only (most lists) are kept whole
+            values = [v for v in values if isinstance(v, str)]
+        out.append(ReqSpec(key, op, tuple(values)))
     return tuple(out)
 
 
