@@ -81,9 +81,10 @@ def reported(index: ix.Index, c: merge.Entry, field: merge.Field, laters: Sequen
 
 @dataclasses.dataclass(frozen=True)
 class Tables:
-    """Answers from the prepared tables for the one changed overlay `c`, when no other overlay's
-    status moved. Positions are those of the prepared order; `gone` is the candidate's old version
-    there (-1 for a new overlay), which every answer leaves out."""
+    """Answers from the prepared tables for the one changed overlay `c`: its price test against the
+    baseline (before its outcome is settled), then, when no other overlay's status moved, the rest.
+    Positions are those of the prepared order; `gone` is the candidate's old version there (-1 for a
+    new overlay), which every answer leaves out."""
 
     index: ix.Index
     c: merge.Entry
@@ -114,7 +115,8 @@ class Tables:
         return kept
 
     def meeting(self, field: merge.Field) -> tables.Meeting | None:
-        """Where the overlays of the candidate's weight meet it on `field` (None: no overlay sets it)."""
+        """Where the overlays of the candidate's weight meet it on `field` (None: no overlay of its weight,
+        or none that sets the field)."""
         rows = self.index.rows.get(field)
         if rows is None or self.span[0] >= self.span[1]:
             return None
