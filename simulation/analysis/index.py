@@ -54,13 +54,14 @@ class Index:
     field_cells: Mapping[merge.Field, Mapping[int, cellset.Cells]] = dataclasses.field(default_factory=dict)
     # Per position: the buckets the entry is in.
     keys: tuple[tuple[tuple[int, int], ...], ...] = ()
-    # field -> the cells of the entries that set it, as rows; the same for the entries that set capacity
-    # at all (an empty `capacity: {}` sets no field, yet Karpenter's capacity test compares it).
+    # field -> the cells of the entries that set it, as rows
     rows: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
     # field -> per position, whether `tied` holds any overlay for it
     ties: Mapping[merge.Field, tables.Bools] = dataclasses.field(default_factory=dict)
+    # The (pool, type) cells of the entries that set capacity at all, as rows (an empty `capacity: {}` sets
+    # no field, yet Karpenter's capacity test compares it).
     capacity_rows: tables.Rows | None = None
-    # Per position: the entry's place in a report's order (source, then name), and by name.
+    # Per position: the entry's place in a report's order (source, then name).
     report_rank: tuple[int, ...] = ()
     # From Karpenter's outcome over the entries (`settled`): per field who holds each cell, the rows of
     # the applied entries that hold none; per position whether the entry is applied.

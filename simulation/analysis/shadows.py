@@ -3,7 +3,7 @@
 An unchanged overlay's field becomes (or stays) shadowed when a candidate above it sets the field on
 its cells and nothing it still holds is left outside what the candidates take. The general test
 subtracts the candidates' cells from its baseline claim (`_covered`); with one candidate the owner
-table answers for all of them at once (`_single`).
+table answers for all of them at once (`_alone`).
 """
 
 from __future__ import annotations
