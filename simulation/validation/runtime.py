@@ -35,6 +35,7 @@ NORMALIZED_LABELS: Mapping[str, str] = {
     "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
 }
 _BOUNDS = ("Gt", "Lt", "Gte", "Lte")
+_STR = frozenset({str})
 _CONSEQUENCE = "Karpenter's runtime validation fails and it ignores the whole overlay"
 
 
@@ -87,7 +88,7 @@ def _under(rejected: frozenset[Path], prefix: Path) -> bool:
 def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterable[tuple[Path, str]]:
     key, operator, values = req.get("key"), req.get("operator"), req.get("values", [])
     if type(key) is str and type(operator) is str and type(values) is list and not _under(rejected, at) \
-            and all(type(v) is str for v in values):
+            and set(map(type, values)) <= _STR:
         # Nothing under it rejected: the problems are those of its text alone, which recurs across overlays.
         return [((*at, *where), why) for where, why in _plain_requirement(key, operator, tuple(values))]
     return _checked_requirement(at, req, rejected)

@@ -85,7 +85,8 @@ def _metadata_issues(obj: dict[str, Any]) -> Iterator[_Issue]:
     yield from (_unknown(("metadata",), n, meta[n], _OBJECT_META, obj) for n in meta if n not in _OBJECT_META)
     yield from _name_issues(meta)
     for field in ("labels", "annotations"):
-        yield from _string_map_issues(meta, field)
+        if meta.get(field) is not None:  # ObjectMeta decodes null as empty: nothing to check
+            yield from _string_map_issues(meta, field)
 
 
 def _name_issues(meta: dict[str, Any]) -> Iterator[_Issue]:
