@@ -22,6 +22,8 @@ MAX_DENIAL_ERRORS = 10
 MAX_AUDIT = 100
 PREFIX = "overlay-guard: "
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# str() of a Severity reads the enum member's name each time; the audit annotation needs it per finding.
+_SEVERITY = {s: str(s) for s in findings.Severity}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +107,7 @@ def denial(subject: findings.ObjectRef, errors: Sequence[findings.Finding]) -> s
 
 def audit(report: ev.Report, label: str) -> dict[str, str]:
     """Machine-readable findings for the audit log (and for tests comparing with the linter)."""
-    rows = [{"code": f.code, "severity": str(f.severity), "object": str(f.obj), "field": f.field}
+    rows = [{"code": f.code, "severity": _SEVERITY[f.severity], "object": str(f.obj), "field": f.field}
             for f in report.findings[:MAX_AUDIT]]
     out = {"verdict": label, "findings": json.dumps(rows, separators=(",", ":"))}
     if len(report.findings) > MAX_AUDIT:
