@@ -1,6 +1,8 @@
 """Webhook figures on the core issue's workload (full default catalog, 20 NodePools, 2,000
 overlays) loaded with `--state`: time to ready, admissions/s over HTTPS keep-alive with the
-server pinned to one core, server-side p99 (from the webhook's own per-request log lines),
+server pinned to one core, server-side p99 (from the webhook's own per-request log lines: the
+handler's time; a request queued behind others, which run on the event loop, waits before its
+handler starts, so only the clients' p99 counts that wait),
 RSS, and the latency the webhook adds over an aiohttp handler that only echoes allowed:true,
 both measured in the same run, rounds interleaved; and the same with 200 concurrent clients
 (one keep-alive connection each), the p99 an API server under a burst of applies sees.
