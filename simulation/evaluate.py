@@ -55,6 +55,8 @@ class Prepared:
     ratchet: frozenset[tuple[Any, ...]] = frozenset()
     # The NodeOverlay CRD the schema layer checks against (None: the embedded one).
     crd: crds.Crd | None = None
+    # The label keys the grid defines (checks.known_keys): asked once per grid, not per request.
+    known: frozenset[str] = frozenset()
 
 
 def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
@@ -82,7 +84,7 @@ def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
     return sorted(pools.values(), key=lambda p: p.name) or [model.IMPLICIT_NODEPOOL]
 
 
-def _local(grid: cells.Grid, keys: set[str], e: merge.Entry) -> tuple[findings.Finding, ...]:
+def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry) -> tuple[findings.Finding, ...]:
     found = checks.unknown_labels(grid, e.overlay, keys)
     if not e.cells:
         found.append(checks.no_match(grid, e.overlay, keys))
@@ -118,14 +120,15 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
     only the `changed` overlays are recomputed, and with `layer` laid over its mappings, not copied
     into new ones (a request's snapshot lives for one answer; a prepared one is layered over again)."""
     grid = snapshot.grid
-    keys = checks.known_keys(grid)
+    base = reuse if reuse is not None and reuse.grid is grid else None
+    keys = base.known if base is not None and base.known else frozenset(checks.known_keys(grid))
     entries: dict[str, merge.Entry] = {}
     local: dict[str, tuple[findings.Finding, ...]] = {}
     names: Iterable[str] = snapshot.overlays
-    if reuse is not None and reuse.grid is grid:
+    if base is not None:
         names = changed
         if not layer:
-            entries, local = dict(reuse.entries), dict(reuse.local)
+            entries, local = dict(base.entries), dict(base.local)
     for name in names:
         entries.pop(name, None)
         local.pop(name, None)
@@ -133,11 +136,11 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
         if c is not None and not c.invalid:
             entries[name] = merge.entry(grid, c.overlay)
             local[name] = _local(grid, keys, entries[name])
-    if layer and reuse is not None and names is changed:
+    if layer and base is not None:
         hidden = set(changed)
-        return dataclasses.replace(snapshot, entries=_Layered(reuse.entries, entries, hidden),
-                                   local=_Layered(reuse.local, local, hidden))
-    return dataclasses.replace(snapshot, entries=entries, local=local)
+        return dataclasses.replace(snapshot, entries=_Layered(base.entries, entries, hidden),
+                                   local=_Layered(base.local, local, hidden), known=keys)
+    return dataclasses.replace(snapshot, entries=entries, local=local, known=keys)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
@@ -180,7 +183,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     results (e.g. of objects admitted moments ago) to reuse for identical candidates.
     `context`: overlays that join as changes `prepared` lacks (the webhook's admitted, not yet
     stored ones) but are not judged: their findings count only where they involve a candidate."""
-    docs = [dataclasses.replace(d, candidate=True) for d in (*candidates, *context)]
+    docs = [d if d.candidate else dataclasses.replace(d, candidate=True) for d in (*candidates, *context)]
     judged = {model.name_of(d.obj) for d in candidates}
     problems = hints.attach(_duplicates(docs))
     pool_docs = [d for d in docs if model.kind_of(d.obj) == model.NODEPOOL and model.name_of(d.obj)]

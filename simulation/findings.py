@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -108,10 +109,12 @@ def make(code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str, *
 
 def ordered(findings: Iterable[Finding]) -> list[Finding]:
     """Deterministic output order; also drops exact duplicates."""
-    seen: dict[tuple[Any, ...], Finding] = {}
+    # Each key built once: a report's findings are ordered twice per admission request.
+    seen: dict[tuple[Any, ...], tuple[tuple[Any, ...], Finding]] = {}
     for f in findings:
-        seen.setdefault((f.sort_key(), f.code, f.severity), f)
-    return sorted(seen.values(), key=lambda f: f.sort_key())
+        key = f.sort_key()
+        seen.setdefault((key, f.code, f.severity), (key, f))
+    return [f for _, f in sorted(seen.values(), key=operator.itemgetter(0))]
 
 
 def json_path(*parts: str | int) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
 from simulation.analysis import hints
@@ -127,7 +127,7 @@ def _hint(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
-def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: set[str]) -> list[findings.Finding]:
+def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> list[findings.Finding]:
     out = []
     for i, r in enumerate(overlay.requirements):
         key = reqs.NORMALIZED_LABELS.get(r.key, r.key)
@@ -140,7 +140,7 @@ def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: set[str]) -> 
     return out
 
 
-def no_match(grid: cells.Grid, overlay: model.Overlay, keys: set[str]) -> findings.Finding:
+def no_match(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> findings.Finding:
     reason = "no NodePool and instance type satisfy all of its requirements together"
     path: tuple[str | int, ...] = ("spec", "requirements")
     for i, r in enumerate(overlay.requirements):
