@@ -39,7 +39,8 @@ def words(bits: int, count: int) -> Words:
 def ones(bits: int, width: int) -> Ints:
     """The indices of the set bits of an int below 2**width, ascending."""
     raw = np.frombuffer(bits.to_bytes(-(-width // 8), "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype(np.int64)
+    # nonzero() of the unpacked bytes read as booleans: numpy's fast path, ten times flatnonzero's on bytes.
+    return np.unpackbits(raw, bitorder="little").view(np.bool_).nonzero()[0].astype(np.int64, copy=False)
 
 
 def flat(cells: cellset.Cells) -> Ints:
@@ -260,7 +261,7 @@ class Owners:
         owner = np.full(pools * block, -1, dtype=np.int32)
         parts = [(position, p, bits) for position, cells in claims for p, bits in cells.parts]
         part, at, values = _block_words([bits for _, _, bits in parts])
-        set_bits = np.flatnonzero(np.unpackbits(values.astype("<u8").view(np.uint8), bitorder="little"))
+        set_bits = np.unpackbits(values.astype("<u8").view(np.uint8), bitorder="little").view(np.bool_).nonzero()[0]
         part, slot = part[set_bits // 64], at[set_bits // 64] * 64 + set_bits % 64
         position = np.array([position for position, _, _ in parts], dtype=np.int64)
         # Most claims lie in one NodePool: those in one step, the others a step per part.
