@@ -416,3 +416,20 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         assert not on_loop[0] and on_loop[-1]
     finally:
         await cache.close()
+
+
+def test_only_a_candidate_of_usual_size_is_judged_on_the_loop() -> None:
+    """Whoever reaches the port can send a huge overlay: its evaluation must not stall the loop."""
+    from webhook import judging
+
+    assert judging.usual(overlay("a", price="1"))
+    values = [f"v{i}" for i in range(judging.INLINE_ITEMS + 1)]
+    many = overlay("b", price="1")
+    many["spec"]["requirements"] = [{"key": "team", "operator": "NotIn", "values": values}]
+    assert not judging.usual(many)
+    long = overlay("c", price="1")
+    long["metadata"]["annotations"] = {"note": "x" * 64 * (judging.INLINE_ITEMS + 1)}
+    assert not judging.usual(long)
+    deep = overlay("d", price="1")
+    deep["spec"]["capacity"] = {f"example.com/r{i}": "1" for i in range(judging.INLINE_ITEMS)}
+    assert not judging.usual(deep)

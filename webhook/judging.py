@@ -4,7 +4,9 @@ A hand-off to a thread costs 0.1-0.25 ms of CPU (measured on the broad admission
 the webhook's own cost per request besides the evaluation), and while the thread holds the GIL
 the loop waits for it up to the interpreter's switch interval anyway. So a thread only keeps the
 loop responsive for evaluations longer than that interval; shorter ones run in place. Which kind
-the next one is comes from a running estimate of the last ones' durations.
+the next one is comes from a running estimate of the last ones' durations, and only a candidate of a
+usual size runs in place: anyone who reaches the port can send a 3 MiB overlay whose evaluation takes
+seconds, and in place it would stall every other connection and the probes for that long.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from webhook import admission
 
 # Evaluations run on the loop while the estimate stays under this.
 INLINE_SECONDS = sys.getswitchinterval()
+# Candidates with more JSON items than this (a usual NodeOverlay has a few dozen) always run in a thread.
+INLINE_ITEMS = 512
 # The latest evaluation's weight in the estimate: one slow evaluation moves the next few to a
 # thread, a handful of quick ones bring them back.
 ESTIMATE_WEIGHT = 0.25
@@ -33,9 +37,27 @@ class Judge:
                        extras: tuple[Mapping[str, Any], ...], held: Mapping[str, ev.Checked]) -> ev.Report:
         """admission.judge, in place or in a thread (module docstring)."""
         started = time.perf_counter()
-        if self.estimate < INLINE_SECONDS:
+        if self.estimate < INLINE_SECONDS and usual(candidate):
             report = admission.judge(prepared, candidate, extras, held)
         else:
             report = await asyncio.to_thread(admission.judge, prepared, candidate, extras, held)
         self.estimate += (time.perf_counter() - started - self.estimate) * ESTIMATE_WEIGHT
         return report
+
+
+def usual(candidate: Mapping[str, Any]) -> bool:
+    """Whether the candidate has at most INLINE_ITEMS items (containers' members, and a string per 64
+    characters), counted only that far so that a huge one costs no more than a usual one to size."""
+    budget = INLINE_ITEMS
+    stack: list[Any] = [candidate]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            budget -= len(value) // 64
+        elif isinstance(value, (Mapping, list)):
+            budget -= len(value)
+            if budget >= 0:
+                stack.extend(value.values() if isinstance(value, Mapping) else value)
+        if budget < 0:
+            return False
+    return True
