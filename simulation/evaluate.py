@@ -324,13 +324,15 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
                   snapshot.grid, notes)
 
 
-def _keyed(snapshot: Prepared, prepared: Prepared, changed: Sequence[str]) -> dict[str, frozenset[str]]:
-    """bindingKeys per overlay, for overlays that have any (kept in the prepared snapshot)."""
-    keyed = dict(prepared.keyed)
-    for name in changed:
-        keyed.pop(name, None)
-        if snapshot.overlays[name].keys and name in snapshot.entries:
-            keyed[name] = snapshot.overlays[name].keys
+def _keyed(snapshot: Prepared, prepared: Prepared, changed: Sequence[str]) -> Mapping[str, frozenset[str]]:
+    """bindingKeys per overlay, for overlays that have any (kept in the prepared snapshot): copied only
+    when the change adds or drops some."""
+    mine = {n: snapshot.overlays[n].keys for n in changed if snapshot.overlays[n].keys and n in snapshot.entries}
+    if not mine and not any(n in prepared.keyed for n in changed):
+        return prepared.keyed
+    gone = set(changed)
+    keyed = {n: k for n, k in prepared.keyed.items() if n not in gone}
+    keyed.update(mine)
     return keyed
 
 
