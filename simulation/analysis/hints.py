@@ -24,6 +24,10 @@ MIN_WEIGHT, MAX_WEIGHT = 1, 10000
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
+# Configured once: json.dumps builds an encoder per call for any non-default option (a conflict's hint
+# renders two, and a request reports up to five conflicts).
+_INLINE = json.JSONEncoder(separators=(", ", ": "))
+_SORTED = json.JSONEncoder(sort_keys=True)
 
 
 # --- conflicts ------------------------------------------------------------------------------------
@@ -117,9 +121,9 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken) -> Hint:
     split = _disjoint(winner.overlay, loser.overlay)
     if split is not None:
         target, requirement = split
-        rendered = json.dumps(requirement, separators=(", ", ": "))
+        rendered = _INLINE.encode(requirement)
         text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
-        detail["disjoint"] = json.dumps({"overlay": target, "requirement": requirement}, sort_keys=True)
+        detail["disjoint"] = _SORTED.encode({"overlay": target, "requirement": requirement})
     if not options and split is None:
         text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
     return Hint(text, detail)
