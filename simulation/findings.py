@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -68,7 +69,8 @@ class Finding:
     # What to change so that the intended overlay wins (every error has one; see analysis.hints).
     hint: str = ""
 
-    @property
+    # Read several times per finding (sort keys, JSON): rendered once per instance.
+    @functools.cached_property
     def field(self) -> str:
         return json_path(*self.path)
 

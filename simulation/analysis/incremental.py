@@ -10,9 +10,8 @@ findings about a candidate need only its neighbours: overlays whose cells overla
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from simulation import findings
@@ -174,10 +173,35 @@ def _statuses(baseline: merge.Merged, local: merge.Merged,
     verdicts.update(local.verdicts)
     if not gone:
         layer = baseline.status if isinstance(baseline.status, dict) else dict(baseline.status)
-        return collections.ChainMap(dict(local.status), layer), verdicts
+        return _Over(dict(local.status), layer), verdicts
     status = {n: s for n, s in baseline.status.items() if n not in gone}
     status.update(local.status)
     return status, verdicts
+
+
+class _Over(Mapping[str, merge.State]):
+    """`top` over `base`, as collections.ChainMap reads them, with a `get` of one frame: the shadow
+    checks ask it for every winner they test."""
+
+    def __init__(self, top: dict[str, merge.State], base: dict[str, merge.State]) -> None:
+        self._top, self._base = top, base
+
+    def __getitem__(self, key: str) -> merge.State:
+        found = self._top.get(key)
+        return self._base[key] if found is None else found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = self._top.get(key)
+        return self._base.get(key, default) if found is None else found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._top or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._base, **self._top})
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(k not in self._base for k in self._top)
 
 
 def _alone(baseline: merge.Merged, local: merge.Merged, name: str) -> bool:
