@@ -105,8 +105,17 @@ def make(code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str, *
          detail: Mapping[str, str] | None = None, hint: str = "") -> Finding:
     """Build a finding with the severity its code defines."""
     return Finding(code=code, obj=obj, path=path, message=message,
-                   related=tuple(sorted(set(related))), witness=witness, severity=codes.get(code).severity,
+                   related=_refs(related), witness=witness, severity=codes.get(code).severity,
                    source=source, detail=tuple(sorted((detail or {}).items())), hint=hint)
+
+
+# ObjectRef's own ordering, compared in C: the dataclass's __lt__ builds two tuples per comparison.
+_REF_ORDER = operator.attrgetter("kind", "name")
+
+
+def _refs(related: Iterable[ObjectRef]) -> tuple[ObjectRef, ...]:
+    unique = set(related)
+    return tuple(sorted(unique, key=_REF_ORDER)) if len(unique) > 1 else tuple(unique)
 
 
 def ordered(findings: Iterable[Finding]) -> list[Finding]:

@@ -24,10 +24,9 @@ MIN_WEIGHT, MAX_WEIGHT = 1, 10000
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
-# Configured once: json.dumps builds an encoder per call for any non-default option (a conflict's hint
-# renders two, and a request reports up to five conflicts).
+# Configured once: json.dumps builds an encoder per call for any non-default option (a request reports
+# up to five conflicts, each with a hint).
 _INLINE = json.JSONEncoder(separators=(", ", ": "))
-_SORTED = json.JSONEncoder(sort_keys=True)
 
 
 # --- conflicts ------------------------------------------------------------------------------------
@@ -95,12 +94,11 @@ def _disjoint(winner: model.Overlay, loser: model.Overlay) -> tuple[str, dict[st
 
     # The winner's In on a key the loser leaves open: the loser excludes those values (NotIn also
     # matches where the key is undefined, but the winner's In needs it defined, so they never meet).
-    for key, values in sorted(ins(winner).items()):
-        if key not in keys(loser):
-            return loser.name, _requirement(key, reqs.NOT_IN, values)
-    for key, values in sorted(ins(loser).items()):
-        if key not in keys(winner):
-            return winner.name, _requirement(key, reqs.NOT_IN, values)
+    for first, second in ((winner, loser), (loser, winner)):
+        open_keys = keys(second)
+        for key, values in sorted(ins(first).items()):
+            if key not in open_keys:
+                return second.name, _requirement(key, reqs.NOT_IN, values)
     return None
 
 
@@ -123,7 +121,9 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken) -> Hint:
         target, requirement = split
         rendered = _INLINE.encode(requirement)
         text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
-        detail["disjoint"] = _SORTED.encode({"overlay": target, "requirement": requirement})
+        # json.dumps(..., sort_keys=True) of {"overlay": target, "requirement": requirement}: its keys
+        # are in order already and the separators are json's defaults, so only the name is rendered.
+        detail["disjoint"] = f'{{"overlay": {_INLINE.encode(target)}, "requirement": {rendered}}}'
     if not options and split is None:
         text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
     return Hint(text, detail)
