@@ -70,7 +70,8 @@ def _first_in_report(index: ix.Index, found: list[tuple[int, merge.Field]]) -> l
 
     def order(target: tuple[int, merge.Field]) -> tuple[Any, ...]:
         o = index.order[target[0]].overlay
-        return (o.source if o.source is not None else -1, o.ref, findings.json_path(*target[1].path(o)))
+        # The finding's sort key (findings.Finding.sort_key): its object is this NodeOverlay, so its name orders it.
+        return (o.source if o.source is not None else -1, o.name, findings.json_path(*target[1].path(o)))
 
     return sorted(found, key=order)[:merge.CLASH_LIMIT]
 
