@@ -219,13 +219,17 @@ class Meeting:
         if not keep.any():
             return None
         positions, pooled, at, common = self.positions[keep], self.pooled[keep], self.at[keep], self.common[keep]
-        word = (pooled != 0).argmax(axis=1)
-        pool = word * 64 + _low(pooled[np.arange(len(word)), word])
-        low = int(pool.min())
-        here = pool == low
-        slot = int((at[here] * 64 + _low(common[here])).min())
-        has = here & (at == slot // 64) & ((common >> np.uint64(slot % 64)) & np.uint64(1) != 0)
-        return low * self.block + slot, int(positions[has].max())
+        # The lowest of the words' lowest NodePools is the lowest bit of their union, and so is the lowest
+        # shared slot of the words at the first place in that NodePool: two ORs, no lowest bit per word.
+        union = np.bitwise_or.reduce(pooled, axis=0).tolist()
+        word = next(w for w, bits in enumerate(union) if bits)
+        bit = _low(union[word])
+        here = (pooled[:, word] >> np.uint64(bit)) & np.uint64(1) != 0
+        first = int(at[here].min())
+        here &= at == first
+        low = _low(int(np.bitwise_or.reduce(common[here])))
+        has = here & ((common >> np.uint64(low)) & np.uint64(1) != 0)
+        return (word * 64 + bit) * self.block + first * 64 + low, int(positions[has].max())
 
 
 def _starts(ascending: Ints) -> Ints:
@@ -237,10 +241,9 @@ def _distinct(ascending: Ints) -> Ints:
     return ascending[_starts(ascending)] if len(ascending) > 1 else ascending
 
 
-def _low(x: Words) -> Ints:
-    """The index of the lowest set bit of each (non-zero) word."""
-    lowest = x & (~x + np.uint64(1))
-    return np.log2(lowest.astype(np.float64)).astype(np.int64)
+def _low(bits: int) -> int:
+    """The index of the lowest set bit of a non-zero int."""
+    return (bits & -bits).bit_length() - 1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
