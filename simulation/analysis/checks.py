@@ -18,33 +18,48 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
               taken: hints.Taken | None = None) -> list[findings.Finding]:
     """`taken`: the weights index over `entries`, when the caller keeps one."""
     out = []
+    # One report's clashes mostly name one candidate against each of its partners: what they share is
+    # worked out once (the candidate's requirement keys for the hints, a field's text).
+    seen = hints.Seen()
+    texts: dict[merge.Field, str] = {}
     for clash in clashes:
-        later, earlier = entries[clash.later].overlay, entries[clash.earlier].overlay
-        witness = grid.witness(clash.cells, with_offering=clash.field == merge.PRICE)
-        where = witness.describe() if witness else "a common cell"
-        dropped = [n for n in (later.name, earlier.name) if status.get(n) == merge.CONFLICT]
-        if dropped:
-            verdict = verdicts[dropped[0]]
-            karpenter = (f"Karpenter marks {dropped[0]} Conflict and ignores it whole "
+        later_entry, earlier_entry = entries[clash.later], entries[clash.earlier]
+        later, earlier = later_entry.overlay, earlier_entry.overlay
+        field = clash.field
+        text = texts.get(field)
+        if text is None:
+            text = texts[field] = str(field)
+        witness = grid.witness(clash.cells, with_offering=field == merge.PRICE)
+        where = witness.describe() if witness is not None else "a common cell"
+        # Karpenter drops at most one of the two: the later, else the earlier.
+        dropped = (later.name if status.get(later.name) == merge.CONFLICT
+                   else earlier.name if status.get(earlier.name) == merge.CONFLICT else None)
+        if dropped is not None:
+            verdict = verdicts[dropped]
+            karpenter = (f"Karpenter marks {dropped} Conflict and ignores it whole "
                          f"(it met {verdict.other} on {verdict.field})")
-            detail = {"karpenter": "Conflict", "dropped": dropped[0]}
+            detail = {"karpenter": "Conflict", "dropped": dropped}
         else:
             karpenter = (f"Karpenter does not detect this and silently applies {earlier.name}'s value "
                          f"there (the earlier in its order)")
             detail = {"karpenter": "silent", "applied": earlier.name}
-        message = (f"NodeOverlay {later.name} and {earlier.name} both set {clash.field} "
+        message = (f"NodeOverlay {later.name} and {earlier.name} both set {text} "
                    f"at weight {later.weight} on {where}; {karpenter}")
         if clash.more:
             message += f"; and {clash.more} more earlier overlays of this weight set it on common cells"
-            detail = {**detail, "more": str(clash.more)}
+            detail["more"] = str(clash.more)
         taken = taken or hints.Taken(entries.values())
         # Today's value on the shared cells is the one Karpenter keeps: the earlier's, unless it dropped it.
-        kept, lost = (clash.later, clash.earlier) if dropped == [earlier.name] else (clash.earlier, clash.later)
-        hint = hints.conflict(entries[kept], entries[lost], taken)
+        if dropped == earlier.name:
+            hint = hints.conflict(later_entry, earlier_entry, taken, seen)
+        else:
+            hint = hints.conflict(earlier_entry, later_entry, taken, seen)
+        detail.update(hint.detail)
+        detail["weight"] = str(later.weight)
+        detail["field"] = text
         out.append(findings.make(
-            "same-weight-conflict", later.ref, clash.field.path(later), message,
-            related=[earlier.ref], witness=witness, source=later.source,
-            detail={**detail, **hint.detail, "weight": str(later.weight), "field": str(clash.field)}, hint=hint.text))
+            "same-weight-conflict", later.ref, field.path(later), message,
+            related=(earlier.ref,), witness=witness, source=later.source, detail=detail, hint=hint.text))
     return out
 
 

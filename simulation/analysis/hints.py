@@ -79,30 +79,50 @@ class Hint:
     detail: Mapping[str, str]
 
 
-def _requirement(key: str, operator: str, values: Iterable[str]) -> dict[str, Any]:
-    return {"key": key, "operator": operator, "values": sorted(values)}
+class Seen:
+    """What the conflict hints of one report work out more than once: each overlay's requirements as
+    the disjoint test reads them (a candidate meets up to merge.CLASH_LIMIT partners per field), and
+    each requirement rendered (partners of one family need the same one)."""
+
+    def __init__(self) -> None:
+        self.sides: dict[str, tuple[list[tuple[str, frozenset[str]]], set[str]]] = {}
+        self.rendered: dict[tuple[str, str, frozenset[str]], tuple[str, str]] = {}
+
+    def side(self, o: model.Overlay) -> tuple[list[tuple[str, frozenset[str]]], set[str]]:
+        """The overlay's In requirements (by normalized key, sorted) and all its normalized keys."""
+        found = self.sides.get(o.name)
+        if found is None:
+            normalized = reqs.NORMALIZED_LABELS
+            ins = {normalized.get(r.key, r.key): frozenset(r.values)
+                   for r in o.requirements if r.operator == reqs.IN and r.values}
+            found = self.sides[o.name] = (sorted(ins.items()), {normalized.get(r.key, r.key) for r in o.requirements})
+        return found
+
+    def render(self, target: str, key: str, values: frozenset[str]) -> tuple[str, str]:
+        """The NotIn requirement on `key` for `target`: inline, and as the detail's JSON."""
+        found = self.rendered.get((target, key, values))
+        if found is None:
+            rendered = _INLINE.encode({"key": key, "operator": reqs.NOT_IN, "values": sorted(values)})
+            # json.dumps(..., sort_keys=True) of {"overlay": target, "requirement": requirement}: its keys
+            # are in order already and the separators are json's defaults, so only the name is rendered.
+            found = self.rendered[(target, key, values)] = (
+                rendered, f'{{"overlay": {_INLINE.encode(target)}, "requirement": {rendered}}}')
+        return found
 
 
-def _disjoint(winner: model.Overlay, loser: model.Overlay) -> tuple[str, dict[str, Any]] | None:
-    """(overlay to change, requirement to add) so that no cell matches both."""
-    def ins(o: model.Overlay) -> dict[str, frozenset[str]]:
-        return {reqs.NORMALIZED_LABELS.get(r.key, r.key): frozenset(r.values)
-                for r in o.requirements if r.operator == reqs.IN and r.values}
-
-    def keys(o: model.Overlay) -> set[str]:
-        return {reqs.NORMALIZED_LABELS.get(r.key, r.key) for r in o.requirements}
-
+def _disjoint(winner: model.Overlay, loser: model.Overlay, seen: Seen) -> tuple[str, str, frozenset[str]] | None:
+    """(overlay to change, key, values it should exclude with NotIn) so that no cell matches both."""
     # The winner's In on a key the loser leaves open: the loser excludes those values (NotIn also
     # matches where the key is undefined, but the winner's In needs it defined, so they never meet).
     for first, second in ((winner, loser), (loser, winner)):
-        open_keys = keys(second)
-        for key, values in sorted(ins(first).items()):
+        open_keys = seen.side(second)[1]
+        for key, values in seen.side(first)[0]:
             if key not in open_keys:
-                return second.name, _requirement(key, reqs.NOT_IN, values)
+                return second.name, key, values
     return None
 
 
-def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken) -> Hint:
+def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen | None = None) -> Hint:
     """Keep `winner` (today's value on the shared cells) in effect without a tie."""
     w = winner.overlay.weight
     up = taken.free(winner, w + 1, 1)
@@ -116,15 +136,13 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken) -> Hint:
         options.append(f"{'or ' if options else 'set '}{loser.name}'s spec.weight to {down}")
         detail["lowerWeight"] = f"{loser.name}={down}"
     text = f"to keep {winner.name} in effect, {' ('.join(options)}{')' if len(options) > 1 else ''}"
-    split = _disjoint(winner.overlay, loser.overlay)
+    seen = seen or Seen()
+    split = _disjoint(winner.overlay, loser.overlay, seen)
     if split is not None:
-        target, requirement = split
-        rendered = _INLINE.encode(requirement)
+        target = split[0]
+        rendered, detail["disjoint"] = seen.render(*split)
         text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
-        # json.dumps(..., sort_keys=True) of {"overlay": target, "requirement": requirement}: its keys
-        # are in order already and the separators are json's defaults, so only the name is rendered.
-        detail["disjoint"] = f'{{"overlay": {_INLINE.encode(target)}, "requirement": {rendered}}}'
-    if not options and split is None:
+    elif not options:
         text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
     return Hint(text, detail)
 
