@@ -93,10 +93,8 @@ class Tables:
     at: int
     span: tuple[int, int]
     gone: int
-    # Per field, asked for more than once: its claim (the candidate's effect, its shadowed test), its cells'
-    # flat indices (its claim, the overlays it empties).
+    # Per field, asked for more than once: its claim (the candidate's effect, its shadowed test).
     claims: dict[merge.Field, cellset.Cells] = dataclasses.field(default_factory=dict)
-    flat: dict[merge.Field, tables.Ints | None] = dataclasses.field(default_factory=dict)
     # field -> where the candidate's weight group meets it (its clashes; whether Karpenter drops it)
     meetings: dict[merge.Field, tables.Meeting] = dataclasses.field(default_factory=dict)
 
@@ -171,18 +169,19 @@ class Tables:
             self.claims[field] = self._claim(field)
         return self.claims[field]
 
-    def held(self, field: merge.Field) -> tables.Ints | None:
-        """The flat indices of the candidate's cells for `field`; None when no applied overlay sets it."""
-        if field not in self.flat:
-            self.flat[field] = tables.flat(self.c.fields()[field]) if field in self.index.owners else None
-        return self.flat[field]
+    def held(self, field: merge.Field) -> cellset.Cells | None:
+        """The candidate's cells for `field` (what the owner table asks about); None when no applied
+        overlay sets it."""
+        return self.c.fields()[field] if field in self.index.owners else None
 
     def _claim(self, field: merge.Field) -> cellset.Cells:
         bits = self.c.fields()[field]
-        where = self.held(field)
-        if where is None:
+        owners = self.index.owners.get(field)
+        # No applied overlay before it holds a cell of the field (a candidate above every stored weight).
+        if owners is None or not owners.held_before[self.at]:
             return bits
-        held = self.index.owners[field].owner[where]
+        where = tables.flat(bits)
+        held = owners.owner[where]
         if 0 <= self.gone < self.at and bool((held == self.gone).any()):
             # Its old version held some of them: who holds them now is the next overlay down, unknown here.
             return Scan(self.index, self.c, self.before(field), self.skip, (), self.status).claim(field)

@@ -10,7 +10,8 @@ for whole-array work; see docs/design.md).
 - `Owners`: for every cell (flat index `pool * block + slot`), the position of the applied overlay
   whose value is in effect there in the baseline, or -1, with how many cells each position holds.
   A new overlay at position q takes exactly the cells whose owner is -1 or >= q, and leaves an
-  overlay at p >= q nothing when it covers all `claimed[p]` of that overlay's cells.
+  overlay at p >= q nothing when it covers all `claimed[p]` of that overlay's cells (for a product
+  of NodePools and slots: when it covers the NodePools and the slots of that overlay's claim).
 """
 
 from __future__ import annotations
@@ -249,13 +250,23 @@ def _low(bits: int) -> int:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Owners:
     """Who holds each cell of one field in the baseline: the first applied overlay (by position) that
-    sets it there, or -1; and per position how many cells that overlay holds."""
+    sets it there, or -1; and per position how many cells that overlay holds, with its claim's
+    NodePools and the union of its blocks (its fold), so that whether a claim lies inside a product
+    of NodePools and slots is a few array operations over the claims, not a step per cell."""
 
     owner: npt.NDArray[np.int32]
     claimed: Ints
+    # Per position: how many cells the positions before it hold (len(claimed) + 1 of them).
+    held_before: Ints
+    # Per position: its claim's NodePools as words; its fold's non-zero words (position, place, bits).
+    pools: Words
+    fold_position: Ints
+    fold_at: Ints
+    fold_values: Words
 
     def __post_init__(self) -> None:
-        frozen(self.owner, self.claimed)
+        frozen(self.owner, self.claimed, self.held_before, self.pools, self.fold_position, self.fold_at,
+               self.fold_values)
 
     @classmethod
     def build(cls, claims: Sequence[tuple[int, cellset.Cells]], entries: int, pools: int, block: int) -> Owners:
@@ -277,10 +288,33 @@ class Owners:
             where = ones(parts[k][1], pools)[:, None] * block + slot[starts[k]:starts[k + 1]][None, :]
             owner[where.ravel()] = parts[k][0]
         held = owner[owner >= 0]
-        return cls(owner, np.bincount(held, minlength=entries).astype(np.int64))
+        claimed = np.bincount(held, minlength=entries).astype(np.int64)
+        pool_words = max(1, -(-pools // 64))
+        union = [0] * entries
+        for i, cells in claims:
+            union[i] = cells.pools()
+        folding = [(i, cells.fold()) for i, cells in claims if cells]
+        fold, fold_at, fold_values = _block_words([bits for _, bits in folding])
+        return cls(owner, claimed, np.concatenate(([0], np.cumsum(claimed))).astype(np.int64),
+                   np.frombuffer(b"".join(p.to_bytes(pool_words * 8, "little") for p in union),
+                                 dtype="<u8").astype(np.uint64).reshape(entries, pool_words),
+                   np.array([i for i, _ in folding], dtype=np.int64)[fold], fold_at, fold_values)
 
-    def emptied(self, indices: Ints, at: int) -> Ints:
+    def emptied(self, cells: cellset.Cells, at: int) -> Ints:
         """The positions >= `at` holding cells, all of which are among these."""
+        if len(cells.parts) != 1:
+            return self._emptied_at(flat(cells), at)
+        # A product: a claim lies inside it iff its NodePools and its fold do. Only positions >= `at` are read.
+        (pools, bits), = cells.parts
+        first = int(np.searchsorted(self.fold_position, at)) if at else 0
+        position, place, values = self.fold_position[first:], self.fold_at[first:], self.fold_values[first:]
+        outside = (values & ~words(bits, -(-cells.block // 64))[place]) != 0
+        fits = (self.pools[at:] & ~words(pools, self.pools.shape[1])) == 0
+        inside = (fits[:, 0] if self.pools.shape[1] == 1 else fits.all(axis=1)) & (self.claimed[at:] > 0)
+        inside[position[outside] - at] = False
+        return np.flatnonzero(inside) + at
+
+    def _emptied_at(self, indices: Ints, at: int) -> Ints:
         held = self.owner[indices]
         held = held[held >= at]
         if not len(held):
