@@ -115,16 +115,19 @@ class _Layered(Mapping[str, _V]):
         return len(self._base) - sum(k in self._base for k in self._hidden) + len(self._top)
 
 
-def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], layer: bool = False) -> Prepared:
+def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], layer: bool = False,
+            overlays: Mapping[str, Checked] | None = None) -> Prepared:
     """Entries and grid-local findings for every valid overlay; with `reuse` on the same grid
     only the `changed` overlays are recomputed, and with `layer` laid over its mappings, not copied
-    into new ones (a request's snapshot lives for one answer; a prepared one is layered over again)."""
+    into new ones (a request's snapshot lives for one answer; a prepared one is layered over again).
+    `overlays`: the snapshot's overlays with the change in (default: its own)."""
+    overlays = snapshot.overlays if overlays is None else overlays
     grid = snapshot.grid
     base = reuse if reuse is not None and reuse.grid is grid else None
     keys = base.known if base is not None and base.known else frozenset(checks.known_keys(grid))
     entries: dict[str, merge.Entry] = {}
     local: dict[str, tuple[findings.Finding, ...]] = {}
-    names: Iterable[str] = snapshot.overlays
+    names: Iterable[str] = overlays
     if base is not None:
         names = changed
         if not layer:
@@ -132,15 +135,15 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
     for name in names:
         entries.pop(name, None)
         local.pop(name, None)
-        c = snapshot.overlays.get(name)
+        c = overlays.get(name)
         if c is not None and not c.invalid:
             entries[name] = merge.entry(grid, c.overlay)
             local[name] = _local(grid, keys, entries[name])
     if layer and base is not None:
         hidden = set(changed)
-        return dataclasses.replace(snapshot, entries=_Layered(base.entries, entries, hidden),
+        return dataclasses.replace(snapshot, overlays=overlays, entries=_Layered(base.entries, entries, hidden),
                                    local=_Layered(base.local, local, hidden), known=keys)
-    return dataclasses.replace(snapshot, entries=entries, local=local, known=keys)
+    return dataclasses.replace(snapshot, overlays=overlays, entries=entries, local=local, known=keys)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
@@ -211,7 +214,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     overlays: Mapping[str, Checked] = ({**snapshot.overlays, **fresh} if whole
                                        # ChainMap writes to its first map only: the snapshot's is read.
                                        else collections.ChainMap(fresh, cast(dict[str, Checked], snapshot.overlays)))
-    snapshot = _digest(dataclasses.replace(snapshot, overlays=overlays), prepared, changed, layer=not whole)
+    snapshot = _digest(snapshot, prepared, changed, layer=not whole, overlays=overlays)
     notes: tuple[str, ...] = ()
     if snapshot.pools[0].implicit:
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
@@ -222,9 +225,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed if n in judged}
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
-    kept = _bounded([f for f in report.findings if f.obj in involved or involved.intersection(f.related)],
-                    involved)
-    kept = _ratchet(kept, prepared.ratchet)
+    kept = _ratchet(_bounded(report.findings, involved), prepared.ratchet)
     if pool_docs:
         kept += _caused_by_pools(report.findings, prepared.baseline, involved)
     return dataclasses.replace(report, findings=tuple(findings.ordered([*problems, *kept])))
@@ -232,15 +233,18 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
 
 def _bounded(found: Sequence[finding_types.Finding],
              involved: set[finding_types.ObjectRef]) -> list[finding_types.Finding]:
-    """Findings on other objects that only name a candidate as related (every overlay that clashes
-    with it, say): at most merge.CLASH_LIMIT per code and candidate, the last saying how many more."""
+    """The findings that involve a candidate: those on one, and those on other objects that only name one
+    as related (every overlay that clashes with it, say), at most merge.CLASH_LIMIT of these per code and
+    candidate, the last saying how many more."""
+    # Compared as (kind, name) pairs, hashed in C: a reference's dataclass hash is a Python call.
+    named = {(r.kind, r.name) for r in involved}
     out: list[finding_types.Finding] = []
-    groups: dict[tuple[str, tuple[finding_types.ObjectRef, ...]], list[finding_types.Finding]] = {}
+    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[finding_types.Finding]] = {}
     for f in found:
-        if f.obj in involved:
+        if (f.obj.kind, f.obj.name) in named:
             out.append(f)
-        else:
-            groups.setdefault((f.code, tuple(r for r in f.related if r in involved)), []).append(f)
+        elif naming := tuple(pair for r in f.related if (pair := (r.kind, r.name)) in named):
+            groups.setdefault((f.code, naming), []).append(f)
     for group in groups.values():
         kept = group[:merge.CLASH_LIMIT]
         if len(group) > len(kept):
@@ -266,6 +270,8 @@ def _caused_by_pools(found: Sequence[finding_types.Finding], baseline: Sequence[
 def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: Mapping[str, merge.Dropped],
               names: Iterable[str] | None = None) -> dict[str, rp.Status]:
     out: dict[str, rp.Status] = {}
+    # Verdicts repeat (a thousand alike overlays dropped for meeting one): each is worded once.
+    said: dict[merge.Dropped, rp.Status] = {}
     for name in snapshot.overlays if names is None else names:
         c = snapshot.overlays[name]
         if c.invalid:
@@ -273,8 +279,11 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
             out[name] = rp.Status(merge.INVALID, first.message)
         elif status.get(name) == merge.CONFLICT:
             v = verdicts[name]
-            w = snapshot.grid.witness_at(v.bit, with_offering=v.field == merge.PRICE)
-            out[name] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
+            known = said.get(v)
+            if known is None:
+                w = snapshot.grid.witness_at(v.bit, with_offering=v.field == merge.PRICE)
+                known = said[v] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
+            out[name] = known
         else:
             out[name] = rp.Status(merge.APPLIED)
     return out

@@ -8,6 +8,7 @@ uses it. Nothing in this module raises on user input.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,7 +49,8 @@ class Overlay:
     # `capacity: {}` is not absent for Karpenter: it still becomes the "last" capacity update.
     capacity_set: bool = False
 
-    @property
+    # Read for every finding on the overlay and every filter of a report: built once per overlay.
+    @functools.cached_property
     def ref(self) -> findings.ObjectRef:
         return findings.ObjectRef(NODEOVERLAY, self.name)
 
@@ -86,12 +88,14 @@ IMPLICIT_NODEPOOL = NodePool("default", 0, {}, (), None, implicit=True)
 
 
 def kind_of(obj: Any) -> str | None:
-    return obj.get("kind") if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) else None
+    # A dict first (as _mapping): the abstract Mapping costs more to test than the rest.
+    kind = obj.get("kind") if type(obj) is dict or isinstance(obj, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def name_of(obj: Any) -> str | None:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    name = meta.get("name") if isinstance(meta, Mapping) else None
+    meta = obj.get("metadata") if type(obj) is dict or isinstance(obj, Mapping) else None
+    name = meta.get("name") if type(meta) is dict or isinstance(meta, Mapping) else None
     return name if isinstance(name, str) and name else None
 
 
