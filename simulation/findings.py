@@ -114,6 +114,8 @@ _REF_ORDER = operator.attrgetter("kind", "name")
 
 
 def _refs(related: Iterable[ObjectRef]) -> tuple[ObjectRef, ...]:
+    if isinstance(related, tuple) and len(related) < 2:
+        return related
     unique = set(related)
     return tuple(sorted(unique, key=_REF_ORDER)) if len(unique) > 1 else tuple(unique)
 

@@ -55,12 +55,15 @@ class Taken:
         yield from self._fresh.get(weight, ())
 
     def _collides(self, e: merge.Entry, weight: int) -> bool:
+        # Most weights a hint tries hold no overlay at all (the maps keep no empty lists).
+        if weight not in self._stored and weight not in self._fresh:
+            return False
         fields = e.fields()
         for other in self._at(weight):
             if other.name == e.name or not e.may_overlap(other):
                 continue
             theirs = other.fields()
-            if any(f in theirs and theirs[f] & cells for f, cells in fields.items()):
+            if any(f in theirs and theirs[f].intersects(cells) for f, cells in fields.items()):
                 return True
         return False
 

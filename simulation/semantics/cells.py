@@ -99,13 +99,14 @@ class Grid:
         return self.witness_at(cells.lowest(), with_offering) if cells else None
 
     def witness_at(self, bit: int, with_offering: bool = True) -> findings.Witness:
-        pool, t, slot = self.locate(bit)
+        # self.locate, inline: a report builds a witness per conflict.
+        pool, rest = divmod(bit, self.block)
+        t, slot = divmod(rest, self.slots)
         it = self.types[t]
-        offering = None
-        if with_offering:
-            o = it.offerings[slot]
-            offering = findings.Offering(o.zone, o.capacity_type)
-        return findings.Witness(self.pools[pool].name, it.name, offering)
+        if not with_offering:
+            return findings.Witness(self.pools[pool].name, it.name)
+        o = it.offerings[slot]
+        return findings.Witness(self.pools[pool].name, it.name, findings.Offering(o.zone, o.capacity_type))
 
     def locate(self, bit: int) -> tuple[int, int, int]:
         pool, rest = divmod(bit, self.block)

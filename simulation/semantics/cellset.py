@@ -109,6 +109,10 @@ class Cells:
 
     def lowest(self) -> int:
         """The flat index of the first cell (pool-major, as the flat layout orders them)."""
+        if len(self.parts) == 1:
+            # A product (almost every set): no generator.
+            (p, b), = self.parts
+            return _low(p) * self.block + _low(b)
         return min(_low(p) * self.block + _low(b) for p, b in self.parts)
 
     def has(self, bit: int) -> bool:
