@@ -39,17 +39,24 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
     """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
     reached: dict[str, merge.Entry] = {}
     frontier = list(seeds)
-    # Overlays alike in weight, fields and cells reach the same overlays: one scan serves them all.
-    scanned: set[tuple[object, ...]] = set()
+    # Overlays alike in weight and in what Karpenter's test reads reach the same overlays: one scan serves
+    # them all, and within a scan one overlap test serves each kind of neighbour.
+    scanned: set[tuple[int, merge.Signature]] = set()
     while frontier:
         node = frontier.pop()
-        o = node.overlay
-        alike = (o.weight, o.price_update is not None, o.capacity_set, node.cells, node.type_cells)
+        weight = node.overlay.weight
+        alike = (weight, node.tested)
         if alike in scanned:
             continue
         scanned.add(alike)
+        meets: dict[merge.Signature, bool] = {}
         for m in index.near(node, skip, fresh, index.related(node)):
-            if m.name not in reached and m.overlay.weight == node.overlay.weight and m.karpenter_overlap(node):
+            if m.name in reached or m.overlay.weight != weight:
+                continue
+            met = meets.get(m.tested)
+            if met is None:
+                met = meets[m.tested] = m.karpenter_overlap(node)
+            if met:
                 reached[m.name] = m
                 frontier.append(m)
     return list(reached.values())
@@ -153,10 +160,9 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     claims: list[merge.Claim] = []
     for c in candidates:
         reach = alone if alone is not None else candidate.Scan.of(index, c, skip, candidates, status)
-        own, others = _split(reach.clashes(), entries, skip)
+        own, others, total = _split(reach.clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
-        out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others[:merge.CLASH_LIMIT], taken),
-                                 len(others))
+        out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:
             out += _effect(grid, c, reach, claims)
         out += [f for f in (reach.shadowed(grid, field) for field in c.fields()) if f]
@@ -232,19 +238,28 @@ def _scope(c: merge.Entry, entries: Mapping[str, merge.Entry], raw: Callable[[st
                             for n in sorted([c.name, *sharing]) if n in entries])
 
 
-def _split(clashes: Sequence[merge.Clash], entries: Mapping[str, merge.Entry],
-           changed: set[str]) -> tuple[list[merge.Clash], list[merge.Clash]]:
-    """The clashes reported on a changed overlay, and those reported on unchanged overlays (naming one
-    candidate as the earlier overlay), in the order a report lists their findings. Of the latter a report keeps the
-    first merge.CLASH_LIMIT (evaluate._bounded), so only those need a finding built."""
+def _split(clashes: Sequence[merge.Clash], entries: Mapping[str, merge.Entry], changed: set[str],
+           index: Index) -> tuple[list[merge.Clash], list[merge.Clash], int]:
+    """The clashes reported on a changed overlay; the first merge.CLASH_LIMIT of those reported on unchanged
+    overlays (naming one candidate as the earlier overlay) in the order a report lists their findings (a
+    report keeps only those, evaluate._bounded, so only those need a finding built); and how many of the
+    latter there are."""
     mine = [k for k in clashes if k.later in changed]
     others = [k for k in clashes if k.later not in changed]
+    if len(others) > merge.CLASH_LIMIT:
+        # Unchanged overlays are the prepared ones: the index knows their place in a report. Only those up
+        # to the CLASH_LIMIT-th place are ordered by the full key (an overlay's fields share its place).
+        rank, position = index.report_rank, index.position
+        cut = sorted(rank[position[k.later]] for k in others)[merge.CLASH_LIMIT - 1]
+        first = [k for k in others if rank[position[k.later]] <= cut]
+    else:
+        first = others
 
     def order(k: merge.Clash) -> tuple[Any, ...]:
         later = entries[k.later].overlay
         return (later.source if later.source is not None else -1, later.ref,
                 findings.json_path(*k.field.path(later)))
 
-    return mine, sorted(others, key=order)
+    return mine, sorted(first, key=order)[:merge.CLASH_LIMIT], len(others)
 
 

@@ -82,6 +82,24 @@ def driver_field(driver: str) -> Field:
     return Field(Kind.TEMPLATES, driver)
 
 
+class Signature:
+    """A value whose hash is computed once: hashing cell sets of thousands of bits costs ~1 us a time, and a
+    loop over a thousand alike overlays asks a dict for each."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Signature) and self._hash == other._hash
+                                 and self.value == other.value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """A valid overlay with the cells it selects (offering level and (pool, type) level)."""
@@ -110,6 +128,13 @@ class Entry:
         o, p = self.overlay, other.overlay
         return bool((o.price_update is not None and p.price_update is not None and self.cells.intersects(other.cells))
                     or (o.capacity_set and p.capacity_set and self.type_cells.intersects(other.type_cells)))
+
+    @functools.cached_property
+    def tested(self) -> Signature:
+        """What Karpenter's conflict test reads of this overlay (equal for overlays it cannot tell apart)."""
+        o = self.overlay
+        return Signature((o.price_update is not None, self.cells, o.capacity_set, tuple(r for r, _ in o.capacity),
+                          self.type_cells))
 
     def fields(self) -> Mapping[Field, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
@@ -193,9 +218,11 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
         # resource -> (pool, type) cells whose last stored capacity overlay sets that resource
         last_has: dict[str, cellset.Dense] = {}
         last_capacity: list[Entry] = []
+        # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
+        # alike overlays one is tested, the rest get its verdict.
+        known: dict[Signature, Dropped] = {}
         for e in group:
-            verdict = _price_conflict(e, price_union, price_stored) or _capacity_conflict(
-                e, last_has, last_capacity)
+            verdict = _conflict(e, known, price_union, price_stored, last_has, last_capacity)
             if verdict is not None:
                 status[e.name] = CONFLICT
                 verdicts[e.name] = verdict
@@ -203,6 +230,7 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
             status[e.name] = APPLIED
             if not e.cells:
                 continue
+            known.clear()
             if e.overlay.price_update is not None:
                 price_union = price_union or _dense(e)
                 price_union.add(e.cells)
@@ -225,6 +253,17 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
 
 def _dense(e: Entry) -> cellset.Dense:
     return cellset.Dense(e.cells.block)
+
+
+def _conflict(e: Entry, known: dict[Signature, Dropped], union: cellset.Dense | None, stored: Sequence[Entry],
+              last_has: Mapping[str, cellset.Dense], last_capacity: Sequence[Entry]) -> Dropped | None:
+    """Karpenter's conflict test, or the verdict of an alike overlay tested since the store last changed."""
+    verdict = known.get(e.tested)
+    if verdict is None:
+        verdict = _price_conflict(e, union, stored) or _capacity_conflict(e, last_has, last_capacity)
+        if verdict is not None:
+            known[e.tested] = verdict
+    return verdict
 
 
 def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:

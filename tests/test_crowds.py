@@ -1,0 +1,82 @@
+"""Property tests: crowds of alike overlays (the same spec under many names, one weight) give the same
+answers as overlays told apart one by one. Karpenter's loop tests one of a run of alike overlays and
+gives the rest its verdict while nothing is stored (merge._conflict); a candidate among them takes
+the incremental path, whose neighbour scans serve alike overlays once."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from simulation import evaluate as ev
+from simulation.analysis import candidate
+from simulation.semantics import catalog as cat
+from simulation.semantics import merge
+from tests.strategies import instance_types, overlay_docs, pool_docs
+
+
+@st.composite
+def crowd(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A few specs, each under several names; the names interleave the copies in Karpenter's order."""
+    specs = [d["spec"] for d in draw(overlay_docs())]
+    copies = [spec for spec in specs for _ in range(draw(st.integers(1, 8)))]
+    slots = draw(st.permutations(range(len(copies))))
+    return [{"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": f"c{slot:02d}"},
+             "spec": copy.deepcopy(spec)} for slot, spec in zip(slots, copies, strict=True)]
+
+
+def _one_by_one(self: merge.Entry) -> merge.Signature:
+    # Every overlay its own kind: Karpenter's loop tests each one.
+    return merge.Signature((self.name,))
+
+
+def _doc(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"requirements": [], **spec}}
+
+
+ONE_TYPE = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2"}, (cat.Offering("z-a", "spot", 1.0),)),),
+                       "one type")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), overlays=crowd(), pools=pool_docs())
+# c3 meets c4 on r1; then c2's `capacity: {}` becomes the last capacity overlay, so c3's twin c1 applies.
+@example(catalog=ONE_TYPE, pools=[], overlays=[_doc("c4", {"capacity": {"r1": "1"}}),
+                                               _doc("c3", {"capacity": {"r1": "1"}}), _doc("c2", {"capacity": {}}),
+                                               _doc("c1", {"capacity": {"r1": "1"}})])
+def test_alike_overlays_get_the_verdicts_of_testing_each(catalog: cat.Catalog, overlays: list[dict[str, Any]],
+                                                        pools: list[dict[str, Any]]) -> None:
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *overlays])], catalog)
+    entries = list(prepared.entries.values())
+    grouped = merge.karpenter(entries)
+    with mock.patch.object(merge.Entry, "tested", property(_one_by_one)):
+        each = merge.karpenter(entries)
+    assert dict(grouped.status) == dict(each.status)
+    assert dict(grouped.verdicts) == dict(each.verdicts)
+    assert grouped.claims == each.claims
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=crowd(), pools=pool_docs(), pick=st.integers(0, 63),
+       name=st.sampled_from(["a0", "c03x", "z0", None]), broad=st.sampled_from([0, candidate.BROAD]))
+def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                             pools: list[dict[str, Any]], pick: int, name: str | None,
+                                             broad: int) -> None:
+    """One more copy of a crowd's spec (named first, among, or last in Karpenter's order), or an edit of a
+    copy (None): the same findings, and every status the fast path reports, as the full run."""
+    twin = existing[pick % len(existing)]
+    doc = {**twin, "metadata": {"name": twin["metadata"]["name"] if name is None else name}}
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
+    with mock.patch.object(candidate, "BROAD", broad):
+        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
+    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
+    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    assert {n: slow.status[n] for n in fast.status} == dict(fast.status)
+    mine = doc["metadata"]["name"]
+    assert [c for c in fast.outcome.claims if c.overlay == mine] == [c for c in slow.outcome.claims
+                                                                     if c.overlay == mine]
