@@ -24,9 +24,8 @@ MIN_WEIGHT, MAX_WEIGHT = 1, 10000
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
-# Configured once: json.dumps builds an encoder per call for any non-default option (a request reports
-# up to five conflicts, each with a hint).
-_INLINE = json.JSONEncoder(separators=(", ", ": "))
+# How json writes a string (its default, ensure_ascii): the disjoint requirement is written by hand around it.
+_STRING = json.encoder.encode_basestring_ascii
 
 
 # --- conflicts ------------------------------------------------------------------------------------
@@ -83,46 +82,50 @@ class Hint:
 
 
 class Seen:
-    """What the conflict hints of one report work out more than once: each overlay's requirements as
-    the disjoint test reads them (a candidate meets up to merge.CLASH_LIMIT partners per field), and
-    each requirement rendered (partners of one family need the same one)."""
+    """Each overlay's requirements as the disjoint test reads them, worked out once per report: a
+    candidate meets up to merge.CLASH_LIMIT partners per field."""
 
     def __init__(self) -> None:
-        self.sides: dict[str, tuple[list[tuple[str, frozenset[str]]], set[str]]] = {}
-        self.rendered: dict[tuple[str, str, frozenset[str]], tuple[str, str]] = {}
+        self.sides: dict[str, tuple[dict[str, tuple[str, ...]], set[str]]] = {}
 
-    def side(self, o: model.Overlay) -> tuple[list[tuple[str, frozenset[str]]], set[str]]:
-        """The overlay's In requirements (by normalized key, sorted) and all its normalized keys."""
+    def side(self, o: model.Overlay) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+        """The values of the overlay's In requirements by normalized key, and all its normalized keys."""
         found = self.sides.get(o.name)
         if found is None:
             normalized = reqs.NORMALIZED_LABELS
-            ins = {normalized.get(r.key, r.key): frozenset(r.values)
-                   for r in o.requirements if r.operator == reqs.IN and r.values}
-            found = self.sides[o.name] = (sorted(ins.items()), {normalized.get(r.key, r.key) for r in o.requirements})
-        return found
-
-    def render(self, target: str, key: str, values: frozenset[str]) -> tuple[str, str]:
-        """The NotIn requirement on `key` for `target`: inline, and as the detail's JSON."""
-        found = self.rendered.get((target, key, values))
-        if found is None:
-            rendered = _INLINE.encode({"key": key, "operator": reqs.NOT_IN, "values": sorted(values)})
-            # json.dumps(..., sort_keys=True) of {"overlay": target, "requirement": requirement}: its keys
-            # are in order already and the separators are json's defaults, so only the name is rendered.
-            found = self.rendered[(target, key, values)] = (
-                rendered, f'{{"overlay": {_INLINE.encode(target)}, "requirement": {rendered}}}')
+            ins: dict[str, tuple[str, ...]] = {}
+            keys = set()
+            for r in o.requirements:
+                key = normalized.get(r.key, r.key)
+                keys.add(key)
+                if r.operator == reqs.IN and r.values:
+                    ins[key] = r.values
+            found = self.sides[o.name] = (ins, keys)
         return found
 
 
-def _disjoint(winner: model.Overlay, loser: model.Overlay, seen: Seen) -> tuple[str, str, frozenset[str]] | None:
+def _disjoint(winner: model.Overlay, loser: model.Overlay, seen: Seen) -> tuple[str, str, tuple[str, ...]] | None:
     """(overlay to change, key, values it should exclude with NotIn) so that no cell matches both."""
-    # The winner's In on a key the loser leaves open: the loser excludes those values (NotIn also
-    # matches where the key is undefined, but the winner's In needs it defined, so they never meet).
+    # The winner's In on a key the loser leaves open (the first such key by name): the loser excludes those
+    # values (NotIn also matches where the key is undefined, but the winner's In needs it defined, so they
+    # never meet).
     for first, second in ((winner, loser), (loser, winner)):
         open_keys = seen.side(second)[1]
-        for key, values in seen.side(first)[0]:
-            if key not in open_keys:
-                return second.name, key, values
+        ins = seen.side(first)[0]
+        closing = [key for key in ins if key not in open_keys]
+        if closing:
+            key = min(closing)
+            return second.name, key, ins[key]
     return None
+
+
+def _not_in(target: str, key: str, values: tuple[str, ...]) -> tuple[str, str]:
+    """The NotIn requirement on `key` for `target`, as JSON inline (", " and ": " separators) and as
+    json.dumps(..., sort_keys=True) writes {"overlay": target, "requirement": requirement} (its keys are
+    in order already, and those are its default separators): strings written as json writes them."""
+    unique = sorted(set(values))
+    rendered = f'{{"key": {_STRING(key)}, "operator": "NotIn", "values": [{", ".join(map(_STRING, unique))}]}}'
+    return rendered, f'{{"overlay": {_STRING(target)}, "requirement": {rendered}}}'
 
 
 def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen | None = None) -> Hint:
@@ -139,11 +142,10 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen |
         options.append(f"{'or ' if options else 'set '}{loser.name}'s spec.weight to {down}")
         detail["lowerWeight"] = f"{loser.name}={down}"
     text = f"to keep {winner.name} in effect, {' ('.join(options)}{')' if len(options) > 1 else ''}"
-    seen = seen or Seen()
-    split = _disjoint(winner.overlay, loser.overlay, seen)
+    split = _disjoint(winner.overlay, loser.overlay, seen or Seen())
     if split is not None:
         target = split[0]
-        rendered, detail["disjoint"] = seen.render(*split)
+        rendered, detail["disjoint"] = _not_in(*split)
         text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
     elif not options:
         text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
