@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import heapq
 from collections.abc import Mapping, Sequence
 
 from simulation import findings
@@ -45,16 +46,19 @@ class Scan:
            status: Mapping[str, merge.State]) -> Scan:
         return cls(index, c, index.near(c, skip, candidates, index.relevant(c)), skip, candidates, status)
 
-    def clashes(self) -> list[merge.Clash]:
+    def clashes(self) -> tuple[list[merge.Clash], int]:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
-        the earlier one of each later overlay."""
+        the earlier one of each later overlay (of those on unchanged overlays, see `reported`)."""
         c = self.c
         same = [n for n in self.neighbours if n.overlay.weight == c.overlay.weight]
         out = merge.clashes_with(c, same)
+        unbuilt = 0
         for field, bits in c.fields().items():
             laters = [n for n in same if n.rank < c.rank and n.fields().get(field, merge.EMPTY).intersects(bits)]
-            out += reported(self.index, c, field, laters, self.skip, self.candidates)
-        return out
+            found, more = reported(self.index, c, field, laters, self.skip, self.candidates)
+            out += found
+            unbuilt += more
+        return out, unbuilt
 
     def claim(self, field: merge.Field) -> cellset.Cells:
         return checks.claim(self.c, field, checks.higher(self.c, field, self.neighbours, self.status))
@@ -64,19 +68,37 @@ class Scan:
 
 
 def reported(index: ix.Index, c: merge.Entry, field: merge.Field, laters: Sequence[merge.Entry], skip: set[str],
-             candidates: Sequence[merge.Entry]) -> list[merge.Clash]:
+             candidates: Sequence[merge.Entry]) -> tuple[list[merge.Clash], int]:
     """The clashes naming `c` as the earlier overlay of these later ones (same weight, meeting it on
     `field`), judged per group of laters with equal cells, so that a thousand identical overlays cost
-    one neighbour scan."""
+    one neighbour scan. A report keeps the first merge.CLASH_LIMIT of those on unchanged overlays
+    (incremental._split), so of each group only those are built: returns the clashes built and how
+    many more there are."""
     groups: dict[cellset.Cells, list[merge.Entry]] = {}
     for n in laters:
         groups.setdefault(n.fields()[field], []).append(n)
-    out = []
+    out: list[merge.Clash] = []
+    unbuilt = 0
     for group in groups.values():
         among = index.by_weight.get(c.overlay.weight, 0) & index.by_field.get(field, 0)
         pool = [*index.near(group[0], skip, candidates, among), group[0]]
-        out += merge.reported(c, field, group, pool)
-    return out
+        kept = _first_in_report(index, group, skip)
+        # A group's laters all clash with `c`, or none does.
+        found = merge.reported(c, field, kept, pool)
+        out += found
+        unbuilt += len(group) - len(kept) if found else 0
+    return out, unbuilt
+
+
+def _first_in_report(index: ix.Index, group: list[merge.Entry], skip: set[str]) -> list[merge.Entry]:
+    """The changed overlays of `group`, and the first merge.CLASH_LIMIT unchanged ones in a report's order (the
+    index places them: unchanged overlays are the prepared ones)."""
+    if len(group) <= merge.CLASH_LIMIT:
+        return group
+    rank, position = index.report_rank, index.position
+    unchanged = [n for n in group if n.name not in skip]
+    first = heapq.nsmallest(merge.CLASH_LIMIT, unchanged, key=lambda n: rank[position[n.name]])
+    return [*(n for n in group if n.name in skip), *first]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +167,7 @@ class Tables:
         found = meeting.first(allowed, self.at)
         return merge.Dropped(merge.PRICE, found[0], self.index.names[found[1]]) if found is not None else None
 
-    def clashes(self) -> list[merge.Clash]:
+    def clashes(self) -> tuple[list[merge.Clash], int]:
         c, index = self.c, self.index
         out: list[merge.Clash] = []
         later: dict[merge.Field, list[int]] = {}
@@ -159,9 +181,12 @@ class Tables:
             if len(earlier) > merge.CLASH_LIMIT:
                 found[-1] = dataclasses.replace(found[-1], more=len(earlier) - merge.CLASH_LIMIT)
             out += found
+        unbuilt = 0
         for field, positions in later.items():
-            out += reported(index, c, field, [index.order[p] for p in positions], self.skip, [c])
-        return out
+            found, more = reported(index, c, field, [index.order[p] for p in positions], self.skip, [c])
+            out += found
+            unbuilt += more
+        return out, unbuilt
 
     def claim(self, field: merge.Field) -> cellset.Cells:
         """The candidate's cells that no applied overlay before it holds."""

@@ -160,7 +160,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     claims: list[merge.Claim] = []
     for c in candidates:
         reach = alone if alone is not None else candidate.Scan.of(index, c, skip, candidates, status)
-        own, others, total = _split(reach.clashes(), entries, skip, index)
+        own, others, total = _split(*reach.clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:
@@ -238,12 +238,12 @@ def _scope(c: merge.Entry, entries: Mapping[str, merge.Entry], raw: Callable[[st
                             for n in sorted([c.name, *sharing]) if n in entries])
 
 
-def _split(clashes: Sequence[merge.Clash], entries: Mapping[str, merge.Entry], changed: set[str],
+def _split(clashes: Sequence[merge.Clash], unbuilt: int, entries: Mapping[str, merge.Entry], changed: set[str],
            index: Index) -> tuple[list[merge.Clash], list[merge.Clash], int]:
     """The clashes reported on a changed overlay; the first merge.CLASH_LIMIT of those reported on unchanged
     overlays (naming one candidate as the earlier overlay) in the order a report lists their findings (a
     report keeps only those, evaluate._bounded, so only those need a finding built); and how many of the
-    latter there are."""
+    latter there are (`unbuilt` of them were only counted)."""
     mine = [k for k in clashes if k.later in changed]
     others = [k for k in clashes if k.later not in changed]
     if len(others) > merge.CLASH_LIMIT:
@@ -260,6 +260,6 @@ def _split(clashes: Sequence[merge.Clash], entries: Mapping[str, merge.Entry], c
         return (later.source if later.source is not None else -1, later.ref,
                 findings.json_path(*k.field.path(later)))
 
-    return mine, sorted(first, key=order)[:merge.CLASH_LIMIT], len(others)
+    return mine, sorted(first, key=order)[:merge.CLASH_LIMIT], len(others) + unbuilt
 
 
