@@ -82,40 +82,38 @@ class Hint:
 
 
 class Seen:
-    """Each overlay's requirements as the disjoint test reads them, worked out once per report: a
+    """Each overlay's requirement keys as the disjoint test reads them, worked out once per report: a
     candidate meets up to merge.CLASH_LIMIT partners per field."""
 
     def __init__(self) -> None:
-        self.sides: dict[str, tuple[dict[str, tuple[str, ...]], set[str]]] = {}
+        self.keys: dict[str, set[str]] = {}
 
-    def side(self, o: model.Overlay) -> tuple[dict[str, tuple[str, ...]], set[str]]:
-        """The values of the overlay's In requirements by normalized key, and all its normalized keys."""
-        found = self.sides.get(o.name)
+    def open_keys(self, o: model.Overlay) -> set[str]:
+        """The overlay's requirement keys, normalized."""
+        found = self.keys.get(o.name)
         if found is None:
             normalized = reqs.NORMALIZED_LABELS
-            ins: dict[str, tuple[str, ...]] = {}
-            keys = set()
-            for r in o.requirements:
-                key = normalized.get(r.key, r.key)
-                keys.add(key)
-                if r.operator == reqs.IN and r.values:
-                    ins[key] = r.values
-            found = self.sides[o.name] = (ins, keys)
+            found = self.keys[o.name] = {normalized.get(r.key, r.key) for r in o.requirements}
         return found
 
 
 def _disjoint(winner: model.Overlay, loser: model.Overlay, seen: Seen) -> tuple[str, str, tuple[str, ...]] | None:
     """(overlay to change, key, values it should exclude with NotIn) so that no cell matches both."""
-    # The winner's In on a key the loser leaves open (the first such key by name): the loser excludes those
-    # values (NotIn also matches where the key is undefined, but the winner's In needs it defined, so they
-    # never meet).
+    # The winner's In on a key the loser leaves open (the first such key by name; of a key given twice, its
+    # last In): the loser excludes those values (NotIn also matches where the key is undefined, but the
+    # winner's In needs it defined, so they never meet).
+    normalized = reqs.NORMALIZED_LABELS
     for first, second in ((winner, loser), (loser, winner)):
-        open_keys = seen.side(second)[1]
-        ins = seen.side(first)[0]
-        closing = [key for key in ins if key not in open_keys]
+        open_keys = seen.open_keys(second)
+        closing: dict[str, tuple[str, ...]] = {}
+        for r in first.requirements:
+            if r.operator == reqs.IN and r.values:
+                key = normalized.get(r.key, r.key)
+                if key not in open_keys:
+                    closing[key] = r.values
         if closing:
             key = min(closing)
-            return second.name, key, ins[key]
+            return second.name, key, closing[key]
     return None
 
 
