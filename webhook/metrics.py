@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -93,13 +94,21 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=self.registry)
         self.registry.register(_CacheCollector(cache, clock))
         cache.on_rebuild = self.rebuild.observe
+        # Each request's two series, looked up once per label set (labels() costs more than the update);
+        # bounded, as the label values are: the callers pass only known endpoints, operations, kinds, verdicts.
+        self._series: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
 
     def watch_connections(self, listeners: Sequence[Listener]) -> None:
         self.registry.register(_ConnectionCollector(listeners))
 
     def observe(self, endpoint: str, operation: str, kind: str, verdict: str, seconds: float) -> None:
-        self.requests.labels(endpoint, operation or "-", kind or "-", verdict).inc()
-        self.latency.labels(endpoint).observe(seconds)
+        key = (endpoint, operation, kind, verdict)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.requests.labels(endpoint, operation or "-", kind or "-", verdict),
+                                          self.latency.labels(endpoint))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
