@@ -73,6 +73,9 @@ class Handlers:
         if request.content_length is not None and request.content_length > limit:
             raise review.ReviewError(413, f"the body exceeds {limit} bytes")
         try:
+            if request.content.is_eof():
+                # The whole body came with the headers (the usual case): nothing to wait for, so no timer.
+                return await request.read()
             async with asyncio.timeout(self.config.read_timeout):
                 return await request.read()
         except web.HTTPRequestEntityTooLarge:
