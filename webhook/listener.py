@@ -94,6 +94,11 @@ class Connection(asyncio.Protocol):
         self._listener = listener
         self._handler: asyncio.Protocol | None = None
         self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        # When the request whose headers are awaited began (None: none is awaited), and the timer that
+        # checks it. The timer is not moved per request (a new timer and a cancelled one per request cost
+        # more than the rest of this class): when it fires early for a later request, it waits on.
+        self._since: float | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._busy = False
         self._released = False
@@ -107,7 +112,7 @@ class Connection(asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        if not self._busy:
+        if not self._busy and self._since is None:
             self._arm()
         if self._handler is not None:
             self._handler.data_received(data)
@@ -132,24 +137,31 @@ class Connection(asyncio.Protocol):
     # -- request phases (from the middleware) ---------------------------------------------
     def request_started(self) -> None:
         self._busy = True
-        self._disarm()
+        self._since = None
 
     def request_finished(self) -> None:
         self._busy = False
 
     # -- internals ------------------------------------------------------------------------
     def _arm(self) -> None:
+        self._since = self._loop.time()
         if self._deadline is None:
-            self._deadline = asyncio.get_running_loop().call_later(
-                self._listener.limits.header_timeout, self._expire)
+            self._deadline = self._loop.call_at(self._since + self._listener.limits.header_timeout, self._expire)
 
     def _disarm(self) -> None:
+        self._since = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
     def _expire(self) -> None:
         self._deadline = None
+        if self._since is None:
+            return
+        due = self._since + self._listener.limits.header_timeout
+        if self._loop.time() < due:
+            self._deadline = self._loop.call_at(due, self._expire)
+            return
         self._listener.slow.hit(port=self._listener.name, timeoutSeconds=self._listener.limits.header_timeout)
         if self._transport is not None:
             self._transport.abort()
