@@ -51,6 +51,10 @@ class Witness:
         return out
 
 
+# ObjectRef's own ordering, compared in C: the dataclass's __lt__ builds two tuples per comparison.
+_REF_ORDER = operator.attrgetter("kind", "name")
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One problem. `source` is the index of the input document it is about, for adapters
@@ -75,8 +79,10 @@ class Finding:
         return json_path(*self.path)
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (self.source if self.source is not None else -1, self.obj, self.field, self.code,
-                self.related, self.message)
+        # The objects as their (kind, name), the order ObjectRef defines: hashed and compared in C, where
+        # the refs' own __hash__ and __eq__ are Python calls (findings.ordered runs twice per request).
+        return (self.source if self.source is not None else -1, self.obj.kind, self.obj.name, self.field, self.code,
+                tuple(map(_REF_ORDER, self.related)), self.message)
 
     def with_severity(self, severity: Severity, note: str = "") -> Finding:
         message = self.message if not note else f"{self.message} ({note})"
@@ -107,10 +113,6 @@ def make(code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str, *
     return Finding(code=code, obj=obj, path=path, message=message,
                    related=_refs(related), witness=witness, severity=codes.get(code).severity,
                    source=source, detail=tuple(sorted((detail or {}).items())), hint=hint)
-
-
-# ObjectRef's own ordering, compared in C: the dataclass's __lt__ builds two tuples per comparison.
-_REF_ORDER = operator.attrgetter("kind", "name")
 
 
 def _refs(related: Iterable[ObjectRef]) -> tuple[ObjectRef, ...]:
