@@ -24,6 +24,10 @@ PREFIX = "overlay-guard: "
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 # str() of a Severity reads the enum member's name each time; the audit annotation needs it per finding.
 _SEVERITY = {s: str(s) for s in findings.Severity}
+# The audit annotation's encoder, configured once (json.dumps builds one per call for non-default options).
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+# The detail keys of a capped finding that count the findings it stands for.
+_MORE = ("more", "moreObjects")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +82,10 @@ def brief(f: findings.Finding) -> str:
 def _bound(f: findings.Finding) -> str:
     """A capped finding's count of the ones it stands for, up front: its message ends with it,
     and that end is what clipping to the API server's limit cuts."""
+    if not f.detail:
+        return ""
     detail = dict(f.detail)
-    more = sum(int(detail.get(key, "0")) for key in ("more", "moreObjects"))
+    more = sum(int(detail.get(key, "0")) for key in _MORE)
     return f"(and {more} more) " if more else ""
 
 
@@ -109,7 +115,7 @@ def audit(report: ev.Report, label: str) -> dict[str, str]:
     """Machine-readable findings for the audit log (and for tests comparing with the linter)."""
     rows = [{"code": f.code, "severity": _SEVERITY[f.severity], "object": str(f.obj), "field": f.field}
             for f in report.findings[:MAX_AUDIT]]
-    out = {"verdict": label, "findings": json.dumps(rows, separators=(",", ":"))}
+    out = {"verdict": label, "findings": _COMPACT(rows)}
     if len(report.findings) > MAX_AUDIT:
         out["truncated"] = str(len(report.findings))
     return out
