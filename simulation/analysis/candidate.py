@@ -74,20 +74,58 @@ def reported(index: ix.Index, c: merge.Entry, field: merge.Field, laters: Sequen
     one neighbour scan. A report keeps the first merge.CLASH_LIMIT of those on unchanged overlays
     (incremental._split), so of each group only those are built: returns the clashes built and how
     many more there are."""
-    groups: dict[cellset.Cells, list[merge.Entry]] = {}
+    groups: dict[object, list[merge.Entry]] = {}
+    kind, position = index.by_kind.of, index.position
     for n in laters:
-        groups.setdefault(n.fields()[field], []).append(n)
+        # Unchanged laters of one kind have equal cells; a changed one is a group of its own.
+        groups.setdefault(kind[position[n.name]] if n.name not in skip else n.name, []).append(n)
     out: list[merge.Clash] = []
     unbuilt = 0
     for group in groups.values():
-        among = index.by_weight.get(c.overlay.weight, 0) & index.by_field.get(field, 0)
-        pool = [*index.near(group[0], skip, candidates, among), group[0]]
         kept = _first_in_report(index, group, skip)
         # A group's laters all clash with `c`, or none does.
-        found = merge.reported(c, field, kept, pool)
+        found = _reported(index, c, field, kept, skip, candidates)
         out += found
         unbuilt += len(group) - len(kept) if found else 0
     return out, unbuilt
+
+
+def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters: Sequence[merge.Entry],
+              skip: set[str], candidates: Sequence[merge.Entry]) -> list[merge.Clash]:
+    """The clashes `merge.same_weight` reports between each of `laters` (after `earlier` in its weight,
+    equal cells for `field`) and `earlier`: those where `earlier` is among the later one's first
+    merge.CLASH_LIMIT partners. The partners (the overlays of the weight that set `field` on a cell of the
+    laters') are counted as a mask of the prepared ones, one overlap test per kind, beside the changed
+    `candidates`."""
+    g = laters[0]
+    bits = g.fields()[field]
+    common = bits & earlier.fields()[field]
+    if not common:
+        return []
+    weight = earlier.overlay.weight
+    near = index.coarse(g) & index.by_weight.get(weight, 0) & index.by_field.get(field, 0) & ~index.mask(skip)
+    meets = 0
+    for first, members in index.by_kind.within(near):
+        m = index.order[first]
+        if m.may_overlap(g) and m.fields()[field].intersects(bits):
+            meets |= members
+    changed = [m for m in candidates if m.name != g.name and m.may_overlap(g)]
+    changed += [g] if g.name in skip else []
+    extra = [m.rank for m in changed
+             if m.overlay.weight == weight and m.fields().get(field, merge.EMPTY).intersects(bits)]
+
+    def above(rank: tuple[int, str]) -> int:
+        return (meets & index.before(rank)).bit_count() + sum(r > rank for r in extra)
+
+    first_few = above(earlier.rank)
+    if first_few >= merge.CLASH_LIMIT:
+        return []
+    out = []
+    for later in laters:
+        total = above(later.rank)
+        more = total - merge.CLASH_LIMIT if first_few == merge.CLASH_LIMIT - 1 and total > merge.CLASH_LIMIT else 0
+        out.append(merge.Clash(later.name, earlier.name, field, common, more))
+    return out
 
 
 def _first_in_report(index: ix.Index, group: list[merge.Entry], skip: set[str]) -> list[merge.Entry]:

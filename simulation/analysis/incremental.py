@@ -37,29 +37,31 @@ Index = ix.Index
 def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
                fresh: Sequence[merge.Entry]) -> list[merge.Entry]:
     """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
-    reached: dict[str, merge.Entry] = {}
+    reached = 0
+    changed: dict[str, merge.Entry] = {}
     frontier = list(seeds)
+    unchanged = ~index.mask(skip)
     # Overlays alike in weight and in what Karpenter's test reads reach the same overlays: one scan serves
-    # them all, and within a scan one overlap test serves each kind of neighbour.
+    # them all, and within a scan one overlap test serves each kind of the prepared overlays it meets.
     scanned: set[tuple[int, merge.Signature]] = set()
     while frontier:
         node = frontier.pop()
-        weight = node.overlay.weight
-        alike = (weight, node.tested)
+        alike = (node.overlay.weight, node.tested)
         if alike in scanned:
             continue
         scanned.add(alike)
-        meets: dict[merge.Signature, bool] = {}
-        for m in index.near(node, skip, fresh, index.related(node)):
-            if m.name in reached or m.overlay.weight != weight:
-                continue
-            met = meets.get(m.tested)
-            if met is None:
-                met = meets[m.tested] = m.karpenter_overlap(node)
-            if met:
-                reached[m.name] = m
+        near = index.coarse(node) & index.related(node) & unchanged & ~reached
+        for first, members in index.by_kind.within(near):
+            m = index.order[first]
+            if m.may_overlap(node) and m.karpenter_overlap(node):
+                reached |= members
                 frontier.append(m)
-    return list(reached.values())
+        for m in fresh:
+            if (m.name not in changed and m.name != node.name and m.overlay.weight == node.overlay.weight
+                    and m.may_overlap(node) and m.karpenter_overlap(node)):
+                changed[m.name] = m
+                frontier.append(m)
+    return [*index.members(reached), *changed.values()]
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from simulation.analysis import hints, tables
+from simulation.analysis import hints, kinds, tables
 from simulation.semantics import cellset, merge
 
 # Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
@@ -69,6 +69,8 @@ class Index:
     idle: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
     applied: tables.Bools | None = None
     pool_count: int = 0
+    # The entries by kind (alike overlays: a crowd of copies is one kind).
+    by_kind: kinds.Kinds = dataclasses.field(default_factory=kinds.Kinds)
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -113,7 +115,8 @@ class Index:
         return cls(buckets, order, position, tuple(e.rank for e in reversed(order)),
                    by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
                    tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
-                   keys, rows, ties, capacity_rows, tuple(report_rank), pool_count=pools)
+                   keys, rows, ties, capacity_rows, tuple(report_rank), pool_count=pools,
+                   by_kind=kinds.Kinds.build(order))
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""

@@ -13,7 +13,6 @@ updates stored at the overlay's own weight, so weight groups are independent; wi
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import enum
 import functools
@@ -332,27 +331,6 @@ def clashes_with(target: Entry, others: Sequence[Entry], limit: int = CLASH_LIMI
     out: list[Clash] = []
     for field, bits in target.fields().items():
         out += _first(target, field, bits, seen.get(field, {}).items(), limit)
-    return out
-
-
-def reported(earlier: Entry, field: Field, laters: Sequence[Entry], pool: Iterable[Entry],
-             limit: int = CLASH_LIMIT) -> list[Clash]:
-    """The clashes `same_weight` reports between each of `laters` (same weight, after `earlier`, equal
-    cells for `field`) and `earlier`: those where `earlier` is among the later one's first `limit`
-    partners. `pool` must hold every overlay that shares a cell with the laters."""
-    bits = laters[0].fields()[field]
-    common = bits & earlier.fields()[field]
-    weight = earlier.overlay.weight
-    ranks = sorted(o.rank for o in {o.name: o for o in pool}.values()
-                   if o.overlay.weight == weight and o.fields().get(field, EMPTY).intersects(bits))
-    above = len(ranks) - bisect.bisect_right(ranks, earlier.rank)
-    if not common or above >= limit:
-        return []
-    out = []
-    for later in laters:
-        total = len(ranks) - bisect.bisect_right(ranks, later.rank)
-        more = total - limit if above == limit - 1 and total > limit else 0
-        out.append(Clash(later.name, earlier.name, field, common, more))
     return out
 
 

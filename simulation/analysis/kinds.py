@@ -1,0 +1,49 @@
+"""The prepared entries grouped by kind: overlays of one weight that set the same fields on the same
+cells, and that Karpenter's conflict test reads alike. A crowd of copies (a thousand overlays with
+one spec under a thousand names) is one kind, so a walk over the overlays that meet a change tests
+each kind once and takes its members as one mask, not a Python step per overlay.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+
+from simulation.semantics import merge
+
+
+@dataclasses.dataclass(frozen=True)
+class Kinds:
+    """Positions (in Karpenter's order) grouped by kind: per position its kind, and the mask of the
+    positions of each kind with several (a mask per lone overlay would cost a big int per position)."""
+
+    of: tuple[int, ...] = ()
+    crowds: Mapping[int, int] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def build(cls, order: Sequence[merge.Entry]) -> Kinds:
+        found: dict[tuple[object, ...], int] = {}
+        of = [found.setdefault(_key(e), len(found)) for e in order]
+        crowds: dict[int, int] = {}
+        for kind, count in collections.Counter(of).items():
+            if count > 1:
+                crowds[kind] = 0
+        for position, kind in enumerate(of):
+            if kind in crowds:
+                crowds[kind] |= 1 << position
+        return cls(tuple(of), crowds)
+
+    def within(self, mask: int) -> Iterator[tuple[int, int]]:
+        """(position of its first member, its members in `mask`) for each kind with a member in `mask`."""
+        while mask:
+            first = (mask & -mask).bit_length() - 1
+            crowd = self.crowds.get(self.of[first])
+            members = crowd & mask if crowd is not None else 1 << first
+            yield first, members
+            mask &= ~members
+
+
+def _key(e: merge.Entry) -> tuple[object, ...]:
+    return (e.overlay.weight, e.tested, tuple(e.fields()))
+
