@@ -9,9 +9,12 @@ import pathlib
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from lint import cli
+from simulation.analysis import hints
 from tests import casefmt
 from tests.lint_support import CATALOG, nodepool, write
 
@@ -227,3 +230,12 @@ def test_an_unquoted_requirement_value_is_told_to_be_quoted(tmp_path: pathlib.Pa
     hint = finding["hint"]
     assert "quote the value" in hint
     assert quoted is None or quoted in hint
+
+
+@given(st.text(), st.text(), st.lists(st.text(), min_size=1, max_size=4))
+def test_the_disjoint_requirement_is_written_as_json_writes_it(target: str, key: str, values: list[str]) -> None:
+    # Written by hand around json's string encoder: the inline form and the detail must stay what json.dumps gives.
+    requirement = {"key": key, "operator": "NotIn", "values": sorted(set(values))}
+    assert hints._not_in(target, key, tuple(values)) == (
+        json.dumps(requirement, separators=(", ", ": ")),
+        json.dumps({"overlay": target, "requirement": requirement}, sort_keys=True))
