@@ -9,6 +9,7 @@ import copy
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -63,16 +64,19 @@ def test_alike_overlays_get_the_verdicts_of_testing_each(catalog: cat.Catalog, o
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=crowd(), pools=pool_docs(), pick=st.integers(0, 63),
-       name=st.sampled_from(["a0", "c03x", "z0", None]), broad=st.sampled_from([0, candidate.BROAD]))
+       name=st.sampled_from(["a0", "c03x", "z0", None]), path=st.sampled_from(["scan", "broad", "crowded"]))
 def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
                                              pools: list[dict[str, Any]], pick: int, name: str | None,
-                                             broad: int) -> None:
+                                             path: str) -> None:
     """One more copy of a crowd's spec (named first, among, or last in Karpenter's order), or an edit of a
-    copy (None): the same findings, and every status the fast path reports, as the full run."""
+    copy (None): the same findings, and every status the fast path reports, as the full run, whether the
+    neighbour scan answers or the tables (chosen for the candidate's breadth, or for its crowd)."""
     twin = existing[pick % len(existing)]
     doc = {**twin, "metadata": {"name": twin["metadata"]["name"] if name is None else name}}
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
-    with mock.patch.object(candidate, "BROAD", broad):
+    never = 10**9
+    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
+            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
         fast = ev.evaluate([ev.Document(doc, 100)], prepared)
     slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
@@ -80,3 +84,21 @@ def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: li
     mine = doc["metadata"]["name"]
     assert [c for c in fast.outcome.claims if c.overlay == mine] == [c for c in slow.outcome.claims
                                                                      if c.overlay == mine]
+
+
+@pytest.mark.parametrize("name", ["c03x", "c06x", "c07x", "c08x", "z0"])
+@pytest.mark.parametrize("path", ["scan", "broad", "crowded"])
+def test_a_candidate_at_each_place_of_a_crowd(name: str, path: str) -> None:
+    """Twelve copies and one more among them: it meets from eight down to none of them before it, so
+    the clashes naming it on the copies after it stop at merge.CLASH_LIMIT, or count "and N more"."""
+    spec = {"priceAdjustment": "-10%", "capacity": {"r1": "1"}}
+    existing = [_doc(f"c{i:02d}", spec) for i in range(12)]
+    doc = _doc(name, spec)
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], ONE_TYPE)
+    never = 10**9
+    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
+            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
+        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
+    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
+    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    assert any(f.obj.name != name for f in fast.findings) == (name > "c07")

@@ -23,11 +23,21 @@ from simulation.semantics import cells, cellset, merge
 BROAD = 9
 
 
+# From this many overlays sharing a bucket with a candidate and bearing on its findings on, the tables
+# answer it faster than a scan however few buckets it spans (a crowd of copies in one instance family).
+CROWDED = 64
+
+
 def broad(c: merge.Entry) -> bool:
     """Whether the candidate spans enough buckets for the tables to answer it faster than a scan."""
     fold = c.fold
     span = (fold.bit_length() - 1) // 64 - ((fold & -fold).bit_length() - 1) // 64 + 1 if fold else 0
     return c.pools.bit_count() * span >= BROAD
+
+
+def crowded(index: ix.Index, c: merge.Entry) -> bool:
+    """Whether enough overlays near the candidate bear on its findings for the tables to answer faster."""
+    return (index.coarse(c) & index.relevant(c)).bit_count() >= CROWDED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +65,9 @@ class Scan:
         unbuilt = 0
         for field, bits in c.fields().items():
             laters = [n for n in same if n.rank < c.rank and n.fields().get(field, merge.EMPTY).intersects(bits)]
-            found, more = reported(self.index, c, field, laters, self.skip, self.candidates)
+            found, more = reported(self.index, c, field, [self.index.position[n.name] for n in laters
+                                                          if n.name not in self.skip],
+                                   [n for n in laters if n.name in self.skip], self.skip, self.candidates)
             out += found
             unbuilt += more
         return out, unbuilt
@@ -67,26 +79,29 @@ class Scan:
         return checks.shadowed(grid, self.c, field, self.neighbours, self.status)
 
 
-def reported(index: ix.Index, c: merge.Entry, field: merge.Field, laters: Sequence[merge.Entry], skip: set[str],
+def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Sequence[int],
+             changed: Sequence[merge.Entry], skip: set[str],
              candidates: Sequence[merge.Entry]) -> tuple[list[merge.Clash], int]:
-    """The clashes naming `c` as the earlier overlay of these later ones (same weight, meeting it on
-    `field`), judged per group of laters with equal cells, so that a thousand identical overlays cost
-    one neighbour scan. A report keeps the first merge.CLASH_LIMIT of those on unchanged overlays
-    (incremental._split), so of each group only those are built: returns the clashes built and how
-    many more there are."""
-    groups: dict[object, list[merge.Entry]] = {}
-    kind, position = index.by_kind.of, index.position
-    for n in laters:
-        # Unchanged laters of one kind have equal cells; a changed one is a group of its own.
-        groups.setdefault(kind[position[n.name]] if n.name not in skip else n.name, []).append(n)
+    """The clashes naming `c` as the earlier overlay of later ones (same weight, meeting it on `field`): the
+    unchanged at these `positions`, and the `changed`. The unchanged are judged per kind (equal cells),
+    so that a thousand identical overlays cost one neighbour scan; a report keeps the first
+    merge.CLASH_LIMIT clashes on them in its order (incremental._split), so of each kind only those are
+    built: returns the clashes built and how many more there are."""
+    groups: dict[int, list[int]] = {}
+    kind = index.by_kind.of
+    for p in positions:
+        groups.setdefault(kind[p], []).append(p)
     out: list[merge.Clash] = []
     unbuilt = 0
     for group in groups.values():
-        kept = _first_in_report(index, group, skip)
-        # A group's laters all clash with `c`, or none does.
-        found = _reported(index, c, field, kept, skip, candidates)
+        first = (heapq.nsmallest(merge.CLASH_LIMIT, group, key=index.report_rank.__getitem__)
+                 if len(group) > merge.CLASH_LIMIT else group)
+        # A kind's laters all clash with `c`, or none does.
+        found = _reported(index, c, field, [index.order[p] for p in first], skip, candidates)
         out += found
-        unbuilt += len(group) - len(kept) if found else 0
+        unbuilt += len(group) - len(first) if found else 0
+    for n in changed:
+        out += _reported(index, c, field, [n], skip, candidates)
     return out, unbuilt
 
 
@@ -126,17 +141,6 @@ def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters:
         more = total - merge.CLASH_LIMIT if first_few == merge.CLASH_LIMIT - 1 and total > merge.CLASH_LIMIT else 0
         out.append(merge.Clash(later.name, earlier.name, field, common, more))
     return out
-
-
-def _first_in_report(index: ix.Index, group: list[merge.Entry], skip: set[str]) -> list[merge.Entry]:
-    """The changed overlays of `group`, and the first merge.CLASH_LIMIT unchanged ones in a report's order (the
-    index places them: unchanged overlays are the prepared ones)."""
-    if len(group) <= merge.CLASH_LIMIT:
-        return group
-    rank, position = index.report_rank, index.position
-    unchanged = [n for n in group if n.name not in skip]
-    first = heapq.nsmallest(merge.CLASH_LIMIT, unchanged, key=lambda n: rank[position[n.name]])
-    return [*(n for n in group if n.name in skip), *first]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +225,7 @@ class Tables:
             out += found
         unbuilt = 0
         for field, positions in later.items():
-            found, more = reported(index, c, field, [index.order[p] for p in positions], self.skip, [c])
+            found, more = reported(index, c, field, positions, [], self.skip, [c])
             out += found
             unbuilt += more
         return out, unbuilt

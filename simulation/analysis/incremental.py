@@ -143,7 +143,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     skip = set(changed)
     probe = (candidate.Tables.of(index, candidates[0], skip, baseline.status)
              if index.applied is not None and len(changed) == 1 and len(candidates) == 1
-             and candidate.broad(candidates[0]) else None)
+             and (candidate.broad(candidates[0]) or candidate.crowded(index, candidates[0])) else None)
     component, local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     unchanged = [m for m in component if m.name not in skip]
@@ -162,7 +162,8 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     claims: list[merge.Claim] = []
     for c in candidates:
         reach = alone if alone is not None else candidate.Scan.of(index, c, skip, candidates, status)
-        own, others, total = _split(*reach.clashes(), entries, skip, index)
+        # The tables' clashes need no status: they answer whenever there are tables.
+        own, others, total = _split(*(probe if probe is not None else reach).clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:

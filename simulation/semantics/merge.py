@@ -110,11 +110,12 @@ class Entry:
     pools: int = 0
     fold: int = 0
 
-    @property
+    # Cached: the incremental path reads them of every overlay in a crowd, several times.
+    @functools.cached_property
     def name(self) -> str:
         return self.overlay.name
 
-    @property
+    @functools.cached_property
     def rank(self) -> tuple[int, str]:
         """Karpenter's precedence: a larger rank is processed earlier."""
         return (self.overlay.weight, self.overlay.name)
