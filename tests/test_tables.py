@@ -3,6 +3,8 @@ meet this set" query, the owner table's claims and emptied overlays, and the fla
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -38,17 +40,23 @@ def test_flat_indices_round_trip(cells: cellset.Cells) -> None:
     assert tables.cells_at(flat, BLOCK) == cells
 
 
-# The rows answer through their word index (sets with few non-zero words) or by a scan (the rest): both.
-BOTH = pytest.mark.parametrize("sparse", [tables.SPARSE, 0])
+# The rows answer through their word index (sets with few non-zero words) or by a scan (the rest), and read
+# a meeting of a few words in Python, of more through numpy: every combination.
+BOTH = pytest.mark.parametrize(("sparse", "small"), [(tables.SPARSE, tables.SMALL), (0, tables.SMALL),
+                                                     (tables.SPARSE, -1), (0, -1)])
+
+
+def _paths(sparse: int, small: int) -> contextlib.AbstractContextManager[Any]:
+    return mock.patch.multiple(tables, SPARSE=sparse, SMALL=small)
 
 
 @BOTH
 @given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(0, 12), st.integers(0, 12))
-def test_rows_hits_equal_a_loop(sparse: int, entries: list[cellset.Cells], probe: cellset.Cells, lo: int,
-                                hi: int) -> None:
+def test_rows_hits_equal_a_loop(sparse: int, small: int, entries: list[cellset.Cells], probe: cellset.Cells,
+                                lo: int, hi: int) -> None:
     rows = tables.Rows.build(enumerate(entries), POOLS)
     expected = [i for i, cells in enumerate(entries) if lo <= i < hi and cells.intersects(probe)]
-    with mock.patch.object(tables, "SPARSE", sparse):
+    with _paths(sparse, small):
         assert rows.hits(probe, lo, hi).tolist() == expected
         assert rows.hits(probe, lo).tolist() == [i for i, cells in enumerate(entries)
                                                  if lo <= i and cells.intersects(probe)]
@@ -93,12 +101,12 @@ def test_empty_rows_and_sets() -> None:
 @BOTH
 @given(st.lists(cell_sets(), min_size=1, max_size=10), cell_sets(), st.lists(st.booleans(), min_size=10, max_size=10),
        st.integers(0, 10), st.integers(0, 10))
-def test_first_common_cell_and_its_last_holder_equal_a_loop(sparse: int, entries: list[cellset.Cells],
+def test_first_common_cell_and_its_last_holder_equal_a_loop(sparse: int, small: int, entries: list[cellset.Cells],
                                                             probe: cellset.Cells, allowed: list[bool], lo: int,
                                                             hi: int) -> None:
     rows = tables.Rows.build(enumerate(entries), POOLS)
     chosen = [i for i, cells in enumerate(entries) if lo <= i < hi and allowed[i] and cells.intersects(probe)]
-    with mock.patch.object(tables, "SPARSE", sparse):
+    with _paths(sparse, small):
         found = rows.first_common(probe, lo, hi, np.array(allowed, dtype=bool))
     if not chosen:
         assert found is None

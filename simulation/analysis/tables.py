@@ -16,6 +16,7 @@ for whole-array work; see docs/design.md).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -92,6 +93,9 @@ def _block_words(blocks: Sequence[int]) -> tuple[Ints, Ints, Words]:
 # A set whose blocks have at most this many non-zero words is looked up through the rows' word index;
 # a broader one scans the rows of the position range.
 SPARSE = 16
+# A meeting of at most this many words is read in Python: one numpy call costs about what a few dozen
+# steps of a loop do.
+SMALL = 32
 
 
 def frozen(*arrays: npt.NDArray[Any]) -> None:
@@ -117,6 +121,8 @@ class Rows:
     # that have bits in a given word, without a scan.
     by_word: Ints
     word_starts: Ints
+    # `positions` as Python ints, for bisect: numpy's searchsorted costs more than the search on a few thousand.
+    ordered: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         frozen(self.positions, self.pools, self.starts, self.at, self.values, self.row, self.by_word, self.word_starts)
@@ -141,7 +147,8 @@ class Rows:
         return cls(np.array(positions, dtype=np.int64),
                    np.frombuffer(pool_bytes, dtype="<u8").astype(np.uint64).reshape(len(positions), pool_words),
                    np.searchsorted(row, np.arange(len(positions) + 1)).astype(np.int64), at, values, row,
-                   pool_words, by_word, np.searchsorted(at[by_word], np.arange(block_words + 1)).astype(np.int64))
+                   pool_words, by_word, np.searchsorted(at[by_word], np.arange(block_words + 1)).astype(np.int64),
+                   tuple(positions))
 
     def hits(self, cells: cellset.Cells, lo: int = 0, hi: int | None = None) -> Ints:
         """The positions in [lo, hi) whose cells meet `cells`, ascending, each once."""
@@ -193,8 +200,8 @@ class Rows:
 
     def _rows(self, lo: int, hi: int | None) -> tuple[int, int]:
         """The rows of the entries in positions [lo, hi)."""
-        return (int(np.searchsorted(self.positions, lo, "left")),
-                len(self.positions) if hi is None else int(np.searchsorted(self.positions, hi, "left")))
+        return (bisect.bisect_left(self.ordered, lo),
+                len(self.ordered) if hi is None else bisect.bisect_left(self.ordered, hi))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -211,11 +218,15 @@ class Meeting:
 
     def entries(self) -> Ints:
         """The positions of the entries that share a cell, ascending, each once."""
+        if len(self.positions) <= SMALL:
+            return np.array(sorted(set(self.positions.tolist())), dtype=np.int64)
         return _distinct(np.sort(self.positions))
 
     def first(self, allowed: Bools, below: int) -> tuple[int, int] | None:
         """The first cell (flat index, pool-major) shared with an entry before position `below` that
         `allowed` (per position) admits, and the last such entry that has it; None if there is none."""
+        if len(self.positions) <= SMALL:
+            return self._first_few(allowed, below)
         keep = (self.positions < below) & allowed[self.positions]
         if not keep.any():
             return None
@@ -231,6 +242,23 @@ class Meeting:
         low = _low(int(np.bitwise_or.reduce(common[here])))
         has = here & ((common >> np.uint64(low)) & np.uint64(1) != 0)
         return (word * 64 + bit) * self.block + first * 64 + low, int(positions[has].max())
+
+    def _first_few(self, allowed: Bools, below: int) -> tuple[int, int] | None:
+        """`first` over a few words, in Python, with each word's NodePools and bits as ints."""
+        pooled = (self.pooled[:, 0].tolist() if self.pooled.shape[1] == 1
+                  else [sum(w << (64 * i) for i, w in enumerate(pools)) for pools in self.pooled.tolist()])
+        kept = [(position, pools, at, common)
+                for position, admitted, pools, at, common in zip(
+                    self.positions.tolist(), allowed[self.positions].tolist(), pooled, self.at.tolist(),
+                    self.common.tolist(), strict=True)
+                if position < below and admitted]
+        if not kept:
+            return None
+        pool, slot = min(((pools & -pools).bit_length() - 1, at * 64 + (common & -common).bit_length() - 1)
+                         for _, pools, at, common in kept)
+        last = max(position for position, pools, at, common in kept
+                   if pools >> pool & 1 and at == slot // 64 and common >> slot % 64 & 1)
+        return pool * self.block + slot, last
 
 
 def _starts(ascending: Ints) -> Ints:
