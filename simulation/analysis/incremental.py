@@ -147,9 +147,12 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     component, local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     unchanged = [m for m in component if m.name not in skip]
-    alone = None
-    if probe is not None and _alone(baseline, local, probe.c.name):
-        alone = dataclasses.replace(probe, status=status)
+    # The tables answer for a lone candidate's own findings when the overlays before it kept their status (a
+    # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
+    answers = alone = None
+    if probe is not None and (not old or _alone(baseline, local, probe.c.name)):
+        answers = dataclasses.replace(probe, status=status)
+        alone = answers if _alone(baseline, local, probe.c.name) else None
     view = shadows.View(grid, index, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
                          *(m for m in unchanged if local.status.get(m.name) == merge.APPLIED
@@ -161,7 +164,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
     for c in candidates:
-        reach = alone if alone is not None else candidate.Scan.of(index, c, skip, candidates, status)
+        reach = answers if answers is not None else candidate.Scan.of(index, c, skip, candidates, status)
         # The tables' clashes need no status: they answer whenever there are tables.
         own, others, total = _split(*(probe if probe is not None else reach).clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
