@@ -328,7 +328,8 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())
     outcome = merge.Merged(prepared.outcome.order, result.status, result.verdicts, result.claims)
-    status = _statuses(snapshot, result.status, result.verdicts, {*result.touched, *changed})
+    status = rp.Statuses({*result.touched, *changed},
+                         lambda n: _statuses(snapshot, result.status, result.verdicts, (n,))[n])
     return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays,
                   snapshot.grid, notes)
 
