@@ -17,6 +17,8 @@ from simulation.semantics import cellset, merge
 # Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
 # NodePools and instance-type ranges only.
 CHUNK = 64
+# An entry's buckets: its NodePools x the CHUNK-slot ranges its fold has bits in (as indices).
+Keys = tuple[tuple[int, ...], tuple[int, ...]]
 # Entries per stored prefix of the by-name order (Index.named_before).
 NAMES = 64
 
@@ -27,8 +29,11 @@ class Index:
     i-th entry in Karpenter's order, so that "shares a NodePool and a type range with the target",
     "sets this field" and "precedes this overlay" are each one mask, and their meet a few big-int ANDs."""
 
-    # (NodePool, range of instance types) -> the entries with cells there
-    buckets: Mapping[tuple[int, int], int]
+    # The buckets, factored: NodePool -> the entries with cells there; range of instance types (CHUNK slots)
+    # -> the entries whose fold has bits there. An entry's buckets are a product of the two (_keys), so the
+    # entries sharing a bucket with a target are those meeting one of its NodePools and one of its ranges:
+    # |NodePools| + |ranges| ORs, not their product (10,000 for a broad candidate at 100 NodePools).
+    by_pool: Mapping[int, int]
     order: tuple[merge.Entry, ...] = ()
     position: Mapping[str, int] = dataclasses.field(default_factory=dict)
     # The entries' ranks, ascending (the reverse of `order`), to place an overlay among them.
@@ -53,7 +58,7 @@ class Index:
     names: tuple[str, ...] = ()
     field_cells: Mapping[merge.Field, Mapping[int, cellset.Cells]] = dataclasses.field(default_factory=dict)
     # Per position: the buckets the entry is in.
-    keys: tuple[tuple[tuple[int, int], ...], ...] = ()
+    keys: tuple[Keys, ...] = ()
     # field -> the cells of the entries that set it, as rows
     rows: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
     # field -> per position, whether `tied` holds any overlay for it
@@ -71,19 +76,25 @@ class Index:
     pool_count: int = 0
     # The entries by kind (alike overlays: a crowd of copies is one kind).
     by_kind: kinds.Kinds = dataclasses.field(default_factory=kinds.Kinds)
+    # The other factor of the buckets (see by_pool).
+    by_chunk: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
         order = tuple(merge.ordered(entries))
-        buckets: dict[tuple[int, int], int] = {}
+        by_pool: dict[int, list[int]] = {}
+        by_chunk: dict[int, list[int]] = {}
         by_field: dict[merge.Field, int] = {}
         field_cells: dict[merge.Field, dict[int, cellset.Cells]] = {}
         by_weight: dict[int, int] = {}
         prices = capacities = 0
-        keys = tuple(tuple(_keys(e)) for e in order)
+        keys = tuple(_keys(e) for e in order)
         for i, e in enumerate(order):
-            for key in keys[i]:
-                buckets[key] = buckets.get(key, 0) | 1 << i
+            pools_in, chunks_in = keys[i]
+            for pool in pools_in:
+                by_pool.setdefault(pool, []).append(i)
+            for chunk in chunks_in:
+                by_chunk.setdefault(chunk, []).append(i)
             for field, bits in e.fields().items():
                 by_field[field] = by_field.get(field, 0) | 1 << i
                 field_cells.setdefault(field, {})[i] = bits
@@ -112,11 +123,13 @@ class Index:
         report_rank = [0] * len(order)
         for place, i in enumerate(sorted(range(len(order)), key=lambda i: _report_key(order[i]))):
             report_rank[i] = place
-        return cls(buckets, order, position, tuple(e.rank for e in reversed(order)),
+        return cls({pool: _mask(at, len(order)) for pool, at in by_pool.items()}, order, position,
+                   tuple(e.rank for e in reversed(order)),
                    by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
                    tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
                    keys, rows, ties, capacity_rows, tuple(report_rank), pool_count=pools,
-                   by_kind=kinds.Kinds.build(order))
+                   by_kind=kinds.Kinds.build(order),
+                   by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()})
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""
@@ -163,11 +176,15 @@ class Index:
         """The entries that share a bucket with the target (a superset of those sharing a cell)."""
         return self.coarse_at(_keys(target))
 
-    def coarse_at(self, keys: Iterable[tuple[int, int]]) -> int:
-        out, buckets = 0, self.buckets
-        for key in keys:
-            out |= buckets.get(key, 0)
-        return out
+    def coarse_at(self, keys: Keys) -> int:
+        pools, chunks = keys
+        in_pools = in_chunks = 0
+        for p in pools:
+            in_pools |= self.by_pool.get(p, 0)
+        if in_pools:
+            for k in chunks:
+                in_chunks |= self.by_chunk.get(k, 0)
+        return in_pools & in_chunks
 
     def named_before(self, name: str) -> int:
         """The entries whose name sorts before `name`."""
@@ -214,9 +231,18 @@ def _report_key(e: merge.Entry) -> tuple[object, ...]:
     return (o.source if o.source is not None else -1, o.ref)
 
 
-def _keys(e: merge.Entry) -> list[tuple[int, int]]:
-    chunks = [k for k in range(-(-e.fold.bit_length() // CHUNK)) if e.fold >> (k * CHUNK) & ((1 << CHUNK) - 1)]
-    return [(p, k) for p in _ones(e.pools) for k in chunks]
+def _keys(e: merge.Entry) -> Keys:
+    # The fold's non-zero CHUNK-bit words in one pass over its bytes, not a shift per chunk.
+    chunks = np.flatnonzero(tables.words(e.fold, -(-e.fold.bit_length() // CHUNK))).tolist()
+    return tuple(_ones(e.pools)), tuple(chunks)
+
+
+def _mask(positions: Sequence[int], count: int) -> int:
+    """The int with these bits set, below 2**count (a byte buffer: `|= 1 << i` copies the int per bit)."""
+    buffer = bytearray(-(-count // 8))
+    for i in positions:
+        buffer[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(buffer, "little")
 
 
 def _ones(bits: int) -> list[int]:

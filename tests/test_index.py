@@ -1,0 +1,46 @@
+"""The prepared index's coarse neighbour query: the entries sharing a (NodePool, 64-slot range) bucket with a
+target, answered from the buckets' two factors, equal those a bucket-by-bucket union finds."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulation.analysis import index as ix
+from simulation.semantics import cellset, merge, model
+from tests.test_tables import BLOCK, POOLS
+
+# A few NodePools of many, so that sets often share a NodePool and not a range, or a range and not a NodePool.
+_FEW = st.sets(st.integers(0, 3), min_size=1, max_size=2).map(lambda ps: sum(1 << (p * 23) for p in ps))
+_SLOTS = st.sets(st.integers(0, BLOCK - 1), min_size=1, max_size=3).map(lambda ones: sum(1 << i for i in ones))
+
+
+@st.composite
+def cell_sets(draw: st.DrawFn) -> cellset.Cells:
+    out = cellset.Cells((), BLOCK)
+    for pools, bits in draw(st.lists(st.tuples(_FEW, _SLOTS), max_size=2)):
+        out |= cellset.Cells.product(pools, bits, BLOCK)
+    return out
+
+
+def _entry(name: str, cells: cellset.Cells) -> merge.Entry:
+    overlay = model.Overlay(name, 1, (), None, "-1%", (), ())
+    return merge.Entry(overlay, cells, cells, cells.pools(), cells.fold())
+
+
+def _buckets(cells: cellset.Cells) -> set[tuple[int, int]]:
+    """(NodePool, range) pairs of a set's NodePools and the ranges its fold has bits in."""
+    pools = {p for p in range(POOLS) if cells.pools() >> p & 1}
+    chunks = {k for k in range(-(-BLOCK // ix.CHUNK)) if cells.fold() >> (k * ix.CHUNK) & ((1 << ix.CHUNK) - 1)}
+    return {(p, k) for p in pools for k in chunks}
+
+
+@given(st.lists(cell_sets(), max_size=10), cell_sets())
+def test_coarse_equals_the_union_of_the_buckets(entries: list[cellset.Cells], probe: cellset.Cells) -> None:
+    index = ix.Index.build([_entry(f"e{i:02d}", cells) for i, cells in enumerate(entries)], POOLS)
+    target = _entry("target", probe)
+    expected = {index.position[e.name] for e in index.order if _buckets(e.cells) & _buckets(probe)}
+    assert set(index.positions(index.coarse(target))) == expected
+    # An entry's own stored keys answer as its cells do.
+    for i, e in enumerate(index.order):
+        assert index.coarse_at(index.keys[i]) == index.coarse(e)
