@@ -18,6 +18,7 @@ import enum
 import functools
 import heapq
 import itertools
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 
 from simulation.semantics import cells, cellset, model
@@ -81,22 +82,20 @@ def driver_field(driver: str) -> Field:
     return Field(Kind.TEMPLATES, driver)
 
 
-class Signature:
-    """A value whose hash is computed once: hashing cell sets of thousands of bits costs ~1 us a time, and a
-    loop over a thousand alike overlays asks a dict for each."""
+class Signature(tuple[object, ...]):
+    """A tuple of plain values (ints, strings, bools) whose hash is computed once: hashing cell sets of
+    thousands of bits costs ~1 us a time, and a loop over a thousand alike overlays asks a dict for each.
+    Equality stays the tuple's, in C."""
 
-    __slots__ = ("_hash", "value")
+    _hash: int
 
-    def __init__(self, value: tuple[object, ...]) -> None:
-        self.value = value
-        self._hash = hash(value)
+    def __new__(cls, value: Iterable[object]) -> Signature:
+        self = super().__new__(cls, value)
+        self._hash = tuple.__hash__(self)
+        return self
 
     def __hash__(self) -> int:
         return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, Signature) and self._hash == other._hash
-                                 and self.value == other.value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +132,8 @@ class Entry:
     def tested(self) -> Signature:
         """What Karpenter's conflict test reads of this overlay (equal for overlays it cannot tell apart)."""
         o = self.overlay
-        return Signature((o.price_update is not None, self.cells, o.capacity_set, tuple(r for r, _ in o.capacity),
-                          self.type_cells))
+        return Signature((o.price_update is not None, self.cells.parts, o.capacity_set,
+                          tuple(r for r, _ in o.capacity), self.type_cells.parts))
 
     def fields(self) -> Mapping[Field, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
@@ -161,9 +160,14 @@ def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
     return Entry(overlay, selected, type_cells, type_cells.pools(), type_cells.fold())
 
 
+# Read in C: Karpenter's loop sorts and groups the thousand copies of a crowd on every request.
+_RANK = operator.attrgetter("rank")
+_WEIGHT = operator.attrgetter("overlay.weight")
+
+
 def ordered(entries: Iterable[Entry]) -> list[Entry]:
     """Karpenter's order: weight descending, then name descending (OrderByWeight)."""
-    return sorted(entries, key=lambda e: (e.overlay.weight, e.name), reverse=True)
+    return sorted(entries, key=_RANK, reverse=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +216,7 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
     verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
     won: dict[Field, cellset.Dense] = {}
-    for _, group in itertools.groupby(ordered_entries, key=lambda e: e.overlay.weight):
+    for _, group in itertools.groupby(ordered_entries, key=_WEIGHT):
         price_stored: list[Entry] = []
         price_union: cellset.Dense | None = None
         # resource -> (pool, type) cells whose last stored capacity overlay sets that resource
