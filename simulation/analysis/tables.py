@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -170,6 +171,11 @@ class Rows:
             common = values & mine[at]
             hit = common != 0
             at, common, rows = at[hit], common[hit], rows[hit]
+            if p & self.every_pool == self.every_pool:
+                # The part has every row's NodePools (a set with no NodePool requirement): each row keeps its
+                # own, none drops out, so no NodePool words to mask and test.
+                found.append((self.positions[rows], self.pools[rows], at, common))
+                continue
             pooled = self.pools[rows] & words(p, self.pool_words)
             keep = pooled[:, 0] != 0 if self.pool_words == 1 else pooled.any(axis=1)
             found.append((self.positions[rows[keep]], pooled[keep], at[keep], common[keep]))
@@ -179,6 +185,11 @@ class Rows:
         if len(found) == 1:
             return Meeting(cells.block, *found[0])
         return Meeting(cells.block, *(np.concatenate(column) for column in zip(*found, strict=True)))
+
+    @functools.cached_property
+    def every_pool(self) -> int:
+        """The NodePools of all the rows together."""
+        return int.from_bytes(np.bitwise_or.reduce(self.pools, axis=0).astype("<u8").tobytes(), "little")
 
     def _words(self, mine: Words, first: int, last: int) -> tuple[Ints, Words, Ints]:
         """The non-zero words (place, bits, row) of the rows in [first, last), at least those where
