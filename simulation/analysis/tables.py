@@ -176,8 +176,8 @@ class Rows:
                 # own, none drops out, so no NodePool words to mask and test.
                 found.append((self.positions[rows], self.pools[rows], at, common))
                 continue
-            pooled = self.pools[rows] & words(p, self.pool_words)
-            keep = pooled[:, 0] != 0 if self.pool_words == 1 else pooled.any(axis=1)
+            pooled = self.pools[rows]
+            keep = _meet(pooled, p)
             found.append((self.positions[rows[keep]], pooled[keep], at[keep], common[keep]))
         if not found:
             return Meeting(cells.block, _EMPTY, np.zeros((0, self.pool_words), dtype=np.uint64), _EMPTY,
@@ -272,6 +272,20 @@ class Meeting:
         return pool * self.block + slot, last
 
 
+_WORD = (1 << 64) - 1
+
+
+def _meet(pooled: Words, pools: int) -> Bools:
+    """Keeps in each row's NodePool words those of `pools`; whether any is left, per row. Column by column:
+    numpy broadcasting over a row of two or three words costs several times a pass per column."""
+    pooled[:, 0] &= np.uint64(pools & _WORD)
+    keep = pooled[:, 0] != 0
+    for w in range(1, pooled.shape[1]):
+        pooled[:, w] &= np.uint64(pools >> (64 * w) & _WORD)
+        keep |= pooled[:, w] != 0
+    return keep
+
+
 def _starts(ascending: Ints) -> Ints:
     """Where each run of equal values begins in an ascending array (np.unique sorts, or hashes, anew)."""
     return np.flatnonzero(np.concatenate(([True], ascending[1:] != ascending[:-1])))
@@ -348,8 +362,9 @@ class Owners:
         first = int(np.searchsorted(self.fold_position, at)) if at else 0
         position, place, values = self.fold_position[first:], self.fold_at[first:], self.fold_values[first:]
         outside = (values & ~words(bits, -(-cells.block // 64))[place]) != 0
-        fits = (self.pools[at:] & ~words(pools, self.pools.shape[1])) == 0
-        inside = (fits[:, 0] if self.pools.shape[1] == 1 else fits.all(axis=1)) & (self.claimed[at:] > 0)
+        inside = self.claimed[at:] > 0
+        for w in range(self.pools.shape[1]):
+            inside &= (self.pools[at:, w] & np.uint64(~(pools >> (64 * w)) & _WORD)) == 0
         inside[position[outside] - at] = False
         return np.flatnonzero(inside) + at
 
