@@ -279,7 +279,7 @@ def _meet(pooled: Words, pools: int) -> Bools:
     """Keeps in each row's NodePool words those of `pools`; whether any is left, per row. Column by column:
     numpy broadcasting over a row of two or three words costs several times a pass per column."""
     pooled[:, 0] &= np.uint64(pools & _WORD)
-    keep = pooled[:, 0] != 0
+    keep: Bools = pooled[:, 0] != 0
     for w in range(1, pooled.shape[1]):
         pooled[:, w] &= np.uint64(pools >> (64 * w) & _WORD)
         keep |= pooled[:, w] != 0
