@@ -192,7 +192,8 @@ class Tables:
         if meeting is None:
             return []
         found = meeting.entries()
-        kept: list[int] = found[found != self.gone].tolist()
+        # A new overlay (gone < 0) has no old version among them to leave out.
+        kept: list[int] = (found if self.gone < 0 else found[found != self.gone]).tolist()
         return kept
 
     def dropped_price(self) -> merge.Dropped | None:
@@ -218,11 +219,10 @@ class Tables:
             split = bisect.bisect_left(same, self.at)
             earlier, later[field] = same[:split], same[split:]
             # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.
-            found = [merge.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p])
-                     for p in earlier[:merge.CLASH_LIMIT]]
-            if len(earlier) > merge.CLASH_LIMIT:
-                found[-1] = dataclasses.replace(found[-1], more=len(earlier) - merge.CLASH_LIMIT)
-            out += found
+            shown = earlier[:merge.CLASH_LIMIT]
+            more = len(earlier) - len(shown)
+            out += [merge.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p],
+                                more if i == len(shown) - 1 else 0) for i, p in enumerate(shown)]
         unbuilt = 0
         for field, positions in later.items():
             found, more = reported(index, c, field, positions, [], self.skip, [c])
