@@ -202,13 +202,7 @@ class Index:
         return out
 
     def positions(self, mask: int) -> list[int]:
-        text = bin(mask)[:1:-1]
-        out = []
-        i = text.find("1")
-        while i >= 0:
-            out.append(i)
-            i = text.find("1", i + 1)
-        return out
+        return _ones(mask)
 
     def members(self, mask: int) -> list[merge.Entry]:
         order = self.order
@@ -246,9 +240,11 @@ def _mask(positions: Sequence[int], count: int) -> int:
 
 
 def _ones(bits: int) -> list[int]:
+    """The set bits, ascending: found in the binary text (a shift per bit costs a pass over the int)."""
+    text = bin(bits)[:1:-1]
     out = []
-    while bits:
-        low = bits & -bits
-        out.append(low.bit_length() - 1)
-        bits ^= low
+    i = text.find("1")
+    while i >= 0:
+        out.append(i)
+        i = text.find("1", i + 1)
     return out
