@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from simulation import findings
-from simulation.analysis import candidate, checks, dra, shadows
+from simulation.analysis import candidate, checks, dra, kinds, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, merge
 
@@ -72,6 +72,12 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
         dropped = _dropped(index, baseline, candidates[0], skip, probe)
         if dropped is not None:
             return [candidates[0]], dropped
+    if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):
+        # Karpenter's loop reads the same sequence as before the edit: every status and verdict stays.
+        name = candidates[0].name
+        verdict = baseline.verdicts.get(name)
+        return [candidates[0]], merge.Merged((name,), {name: baseline.status[name]},
+                                             {name: verdict} if verdict is not None else {}, ())
     component = _component(index, [*candidates, *old], skip, candidates)
     members = {m.name for m in component}
     component += [c for c in candidates if c.name not in members]

@@ -44,6 +44,12 @@ class Kinds:
             mask &= ~members
 
 
+def alike(a: merge.Entry, b: merge.Entry) -> bool:
+    """Whether the two are one overlay of one kind: an edit Karpenter's loop and the guard's clashes cannot
+    tell from the stored version (a change of labels or annotations)."""
+    return a.name == b.name and _key(a) == _key(b)
+
+
 def _key(e: merge.Entry) -> tuple[object, ...]:
     return (e.overlay.weight, e.tested, tuple(e.fields()))
 
