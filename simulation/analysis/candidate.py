@@ -7,7 +7,6 @@ candidate costs array operations, not a Python step per overlay it meets.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 
@@ -185,15 +184,18 @@ class Tables:
             self.meetings[field] = rows.meeting(self.c.fields()[field], *self.span)
         return self.meetings[field]
 
-    def same(self, field: merge.Field) -> list[int]:
-        """Positions of the unchanged overlays of its weight that set `field` on a cell of its own."""
+    def same(self, field: merge.Field) -> tuple[int, list[int], list[int]]:
+        """Of the unchanged overlays of its weight that set `field` on a cell of its own (by position): how
+        many precede it, the first merge.CLASH_LIMIT of those, and those after it. Only those are listed:
+        a broad candidate meets hundreds before it."""
         meeting = self.meeting(field)
         if meeting is None:
-            return []
+            return 0, [], []
         found = meeting.entries()
-        # A new overlay (gone < 0) has no old version among them to leave out.
-        kept: list[int] = (found if self.gone < 0 else found[found != self.gone]).tolist()
-        return kept
+        if self.gone >= 0:
+            found = found[found != self.gone]
+        split = int(found.searchsorted(self.at))
+        return split, found[:min(split, merge.CLASH_LIMIT)].tolist(), found[split:].tolist()
 
     def dropped_price(self) -> merge.Dropped | None:
         """Karpenter's price test for a new overlay: the first offering where an applied overlay of its
@@ -214,12 +216,9 @@ class Tables:
         out: list[merge.Clash] = []
         later: dict[merge.Field, list[int]] = {}
         for field, bits in c.fields().items():
-            same = self.same(field)
-            split = bisect.bisect_left(same, self.at)
-            earlier, later[field] = same[:split], same[split:]
+            earlier, shown, later[field] = self.same(field)
             # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.
-            shown = earlier[:merge.CLASH_LIMIT]
-            more = len(earlier) - len(shown)
+            more = earlier - len(shown)
             out += [merge.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p],
                                 more if i == len(shown) - 1 else 0) for i, p in enumerate(shown)]
         unbuilt = 0
