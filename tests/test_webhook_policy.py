@@ -4,6 +4,7 @@ response out, with no server, no event loop and no clock (webhook/admission.py).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from simulation import findings
 from simulation.analysis import effects
 from simulation.semantics import merge
 from tests.webhook_support import default_catalog, nodepool, overlay, review
-from webhook import admission, patch, store
+from webhook import admission, patch, store, verdict
 from webhook import review as rv
 
 NO, NP = "NodeOverlay", "NodePool"
@@ -240,3 +241,16 @@ def test_what_a_live_read_says(held: store.Pending | None, live: dict[str, Any] 
     basis = store.build([A]) if in_basis else {}
     assert admission.settled(held, live) is settled
     assert admission.read((NO, "a"), held, live, basis) == admission.Read(drop_hold, absent)
+
+
+def test_the_audit_annotation_is_the_findings_as_json_writes_them() -> None:
+    """Written row by row around json's string encoder: the same text as json.dumps of the rows."""
+    report = admission.judge(ev.prepare(store.documents(store.build([POOL, A])), default_catalog()), B_SAME)
+    odd = findings.ObjectRef(NO, 'quote" back\\slash \u00e9 \u2026 tab\t nul\x00 \U0001f600')
+    made = [findings.make("same-weight-conflict", odd, ("spec", "price"), "m", related=[odd]),
+            findings.make("no-match", findings.ObjectRef(NP, "p"), ("spec", "requirements", 0, "key"), "m")]
+    for found in (report.findings, tuple(made), ()):
+        rows = [{"code": f.code, "severity": str(f.severity), "object": str(f.obj), "field": f.field} for f in found]
+        audit = verdict.audit(dataclasses.replace(report, findings=found), "denied")
+        assert audit["findings"] == json.dumps(rows, separators=(",", ":"))
+    assert report.findings, "the conflict is found"

@@ -24,8 +24,9 @@ PREFIX = "overlay-guard: "
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 # str() of a Severity reads the enum member's name each time; the audit annotation needs it per finding.
 _SEVERITY = {s: str(s) for s in findings.Severity}
-# The audit annotation's encoder, configured once (json.dumps builds one per call for non-default options).
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+# How json.dumps writes a string (ensure_ascii): the audit annotation's rows are written around it, as
+# json.dumps(rows, separators=(",", ":")) writes them, at a fraction of its cost per row (a dict each).
+_STRING = json.encoder.encode_basestring_ascii
 # The detail keys of a capped finding that count the findings it stands for.
 _MORE = ("more", "moreObjects")
 
@@ -113,9 +114,9 @@ def denial(subject: findings.ObjectRef, errors: Sequence[findings.Finding]) -> s
 
 def audit(report: ev.Report, label: str) -> dict[str, str]:
     """Machine-readable findings for the audit log (and for tests comparing with the linter)."""
-    rows = [{"code": f.code, "severity": _SEVERITY[f.severity], "object": str(f.obj), "field": f.field}
-            for f in report.findings[:MAX_AUDIT]]
-    out = {"verdict": label, "findings": _COMPACT(rows)}
+    rows = [f'{{"code":{_STRING(f.code)},"severity":{_STRING(_SEVERITY[f.severity])},'
+            f'"object":{_STRING(str(f.obj))},"field":{_STRING(f.field)}}}' for f in report.findings[:MAX_AUDIT]]
+    out = {"verdict": label, "findings": f"[{','.join(rows)}]"}
     if len(report.findings) > MAX_AUDIT:
         out["truncated"] = str(len(report.findings))
     return out
