@@ -35,7 +35,9 @@ def broad(c: merge.Entry) -> bool:
 
 def crowded(index: ix.Index, c: merge.Entry) -> bool:
     """Whether enough overlays near the candidate bear on its findings for the tables to answer faster."""
-    return (index.coarse(c) & index.relevant(c)).bit_count() >= CROWDED
+    near = index.coarse(c)
+    # Most candidates share buckets with a few overlays: the relevant mask (10,000 bits) only for the rest.
+    return near.bit_count() >= CROWDED and (near & index.relevant(c)).bit_count() >= CROWDED
 
 
 @dataclasses.dataclass(frozen=True)
