@@ -101,14 +101,19 @@ def cold_lint(size: workload.Size = workload.DEFAULT) -> dict[str, Any]:
 
 def identical(count: int = IDENTICAL, requests: int = 50) -> dict[str, Any]:
     """`count` overlays, one weight, one field, the same cells: a cold check, and one more of them judged
-    against the prepared rest (what the webhook does)."""
-    items = [*workload.nodepools(1), *workload.identical(count)]
+    against the prepared rest (what the webhook does): named first in Karpenter's order (it displaces the
+    crowd's winner: every other verdict moves), named among them (Karpenter drops it), and an edit of one
+    of them that only adds a label."""
+    overlays = workload.identical(count)
+    items = [*workload.nodepools(1), *overlays]
     checked = _check(items)
     catalog = cat.default()
     prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(items)], catalog)
     one_more = workload.identical(count + 1)[-1]
-    timed = _timed(lambda i: one_more, prepared, requests)
-    return {"overlays": count, "check": checked, "one_more": timed}
+    among = {**one_more, "metadata": {"name": f"{overlays[count // 2]['metadata']['name']}x"}}
+    edit = {**overlays[count // 2], "metadata": {**overlays[count // 2]["metadata"], "labels": {"team": "a"}}}
+    return {"overlays": count, "check": checked, "one_more": _timed(lambda i: one_more, prepared, requests),
+            "among": _timed(lambda i: among, prepared, requests), "edit": _timed(lambda i: edit, prepared, requests)}
 
 
 def versus_reference() -> dict[str, Any]:
