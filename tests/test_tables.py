@@ -84,12 +84,15 @@ def test_owners_equal_first_writer_wins(entries: list[cellset.Cells], probe: cel
     # How many cells the entries before `at` hold.
     assert owners.held_before[min(at, len(entries))] == sum(claim.bit_count() for i, claim in claims if i < at)
     # Entries at or after `at` whose whole claim lies in the probe (and that held any): a product of the
-    # probe's NodePools and slots is answered from the claims' folds, any other set cell by cell.
-    emptied = [i for i, claim in claims if i >= at and claim and claim.within(probe)]
-    assert owners.emptied(probe, at).tolist() == emptied
+    # probe's NodePools and slots is answered from the claims' folds (or cell by cell while it has few
+    # cells), any other set cell by cell.
     product = cellset.Cells.product(probe.pools(), probe.fold(), BLOCK)
-    assert owners.emptied(product, at).tolist() == [i for i, claim in claims
-                                                   if i >= at and claim and claim.within(product)]
+    for gather in (tables.GATHER, 0):
+        with mock.patch.object(tables, "GATHER", gather):
+            assert owners.emptied(probe, at).tolist() == [i for i, claim in claims
+                                                         if i >= at and claim and claim.within(probe)]
+            assert owners.emptied(product, at).tolist() == [i for i, claim in claims
+                                                           if i >= at and claim and claim.within(product)]
 
 
 def test_empty_rows_and_sets() -> None:

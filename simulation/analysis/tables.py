@@ -94,6 +94,9 @@ def _block_words(blocks: Sequence[int]) -> tuple[Ints, Ints, Words]:
 # A set whose blocks have at most this many non-zero words is looked up through the rows' word index;
 # a broader one scans the rows of the position range.
 SPARSE = 16
+# Which overlays a set leaves nothing is read cell by cell for a set of fewer cells than this many times
+# the words of the claims' folds, else claim by claim (Owners.emptied).
+GATHER = 1
 # A meeting of at most this many words is read in Python: one numpy call costs about what a few dozen
 # steps of a loop do.
 SMALL = 32
@@ -241,19 +244,18 @@ class Meeting:
         keep = (self.positions < below) & allowed[self.positions]
         if not keep.any():
             return None
-        pooled, at, common = self.pooled, self.at, self.common
+        positions, pooled, at, common = self.positions[keep], self.pooled[keep], self.at[keep], self.common[keep]
         # The lowest of the words' lowest NodePools is the lowest bit of their union, and so is the lowest
-        # shared slot of the words at the first place in that NodePool: two ORs, no lowest bit per word. The
-        # reductions read the kept words in place (where=), not copies of them.
-        union = np.bitwise_or.reduce(pooled, axis=0, where=keep[:, None]).tolist()
+        # shared slot of the words at the first place in that NodePool: two ORs, no lowest bit per word.
+        union = np.bitwise_or.reduce(pooled, axis=0).tolist()
         word = next(w for w, bits in enumerate(union) if bits)
         bit = _low(union[word])
-        here = keep & ((pooled[:, word] >> np.uint64(bit)) & np.uint64(1) != 0)
-        first = int(at.min(where=here, initial=_NO_PLACE))
+        here = (pooled[:, word] >> np.uint64(bit)) & np.uint64(1) != 0
+        first = int(at[here].min())
         here &= at == first
-        low = _low(int(np.bitwise_or.reduce(common, where=here)))
+        low = _low(int(np.bitwise_or.reduce(common[here])))
         has = here & ((common >> np.uint64(low)) & np.uint64(1) != 0)
-        return (word * 64 + bit) * self.block + first * 64 + low, int(self.positions.max(where=has, initial=-1))
+        return (word * 64 + bit) * self.block + first * 64 + low, int(positions[has].max())
 
     def _first_few(self, allowed: Bools, below: int) -> tuple[int, int] | None:
         """`first` over a few words, in Python, with each word's NodePools and bits as ints."""
@@ -285,10 +287,6 @@ def _meet(pooled: Words, pools: int) -> Bools:
         pooled[:, w] &= np.uint64(pools >> (64 * w) & _WORD)
         keep |= pooled[:, w] != 0
     return keep
-
-
-# Above any place of a word in a block: the start of a minimum over places.
-_NO_PLACE = np.iinfo(np.int64).max
 
 
 def _starts(ascending: Ints) -> Ints:
@@ -360,7 +358,8 @@ class Owners:
 
     def emptied(self, cells: cellset.Cells, at: int) -> Ints:
         """The positions >= `at` holding cells, all of which are among these."""
-        if len(cells.parts) != 1:
+        # Cell by cell costs as many cells as the set has, claim by claim as many words as the claims have.
+        if len(cells.parts) != 1 or cells.bit_count() < GATHER * len(self.fold_values):
             return self._emptied_at(flat(cells), at)
         # A product: a claim lies inside it iff its NodePools and its fold do. Only positions >= `at` are read.
         (pools, bits), = cells.parts
