@@ -152,7 +152,10 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
              and (candidate.broad(candidates[0]) or candidate.crowded(index, candidates[0])) else None)
     component, local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
-    unchanged = [m for m in component if m.name not in skip]
+    # The unchanged overlays the change made applied, or no longer applied (one pass: a crowd it displaces
+    # is thousands).
+    moved = [m for m in component if m.name not in skip
+             and (local.status.get(m.name) == merge.APPLIED) != (baseline.status.get(m.name) == merge.APPLIED)]
     # The tables answer for a lone candidate's own findings when the overlays before it kept their status (a
     # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
     answers = alone = None
@@ -161,11 +164,9 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
         alone = answers if _alone(baseline, local, probe.c.name) else None
     view = shadows.View(grid, index, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
-                         *(m for m in unchanged if local.status.get(m.name) == merge.APPLIED
-                           and baseline.status.get(m.name) != merge.APPLIED)],
+                         *(m for m in moved if local.status.get(m.name) == merge.APPLIED)],
                         [*(o for o in old if baseline.status.get(o.name) == merge.APPLIED),
-                         *(m for m in unchanged if baseline.status.get(m.name) == merge.APPLIED
-                           and local.status.get(m.name) != merge.APPLIED)], alone)
+                         *(m for m in moved if local.status.get(m.name) != merge.APPLIED)], alone)
     taken = index.taken.changed(candidates, skip)
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
