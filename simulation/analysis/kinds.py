@@ -23,6 +23,7 @@ class Kinds:
 
     @classmethod
     def build(cls, order: Sequence[merge.Entry]) -> Kinds:
+        merge.share_tested(order)
         found: dict[tuple[object, ...], int] = {}
         of = [found.setdefault(_key(e), len(found)) for e in order]
         crowds: dict[int, int] = {}
