@@ -4,10 +4,14 @@ per requirement text): a remembered verdict must be the one a fresh evaluation g
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from simulation import evaluate as ev
-from simulation.validation import crds, schema
+from simulation.validation import cel, celexpr, crds, schema
 from tests.schema_support import REF
 
 RULE = {"rule": "!has(self.weight) || self.weight != 1", "message": "weight must not be 1"}
@@ -68,3 +72,22 @@ def test_a_requirement_the_api_server_rejects_is_left_to_it_even_when_its_text_w
     # The same text under a key the CRD's pattern rejects: the API server's finding, not a runtime one.
     checked = ev.check_overlay(ev.Document(_overlay([{**gt, "key": "-bad"}]), 1))
     assert {f.code for f in checked.findings} == {"schema"}
+
+
+_VALUE = st.one_of(st.text(max_size=5), st.integers(-3, 3), st.booleans(), st.none())
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["key", "operator", "values", "minValues"]),
+                                st.one_of(_VALUE, st.lists(_VALUE, max_size=3)), max_size=4), max_size=3))
+def test_elementwise_rules_judged_in_one_scope_equal_a_scope_each(elements: list[dict[str, Any]]) -> None:
+    # The CRD's rules on each requirement (self.all over the list), evaluated fresh: one scope per element for
+    # all of them must give what a scope per rule and element gives.
+    node = crds.embedded().node.properties["spec"].properties["requirements"]
+    rules = dataclasses.replace(node.rules, memo={}, element_memo={})
+    assert rules.elementwise
+    expected = [cel.Violation((*rule.field_path, i), cel._message(rule, elements, outcome),
+                              isinstance(outcome, celexpr.Failure))
+                for i, element in enumerate(elements)
+                for rule, name, body in rules.elementwise
+                if (outcome := celexpr.evaluate(body, {name: cel._pruned(element, rules.element_reads)})) is not True]
+    assert list(cel._elementwise(rules, elements)) == expected

@@ -289,7 +289,13 @@ def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterat
     listed = isinstance(value, list)
 
     def evaluate(judged: Any) -> list[tuple[Rule, Any]]:
-        return [(r, celexpr.evaluate(body, {name: judged})) for r, name, body in rule_set.elementwise]
+        rules = rule_set.elementwise
+        if all(body.variables <= {name} for _, name, body in rules):
+            # Each body reads its own variable alone: one scope with the element converted once serves them all
+            # (a scope per rule converted it per rule, most of a new element's cost).
+            scope = celexpr.Scope({name: judged for _, name, _ in rules}, [body for _, _, body in rules])
+            return [(r, scope.run(body)) for r, _, body in rules]
+        return [(r, celexpr.evaluate(body, {name: judged})) for r, name, body in rules]
 
     for index, element in enumerate(value):
         for rule, outcome in _recall(rule_set.element_memo, _pruned(element, rule_set.element_reads), evaluate):
