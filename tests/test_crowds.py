@@ -102,3 +102,23 @@ def test_a_candidate_at_each_place_of_a_crowd(name: str, path: str) -> None:
     slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
     assert any(f.obj.name != name for f in fast.findings) == (name > "c07")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), overlays=crowd(), pools=pool_docs(), mask=st.integers(min_value=0))
+def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: list[dict[str, Any]],
+                                                pools: list[dict[str, Any]], mask: int) -> None:
+    index = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *overlays])], catalog).index
+    mask &= (1 << len(index.order)) - 1
+
+    def kind(p: int) -> tuple[object, ...]:
+        e = index.order[p]
+        return (e.overlay.weight, e.tested, tuple(e.fields().items()))
+
+    seen = 0
+    for first, members in index.by_kind.within(mask):
+        assert members & ~mask == 0 and members & seen == 0 and first == (members & -members).bit_length() - 1
+        # Every member alike; no other overlay of the mask alike.
+        assert {p for p in index.positions(mask) if kind(p) == kind(first)} == set(index.positions(members))
+        seen |= members
+    assert seen == mask
