@@ -122,3 +122,30 @@ def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: 
         assert {p for p in index.positions(mask) if kind(p) == kind(first)} == set(index.positions(members))
         seen |= members
     assert seen == mask
+
+
+@pytest.mark.parametrize("path", ["scan", "broad", "crowded"])
+def test_clashes_counted_over_kinds_that_report_and_kinds_that_do_not(path: str) -> None:
+    """The candidate `m` meets six z-b copies before it (so the z-b copy after it does not name it) and no
+    z-a copy before it (so all six z-a copies after it name it: five listed, "and 1 more")."""
+    two_zones = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2"},
+                                              (cat.Offering("z-a", "spot", 1.0), cat.Offering("z-b", "spot", 1.0))),),
+                            "two zones")
+
+    def zone(name: str, where: str) -> dict[str, Any]:
+        return _doc(name, {"price": "1", "requirements": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [where]}]})
+
+    existing = [*(zone(f"z{i}", "z-b") for i in range(1, 7)), zone("a9", "z-b"),
+                *(zone(f"a{i}", "z-a") for i in range(1, 7))]
+    doc = _doc("m", {"price": "2"})
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], two_zones)
+    never = 10**9
+    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
+            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
+        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
+    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
+    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    others = [f for f in fast.findings if f.obj.name != "m"]
+    assert [f.obj.name for f in others] == ["a1", "a2", "a3", "a4", "a5"]
+    assert dict(others[-1].detail).get("moreObjects") == "1"
