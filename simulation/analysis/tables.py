@@ -244,18 +244,19 @@ class Meeting:
         keep = (self.positions < below) & allowed[self.positions]
         if not keep.any():
             return None
-        positions, pooled, at, common = self.positions[keep], self.pooled[keep], self.at[keep], self.common[keep]
+        pooled, at, common = self.pooled, self.at, self.common
         # The lowest of the words' lowest NodePools is the lowest bit of their union, and so is the lowest
-        # shared slot of the words at the first place in that NodePool: two ORs, no lowest bit per word.
-        union = np.bitwise_or.reduce(pooled, axis=0).tolist()
+        # shared slot of the words at the first place in that NodePool: two ORs, no lowest bit per word. The
+        # reductions read the kept words in place (where=), not copies of them.
+        union = np.bitwise_or.reduce(pooled, axis=0, where=keep[:, None]).tolist()
         word = next(w for w, bits in enumerate(union) if bits)
         bit = _low(union[word])
-        here = (pooled[:, word] >> np.uint64(bit)) & np.uint64(1) != 0
-        first = int(at[here].min())
+        here = keep & ((pooled[:, word] >> np.uint64(bit)) & np.uint64(1) != 0)
+        first = int(at.min(where=here, initial=_NO_PLACE))
         here &= at == first
-        low = _low(int(np.bitwise_or.reduce(common[here])))
+        low = _low(int(np.bitwise_or.reduce(common, where=here)))
         has = here & ((common >> np.uint64(low)) & np.uint64(1) != 0)
-        return (word * 64 + bit) * self.block + first * 64 + low, int(positions[has].max())
+        return (word * 64 + bit) * self.block + first * 64 + low, int(self.positions.max(where=has, initial=-1))
 
     def _first_few(self, allowed: Bools, below: int) -> tuple[int, int] | None:
         """`first` over a few words, in Python, with each word's NodePools and bits as ints."""
@@ -287,6 +288,10 @@ def _meet(pooled: Words, pools: int) -> Bools:
         pooled[:, w] &= np.uint64(pools >> (64 * w) & _WORD)
         keep |= pooled[:, w] != 0
     return keep
+
+
+# Above any place of a word in a block: the start of a minimum over places.
+_NO_PLACE = np.iinfo(np.int64).max
 
 
 def _starts(ascending: Ints) -> Ints:
