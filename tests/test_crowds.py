@@ -40,6 +40,18 @@ def _doc(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             "spec": {"requirements": [], **spec}}
 
 
+def _on_path(path: str, doc: dict[str, Any], prepared: ev.Prepared) -> tuple[ev.Report, ev.Report]:
+    """The candidate through the incremental path forced to `path` (the neighbour scan, the tables for its
+    breadth, or the tables for its crowd) and through the full run; their findings must agree."""
+    never = 10**9
+    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
+            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
+        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
+    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
+    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    return fast, slow
+
+
 ONE_TYPE = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2"}, (cat.Offering("z-a", "spot", 1.0),)),),
                        "one type")
 
@@ -74,12 +86,7 @@ def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: li
     twin = existing[pick % len(existing)]
     doc = {**twin, "metadata": {"name": twin["metadata"]["name"] if name is None else name}}
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
-    never = 10**9
-    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
-            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
-        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
-    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
-    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    fast, slow = _on_path(path, doc, prepared)
     assert {n: slow.status[n] for n in fast.status} == dict(fast.status)
     mine = doc["metadata"]["name"]
     assert [c for c in fast.outcome.claims if c.overlay == mine] == [c for c in slow.outcome.claims
@@ -95,12 +102,7 @@ def test_a_candidate_at_each_place_of_a_crowd(name: str, path: str) -> None:
     existing = [_doc(f"c{i:02d}", spec) for i in range(12)]
     doc = _doc(name, spec)
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], ONE_TYPE)
-    never = 10**9
-    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
-            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
-        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
-    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
-    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    fast, _ = _on_path(path, doc, prepared)
     assert any(f.obj.name != name for f in fast.findings) == (name > "c07")
 
 
@@ -140,12 +142,7 @@ def test_clashes_counted_over_kinds_that_report_and_kinds_that_do_not(path: str)
                 *(zone(f"a{i}", "z-a") for i in range(1, 7))]
     doc = _doc("m", {"price": "2"})
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], two_zones)
-    never = 10**9
-    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
-            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
-        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
-    slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
-    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+    fast, _ = _on_path(path, doc, prepared)
     others = [f for f in fast.findings if f.obj.name != "m"]
     assert [f.obj.name for f in others] == ["a1", "a2", "a3", "a4", "a5"]
     assert dict(others[-1].detail).get("moreObjects") == "1"
