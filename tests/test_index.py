@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from simulation.analysis import index as ix
 from simulation.semantics import cellset, merge, model
-from tests.test_tables import BLOCK, POOLS
+
+# Wider than one 64-bit word of NodePools and of slots, as in test_tables.
+POOLS = 70
+BLOCK = 192
 
 # A few NodePools of many, so that sets often share a NodePool and not a range, or a range and not a NodePool.
 _FEW = st.sets(st.integers(0, 3), min_size=1, max_size=2).map(lambda ps: sum(1 << (p * 23) for p in ps))
