@@ -250,11 +250,11 @@ class Meeting:
         # reductions read the kept words in place (where=), not copies of them.
         union = np.bitwise_or.reduce(pooled, axis=0, where=keep[:, None]).tolist()
         word = next(w for w, bits in enumerate(union) if bits)
-        bit = _low(union[word])
+        bit = cellset.low_bit(union[word])
         here = keep & ((pooled[:, word] >> np.uint64(bit)) & np.uint64(1) != 0)
         first = int(at.min(where=here, initial=_NO_PLACE))
         here &= at == first
-        low = _low(int(np.bitwise_or.reduce(common, where=here)))
+        low = cellset.low_bit(int(np.bitwise_or.reduce(common, where=here)))
         has = here & ((common >> np.uint64(low)) & np.uint64(1) != 0)
         return (word * 64 + bit) * self.block + first * 64 + low, int(self.positions.max(where=has, initial=-1))
 
@@ -301,11 +301,6 @@ def _starts(ascending: Ints) -> Ints:
 
 def _distinct(ascending: Ints) -> Ints:
     return ascending[_starts(ascending)] if len(ascending) > 1 else ascending
-
-
-def _low(bits: int) -> int:
-    """The index of the lowest set bit of a non-zero int."""
-    return (bits & -bits).bit_length() - 1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

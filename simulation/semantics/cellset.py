@@ -112,8 +112,8 @@ class Cells:
         if len(self.parts) == 1:
             # A product (almost every set): no generator.
             (p, b), = self.parts
-            return _low(p) * self.block + _low(b)
-        return min(_low(p) * self.block + _low(b) for p, b in self.parts)
+            return low_bit(p) * self.block + low_bit(b)
+        return min(low_bit(p) * self.block + low_bit(b) for p, b in self.parts)
 
     def has(self, bit: int) -> bool:
         pool, slot = divmod(bit, self.block)
@@ -125,7 +125,8 @@ class Cells:
         yield from cells
 
 
-def _low(bits: int) -> int:
+def low_bit(bits: int) -> int:
+    """The index of the lowest set bit of a non-zero int."""
     return (bits & -bits).bit_length() - 1
 
 
