@@ -366,7 +366,7 @@ def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
 
 def _identity(f: finding_types.Finding) -> tuple[Any, ...]:
     """What makes two findings the same problem, whatever their wording or witness."""
-    return (f.code, f.obj, f.field, f.related)
+    return f.identity()
 
 
 def _ratchet(found: Sequence[finding_types.Finding], before: frozenset[tuple[Any, ...]]) -> list[finding_types.Finding]:

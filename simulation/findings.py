@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
-from collections.abc import Iterable, Mapping
-from typing import Any
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 from simulation import codes
 
@@ -54,6 +54,31 @@ class Witness:
 # ObjectRef's own ordering, compared in C: the dataclass's __lt__ builds two tuples per comparison.
 _REF_ORDER = operator.attrgetter("kind", "name")
 
+_T = TypeVar("_T")
+
+
+class _Once(Generic[_T]):
+    """A value worked out on first read and kept in the instance, as functools.cached_property does but
+    without the lock it takes on each first read (Python 3.11): every finding is read so, once per key."""
+
+    def __init__(self, make: Callable[[Any], _T]) -> None:
+        self._make, self._name = make, ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @typing.overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Once[_T]: ...
+
+    @typing.overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, obj: object, owner: type | None = None) -> _T | _Once[_T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self._name] = self._make(obj)
+        return value
+
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
@@ -74,15 +99,27 @@ class Finding:
     hint: str = ""
 
     # Read several times per finding (sort keys, JSON): rendered once per instance.
-    @functools.cached_property
-    def field(self) -> str:
+    def _field(self) -> str:
         return json_path(*self.path)
 
-    def sort_key(self) -> tuple[Any, ...]:
+    field = _Once(_field)
+
+    def _order_key(self) -> tuple[Any, ...]:
         # The objects as their (kind, name), the order ObjectRef defines: hashed and compared in C, where
         # the refs' own __hash__ and __eq__ are Python calls (findings.ordered runs twice per request).
         return (self.source if self.source is not None else -1, self.obj.kind, self.obj.name, self.field, self.code,
                 tuple(map(_REF_ORDER, self.related)), self.message)
+
+    # Kept per instance: a request orders its findings twice and ratchets them (evaluate._identity) between.
+    order_key = _Once(_order_key)
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return self.order_key
+
+    def identity(self) -> tuple[Any, ...]:
+        """Its object, field, code and related objects: what makes two findings the same problem, whatever
+        their wording or witness (taken from the kept sort key, and hashed in C)."""
+        return self.order_key[1:6]
 
     def with_severity(self, severity: Severity, note: str = "") -> Finding:
         message = self.message if not note else f"{self.message} ({note})"
@@ -127,7 +164,7 @@ def ordered(findings: Iterable[Finding]) -> list[Finding]:
     # Each key built once: a report's findings are ordered twice per admission request.
     seen: dict[tuple[Any, ...], tuple[tuple[Any, ...], Finding]] = {}
     for f in findings:
-        key = f.sort_key()
+        key = f.order_key
         seen.setdefault((key, f.code, f.severity), (key, f))
     return [f for _, f in sorted(seen.values(), key=operator.itemgetter(0))]
 
