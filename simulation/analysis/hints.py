@@ -82,11 +82,22 @@ class Hint:
 
 
 class Seen:
-    """Each overlay's requirement keys as the disjoint test reads them, worked out once per report: a
-    candidate meets up to merge.CLASH_LIMIT partners per field."""
+    """What the hints of one report share, worked out once: each overlay's requirement keys as the disjoint
+    test reads them, and the free weights found (a candidate meets up to merge.CLASH_LIMIT partners per
+    field)."""
 
     def __init__(self) -> None:
         self.keys: dict[str, set[str]] = {}
+        # (overlay, first weight tried, step) -> the free weight found: a candidate that loses to each of its
+        # partners is given the same lower weight for every one of them.
+        self.weights: dict[tuple[str, int, int], int | None] = {}
+
+    def free(self, taken: Taken, e: merge.Entry, start: int, step: int) -> int | None:
+        """taken.free(e, start, step), worked out once per report (one report reads one Taken)."""
+        key = (e.name, start, step)
+        if key not in self.weights:
+            self.weights[key] = taken.free(e, start, step)
+        return self.weights[key]
 
     def open_keys(self, o: model.Overlay) -> set[str]:
         """The overlay's requirement keys, normalized."""
@@ -128,9 +139,10 @@ def _not_in(target: str, key: str, values: tuple[str, ...]) -> tuple[str, str]:
 
 def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen | None = None) -> Hint:
     """Keep `winner` (today's value on the shared cells) in effect without a tie."""
+    seen = seen or Seen()
     w = winner.overlay.weight
-    up = taken.free(winner, w + 1, 1)
-    down = taken.free(loser, w - 1, -1)
+    up = seen.free(taken, winner, w + 1, 1)
+    down = seen.free(taken, loser, w - 1, -1)
     detail: dict[str, str] = {}
     options = []
     if up is not None:
@@ -140,7 +152,7 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen |
         options.append(f"{'or ' if options else 'set '}{loser.name}'s spec.weight to {down}")
         detail["lowerWeight"] = f"{loser.name}={down}"
     text = f"to keep {winner.name} in effect, {' ('.join(options)}{')' if len(options) > 1 else ''}"
-    split = _disjoint(winner.overlay, loser.overlay, seen or Seen())
+    split = _disjoint(winner.overlay, loser.overlay, seen)
     if split is not None:
         target = split[0]
         rendered, detail["disjoint"] = _not_in(*split)
