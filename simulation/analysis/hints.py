@@ -91,6 +91,9 @@ class Seen:
         # (overlay, first weight tried, step) -> the free weight found: a candidate that loses to each of its
         # partners is given the same lower weight for every one of them.
         self.weights: dict[tuple[str, int, int], int | None] = {}
+        # (overlay, key, values) -> the NotIn requirement rendered (_not_in): alike partners of a candidate (one
+        # instance family each) are split from it by the same requirement.
+        self.rendered: dict[tuple[str, str, tuple[str, ...]], tuple[str, str]] = {}
 
     def free(self, taken: Taken, e: merge.Entry, start: int, step: int) -> int | None:
         """taken.free(e, start, step), worked out once per report (one report reads one Taken)."""
@@ -98,6 +101,13 @@ class Seen:
         if key not in self.weights:
             self.weights[key] = taken.free(e, start, step)
         return self.weights[key]
+
+    def not_in(self, split: tuple[str, str, tuple[str, ...]]) -> tuple[str, str]:
+        """_not_in(*split), rendered once per report."""
+        found = self.rendered.get(split)
+        if found is None:
+            found = self.rendered[split] = _not_in(*split)
+        return found
 
     def open_keys(self, o: model.Overlay) -> set[str]:
         """The overlay's requirement keys, normalized."""
@@ -155,7 +165,7 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen |
     split = _disjoint(winner.overlay, loser.overlay, seen)
     if split is not None:
         target = split[0]
-        rendered, detail["disjoint"] = _not_in(*split)
+        rendered, detail["disjoint"] = seen.not_in(split)
         text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
     elif not options:
         text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
