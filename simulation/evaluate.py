@@ -228,7 +228,9 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     kept = _ratchet(_bounded(report.findings, involved), prepared.ratchet)
     if pool_docs:
         kept += _caused_by_pools(report.findings, prepared.baseline, involved)
-    return dataclasses.replace(report, findings=tuple(findings.ordered([*problems, *kept])))
+    # The report with these findings, built as dataclasses.replace would, without its generic field walk.
+    return Report(tuple(findings.ordered([*problems, *kept])), report.status, report.outcome, report.entries,
+                  report.overlays, report.grid, report.notes)
 
 
 def _bounded(found: Sequence[finding_types.Finding],

@@ -167,6 +167,12 @@ class Tables:
         return cls(index, c, skip, status, index.place(c.rank), index.weight_span(c.overlay.weight),
                    index.position.get(c.name, -1))
 
+    def judged_by(self, status: Mapping[str, merge.State]) -> Tables:
+        """These tables read against `status` (the statuses with the change settled), sharing what has been
+        worked out so far (dataclasses.replace's copy, without its generic field walk)."""
+        return Tables(self.index, self.c, self.skip, status, self.at, self.span, self.gone, self.claims,
+                      self.meetings)
+
     def hits(self, field: merge.Field, lo: int, hi: int) -> list[int]:
         """Positions in [lo, hi) of the unchanged entries that set `field` on a cell of the candidate's."""
         rows = self.index.rows.get(field)

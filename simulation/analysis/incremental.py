@@ -160,7 +160,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
     answers = alone = None
     if probe is not None and (not old or _alone(baseline, local, probe.c.name)):
-        answers = dataclasses.replace(probe, status=status)
+        answers = probe.judged_by(status)
         alone = answers if _alone(baseline, local, probe.c.name) else None
     view = shadows.View(grid, index, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
