@@ -19,11 +19,16 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
     """`taken`: the weights index over `entries`, when the caller keeps one."""
     out = []
     # One report's clashes mostly name one candidate against each of its partners: what they share is
-    # worked out once (the candidate's requirement keys for the hints, a field's text).
+    # worked out once (the candidate's requirement keys and free weights for the hints, a field's text, an
+    # overlay's entry and whether Karpenter drops it, what Karpenter does with a dropped one).
     seen = hints.Seen()
     texts: dict[merge.Field, str] = {}
+    named: dict[str, tuple[merge.Entry, bool]] = {}
+    said: dict[str, str] = {}
+    severity = findings.CODES["same-weight-conflict"]
     for clash in clashes:
-        later_entry, earlier_entry = entries[clash.later], entries[clash.earlier]
+        later_entry, later_dropped = named.get(clash.later) or _named(named, clash.later, entries, status)
+        earlier_entry, earlier_dropped = named.get(clash.earlier) or _named(named, clash.earlier, entries, status)
         later, earlier = later_entry.overlay, earlier_entry.overlay
         field = clash.field
         text = texts.get(field)
@@ -32,14 +37,16 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         witness = grid.witness(clash.cells, with_offering=field == merge.PRICE)
         where = witness.describe() if witness is not None else "a common cell"
         # Karpenter drops at most one of the two: the later, else the earlier.
-        dropped = (later.name if status.get(later.name) == merge.CONFLICT
-                   else earlier.name if status.get(earlier.name) == merge.CONFLICT else None)
-        if dropped is not None:
-            verdict = verdicts[dropped]
-            karpenter = (f"Karpenter marks {dropped} Conflict and ignores it whole "
-                         f"(it met {verdict.other} on {verdict.field})")
+        if later_dropped or earlier_dropped:
+            dropped = later.name if later_dropped else earlier.name
+            karpenter = said.get(dropped)
+            if karpenter is None:
+                verdict = verdicts[dropped]
+                karpenter = said[dropped] = (f"Karpenter marks {dropped} Conflict and ignores it whole "
+                                             f"(it met {verdict.other} on {verdict.field})")
             detail = {"karpenter": "Conflict", "dropped": dropped}
         else:
+            dropped = None
             karpenter = (f"Karpenter does not detect this and silently applies {earlier.name}'s value "
                          f"there (the earlier in its order)")
             detail = {"karpenter": "silent", "applied": earlier.name}
@@ -57,10 +64,17 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         detail.update(hint.detail)
         detail["weight"] = str(later.weight)
         detail["field"] = text
-        out.append(findings.make(
-            "same-weight-conflict", later.ref, field.path(later), message,
-            related=(earlier.ref,), witness=witness, source=later.source, detail=detail, hint=hint.text))
+        # findings.make's finding, built positionally (one related ref; the code's severity).
+        out.append(findings.Finding("same-weight-conflict", later.ref, field.path(later), message, (earlier.ref,),
+                                    witness, severity, later.source, tuple(sorted(detail.items())), hint.text))
     return out
+
+
+def _named(named: dict[str, tuple[merge.Entry, bool]], name: str, entries: Mapping[str, merge.Entry],
+           status: Mapping[str, merge.State]) -> tuple[merge.Entry, bool]:
+    """An overlay's entry and whether Karpenter drops it, kept in `named`."""
+    found = named[name] = (entries[name], status.get(name) == merge.CONFLICT)
+    return found
 
 
 def higher(e: merge.Entry, field: merge.Field, neighbours: Iterable[merge.Entry],
