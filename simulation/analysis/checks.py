@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
@@ -106,19 +107,22 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: S
     if any(n.rank > e.rank and n.overlay.weight == e.overlay.weight
            and n.fields().get(field, merge.EMPTY).intersects(bits) for n in neighbours):
         return None
-    return shadow(grid, e, field, sorted(w.name for w in winners))
+    return shadow(grid, e, field, sorted(winners, key=operator.attrgetter("name")))
 
 
-def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field, names: Sequence[str]) -> findings.Finding:
-    """The `shadowed` finding on `e`'s `field`; `names`: its winners by name (the finding names only
+def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
+           winners: Sequence[merge.Entry]) -> findings.Finding:
+    """The `shadowed` finding on `e`'s `field`; `winners`: those over it by name (the finding names only
     the first merge.CLASH_LIMIT, so those suffice)."""
     bits = e.fields().get(field, merge.EMPTY)
     witness = grid.witness(bits, with_offering=field == merge.PRICE)
+    names = [w.name for w in winners[:4]]
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
+    # The overlays' own refs (built once each), not new ones per finding.
     return findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message,
-                         related=[findings.ObjectRef(model.NODEOVERLAY, n) for n in names[:merge.CLASH_LIMIT]],
+                         related=tuple(w.overlay.ref for w in winners[:merge.CLASH_LIMIT]),
                          witness=witness, source=e.overlay.source)
 
 

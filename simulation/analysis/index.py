@@ -21,6 +21,8 @@ CHUNK = 64
 Keys = tuple[tuple[int, ...], tuple[int, ...]]
 # Entries per stored prefix of the by-name order (Index.named_before).
 NAMES = 64
+# Up to this many set bits, a mask's positions are cleared one by one (_ones).
+FEW = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,8 @@ class Index:
     by_kind: kinds.Kinds = dataclasses.field(default_factory=kinds.Kinds)
     # The other factor of the buckets (see by_pool).
     by_chunk: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    # `report_rank` as an array: the place of many positions at once (the first findings of hundreds).
+    report_ranks: tables.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -123,13 +127,16 @@ class Index:
         report_rank = [0] * len(order)
         for place, i in enumerate(sorted(range(len(order)), key=lambda i: _report_key(order[i]))):
             report_rank[i] = place
+        report_ranks = np.array(report_rank, dtype=np.int64)
+        tables.frozen(report_ranks)
         return cls({pool: _mask(at, len(order)) for pool, at in by_pool.items()}, order, position,
                    tuple(e.rank for e in reversed(order)),
                    by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
                    tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
                    keys, rows, ties, capacity_rows, tuple(report_rank), pool_count=pools,
                    by_kind=kinds.Kinds.build(order),
-                   by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()})
+                   by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()},
+                   report_ranks=report_ranks)
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""
@@ -240,7 +247,15 @@ def _mask(positions: Sequence[int], count: int) -> int:
 
 
 def _ones(bits: int) -> list[int]:
-    """The set bits, ascending: found in the binary text (a shift per bit costs a pass over the int)."""
+    """The set bits, ascending. A few (a target's neighbours, mostly): cleared one by one, each a pass
+    over the int; more: found in the binary text, one pass for all."""
+    if bits.bit_count() <= FEW:
+        out = []
+        while bits:
+            low = bits & -bits
+            out.append(low.bit_length() - 1)
+            bits ^= low
+        return out
     text = bin(bits)[:1:-1]
     out = []
     i = text.find("1")

@@ -9,7 +9,7 @@ table answers for all of them at once (`_alone`).
 from __future__ import annotations
 
 import dataclasses
-import heapq
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -44,82 +44,102 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     """`shadowed` findings on unchanged overlays that name a candidate among the winners they list.
     With one changed overlay a report keeps the first merge.CLASH_LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
-    found = _alone(view) if single else None
+    found: Mapping[merge.Field, Sequence[int] | tables.Ints] | None = _alone(view) if single else None
     if found is None:
-        found = []
-        for field, targets in _targets(view).items():
-            scope = _Scope.of(view, field)
-            found += [(t, field) for t in targets if _shadowed(view, scope, t)
-                      and (not single or _names_first(view, scope, t))]
+        found = _tested(view, single)
     order = view.index.order
+    unchanged = ~view.index.mask(view.skip)
     if not single:
-        named = [(order[t], field, _winners(view, order[t], field)) for t, field in found]
-        return [checks.shadow(view.grid, t, field, names) for t, field, names in named
-                if view.skip.intersection(names)]
-    first = [checks.shadow(view.grid, order[t], field, _winners(view, order[t], field))
+        named = [(order[t], field, _winners(view, order[t], field, unchanged))
+                 for field, targets in found.items() for t in targets]
+        return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
+                if view.skip.intersection(w.name for w in winners)]
+    first = [checks.shadow(view.grid, order[t], field, _winners(view, order[t], field, unchanged))
              for t, field in _first_in_report(view.index, found)]
-    return first_few(first, len(found))
+    return first_few(first, sum(len(targets) for targets in found.values()))
 
 
-def _first_in_report(index: ix.Index, found: list[tuple[int, merge.Field]]) -> list[tuple[int, merge.Field]]:
+def _tested(view: View, single: bool) -> dict[merge.Field, list[int]]:
+    """Per field, the positions of the shadowed findings naming a candidate, each tested on its own."""
+    found = {}
+    for field, targets in _targets(view).items():
+        scope = _Scope.of(view, field)
+        found[field] = [t for t in targets
+                        if _shadowed(view, scope, t) and (not single or _names_first(view, scope, t))]
+    return found
+
+
+def _first_in_report(index: ix.Index, found: Mapping[merge.Field, Sequence[int] | tables.Ints],
+                     ) -> list[tuple[int, merge.Field]]:
     """The first merge.CLASH_LIMIT of the (position, field) findings in a report's order."""
+    chosen = {field: np.asarray(targets, dtype=np.int64) for field, targets in found.items()}
+    if sum(len(targets) for targets in chosen.values()) > merge.CLASH_LIMIT:
+        # The rank of the last one kept: only the findings up to it are ordered.
+        ranks = index.report_ranks
+        cut = np.partition(ranks[np.concatenate(list(chosen.values()))], merge.CLASH_LIMIT - 1)[merge.CLASH_LIMIT - 1]
+        chosen = {field: targets[ranks[targets] <= cut] for field, targets in chosen.items()}
     rank = index.report_rank
-    if len(found) > merge.CLASH_LIMIT:
-        cut = sorted(rank[t] for t, _ in found)[merge.CLASH_LIMIT - 1]
-        found = [(t, field) for t, field in found if rank[t] <= cut]
 
     def order(target: tuple[int, merge.Field]) -> tuple[Any, ...]:
-        o = index.order[target[0]].overlay
-        # The finding's sort key (findings.Finding.sort_key): its object is this NodeOverlay, so its name orders it.
-        return (o.source if o.source is not None else -1, o.name, findings.json_path(*target[1].path(o)))
+        # The finding's sort key (findings.Finding.sort_key): its object is this NodeOverlay, which the
+        # report rank places (by source, then name); the field's path orders the fields of one overlay.
+        t, field = target
+        return rank[t], findings.json_path(*field.path(index.order[t].overlay))
 
-    return sorted(found, key=order)[:merge.CLASH_LIMIT]
+    pairs = [(t, field) for field, targets in chosen.items() for t in targets.tolist()]
+    # With one field the positions are distinct: their ranks order them.
+    return sorted(pairs, key=order if len(chosen) > 1 else lambda target: rank[target[0]])[:merge.CLASH_LIMIT]
 
 
-def _alone(view: View) -> list[tuple[int, merge.Field]] | None:
-    """The (position, field) shadowed findings naming the one candidate, from the owner tables: an
-    unchanged overlay below it is left nothing when all the cells it held lie in the candidate's
-    (or it held none and shares one). None when the tables do not answer (see incremental._alone)."""
+def _alone(view: View) -> dict[merge.Field, tables.Ints] | None:
+    """Per field, the positions of the shadowed findings naming the one candidate, from the owner
+    tables: an unchanged overlay below it is left nothing when all the cells it held lie in the
+    candidate's (or it held none and shares one). None when the tables do not answer (see
+    incremental._alone)."""
     alone = view.alone
     if alone is None:
         return None
     c, index = alone.c, view.index
     if view.status.get(c.name) != merge.APPLIED:
-        return []
+        return {}
     lo, hi = alone.span
-    found: list[tuple[int, merge.Field]] = []
+    found: dict[merge.Field, tables.Ints] = {}
     for field, bits in c.fields().items():
         owners, held = index.owners.get(field), alone.held(field)
         if owners is None or held is None:
             continue
         # Disjoint: the emptied ones held cells, the idle ones held none.
-        targets = np.sort(np.concatenate((owners.emptied(held, alone.at), index.idle[field].hits(bits, alone.at))))
+        targets = np.concatenate((owners.emptied(held, alone.at), index.idle[field].hits(bits, alone.at)))
         # Its own weight's overlays tie with it (checks.shadowed leaves those to the conflict finding).
-        targets = targets[(targets != alone.gone) & ((targets < lo) | (targets >= hi))]
-        kept = _untied(view, alone, field, targets)
-        if not kept:
+        targets = _untied(view, alone, field, targets[(targets != alone.gone) & ((targets < lo) | (targets >= hi))])
+        if not len(targets):
             continue
-        scope = _Scope.of(view, field)
         # Its old version gave cells back to the overlays below it that it met: those are tested whole.
         moved = [o for o in view.lost if field in o.fields()]
-        named = _named_few(view, c, field, max(kept))
-        found += [(t, field) for t in kept
-                  if (not moved or not _returned(view, scope, t, alone.gone, moved[0]) or _covered(view, scope, t))
-                  and (named or _names_first(view, scope, t))]
+        named = _named_few(view, c, field, int(targets.max()))
+        if moved or not named:
+            scope = _Scope.of(view, field)
+            targets = np.array([t for t in targets.tolist()
+                                if (not moved or not _returned(view, scope, t, alone.gone, moved[0])
+                                    or _covered(view, scope, t))
+                                and (named or _names_first(view, scope, t))], dtype=np.int64)
+        if len(targets):
+            found[field] = targets
     return found
 
 
-def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: tables.Ints) -> list[int]:
+def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: tables.Ints) -> tables.Ints:
     """Of these positions, those no prepared overlay of their weight before them ties with on `field`
     (_tied for one changed overlay: one tied only with the candidate's old version is free of it)."""
     tied = view.index.ties.get(field)
     if tied is None:
-        return [int(t) for t in targets.tolist()]
+        return targets
     flagged = tied[targets]
-    kept: list[int] = targets[~flagged].tolist()
+    if not flagged.any():
+        return targets
     only = ((alone.c.name,), 1)
-    kept += [t for t in targets[flagged].tolist() if view.index.tied.get((view.index.names[t], field)) == only]
-    return sorted(kept)
+    free = [t for t in targets[flagged].tolist() if view.index.tied.get((view.index.names[t], field)) == only]
+    return np.concatenate((targets[~flagged], np.array(free, dtype=np.int64)))
 
 
 def _returned(view: View, scope: _Scope, t: int, gone: int, old: merge.Entry) -> bool:
@@ -218,20 +238,24 @@ def _tied(view: View, t: merge.Entry, field: merge.Field, bits: cellset.Cells) -
                for n in view.index.near(t, view.skip, view.candidates))
 
 
-def _above(view: View, t: int, field: merge.Field) -> int:
-    """Unchanged entries before the one at position `t` that set `field` and may share a cell with it."""
+def _above(view: View, t: int, field: merge.Field, unchanged: int) -> int:
+    """Unchanged entries (`unchanged`: their mask) before the one at position `t` that set `field` and
+    may share a cell with it."""
     index = view.index
-    return index.coarse_at(index.keys[t]) & ((1 << t) - 1) & index.by_field[field] & ~index.mask(view.skip)
+    return index.coarse_at(index.keys[t]) & ((1 << t) - 1) & index.by_field[field] & unchanged
 
 
-def _winners(view: View, t: merge.Entry, field: merge.Field) -> list[str]:
+def _winners(view: View, t: merge.Entry, field: merge.Field, unchanged: int) -> list[merge.Entry]:
     """The first merge.CLASH_LIMIT by name of the applied overlays before `t` that set `field` on its cells."""
-    bits = t.fields()[field]
-    names = [n.name for n in view.index.members(_above(view, view.index.position[t.name], field))
-             if view.status.get(n.name) == merge.APPLIED and n.fields()[field].intersects(bits)]
-    names += [c.name for c in view.candidates if c.rank > t.rank and view.status.get(c.name) == merge.APPLIED
+    bits, status = t.fields()[field], view.status
+    found = [n for n in view.index.members(_above(view, view.index.position[t.name], field, unchanged))
+             if status.get(n.name) == merge.APPLIED and n.fields()[field].intersects(bits)]
+    found += [c for c in view.candidates if c.rank > t.rank and status.get(c.name) == merge.APPLIED
               and c.fields().get(field, merge.EMPTY).intersects(bits)]
-    return heapq.nsmallest(merge.CLASH_LIMIT, names)
+    # Sorted in C: a Python heap costs more for any likely count.
+    return sorted(found, key=_name)[:merge.CLASH_LIMIT]
+
+_name = operator.attrgetter("name")
 
 
 def _names_first(view: View, scope: _Scope, t: int) -> bool:
@@ -239,7 +263,7 @@ def _names_first(view: View, scope: _Scope, t: int) -> bool:
     names, i.e. fewer than merge.CLASH_LIMIT winners precede it by name."""
     (c,) = view.candidates
     index, bits, found = view.index, scope.cells[t], 0
-    for n in index.positions(_above(view, t, scope.field) & index.named_before(c.name)):
+    for n in index.positions(_above(view, t, scope.field, ~index.mask(view.skip)) & index.named_before(c.name)):
         if view.status.get(index.names[n]) == merge.APPLIED and scope.cells[n].intersects(bits):
             found += 1
             if found == merge.CLASH_LIMIT:

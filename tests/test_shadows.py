@@ -1,0 +1,95 @@
+"""`shadowed` findings a change puts on many unchanged overlays: a report keeps the first
+merge.CLASH_LIMIT of them in its order, built from the tables' answers for one candidate, and counts
+the rest. Property tests against the full run and against plain reference computations."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulation import evaluate as ev
+from simulation import findings
+from simulation.analysis import candidate, shadows
+from simulation.analysis import index as ix
+from simulation.semantics import catalog as cat
+from simulation.semantics import merge
+from tests.strategies import instance_types, pool_docs, requirement
+
+_FIELDS = [merge.PRICE, merge.capacity_field("r1"), merge.capacity_field("r2")]
+# Often none: an overlay over every cell shadows (or is shadowed by) every other that sets its field.
+_FEW_REQUIREMENTS = st.one_of(st.just([]), st.lists(requirement(), max_size=1))
+
+
+@st.composite
+def below(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Many overlays under a candidate of weight 50, mostly of distinct weights (applied, not in conflict
+    with each other): most set a field the candidate sets, on some of its cells, so that a candidate
+    often shadows more of them than a report names."""
+    docs = []
+    for i in range(draw(st.integers(4, 24))):
+        # One in ten at the candidate's weight or above it.
+        weight = draw(st.integers(1, 40)) if draw(st.integers(0, 9)) else draw(st.sampled_from([50, 60]))
+        spec: dict[str, Any] = {"requirements": draw(_FEW_REQUIREMENTS), "weight": weight}
+        if draw(st.booleans()):
+            spec["priceAdjustment"] = draw(st.sampled_from(["-1%", "+2"]))
+        capacity = draw(st.sampled_from([None, {"r1": "1"}, {"r2": "2"}, {"r1": "3", "r2": "1"}]))
+        if capacity is not None:
+            spec["capacity"] = capacity
+        docs.append({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                     "metadata": {"name": f"o{draw(st.integers(0, 99)):02d}x{i}"}, "spec": spec})
+    return docs
+
+
+@st.composite
+def broad(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {"requirements": draw(_FEW_REQUIREMENTS), "weight": 50}
+    if draw(st.booleans()):
+        spec["priceAdjustment"] = "-5%"
+    if draw(st.booleans()) or "priceAdjustment" not in spec:
+        spec["capacity"] = draw(st.sampled_from([{"r1": "9"}, {"r1": "9", "r2": "9"}]))
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+            "metadata": {"name": draw(st.sampled_from(["a-new", "o50x0", "zz-new"]))}, "spec": spec}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=below(), pools=pool_docs(), doc=broad(),
+       order=st.randoms(use_true_random=False), path=st.sampled_from(["scan", "broad"]))
+def test_a_candidate_over_many_overlays_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                                    pools: list[dict[str, Any]], doc: dict[str, Any],
+                                                    order: Any, path: str) -> None:
+    # Sources in no relation to names or Karpenter's order: a report orders by source first.
+    docs = [*pools, *existing]
+    order.shuffle(docs)
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(docs)], catalog)
+    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else 10**9):
+        fast = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared)
+    slow = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared, full=True)
+    assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=below(), data=st.data())
+def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                              data: st.DataObject) -> None:
+    docs = data.draw(st.permutations(existing))
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(docs)], catalog)
+    index = ix.Index.build(list(prepared.entries.values()), 1)
+    positions = st.lists(st.integers(0, len(index.order) - 1), unique=True) if index.order else st.just([])
+    found = {field: data.draw(positions) for field in data.draw(st.lists(st.sampled_from(_FIELDS), unique=True))}
+
+    def key(pair: tuple[int, merge.Field]) -> tuple[Any, ...]:
+        o = index.order[pair[0]].overlay
+        return o.source, o.name, findings.json_path(*pair[1].path(o))
+
+    expected = sorted(((t, field) for field, ts in found.items() for t in ts), key=key)[:merge.CLASH_LIMIT]
+    assert shadows._first_in_report(index, found) == expected
+
+
+@given(st.sets(st.integers(0, 3000), max_size=3 * ix.FEW))
+def test_positions_of_a_mask(ones: set[int]) -> None:
+    index = ix.Index.build([], 1)
+    assert index.positions(sum(1 << i for i in ones)) == sorted(ones)
