@@ -115,6 +115,22 @@ class _Layered(Mapping[str, _V]):
         return len(self._base) - sum(k in self._base for k in self._hidden) + len(self._top)
 
 
+class _Changed(collections.ChainMap[str, _V]):
+    """The changed overlays over the snapshot's: a ChainMap (its order, its writes) whose lookups, a few per
+    request, are one dict test each rather than a loop over the maps (and, for `get`, a generator)."""
+
+    def __getitem__(self, key: str) -> _V:
+        top = self.maps[0]
+        return top[key] if key in top else self.maps[1][key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        top = self.maps[0]
+        return top[key] if key in top else self.maps[1].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.maps[0] or key in self.maps[1]
+
+
 def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], layer: bool = False,
             overlays: Mapping[str, Checked] | None = None) -> Prepared:
     """Entries and grid-local findings for every valid overlay; with `reuse` on the same grid
@@ -213,7 +229,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     whole = whole or len(changed) > INCREMENTAL_LIMIT
     overlays: Mapping[str, Checked] = ({**snapshot.overlays, **fresh} if whole
                                        # ChainMap writes to its first map only: the snapshot's is read.
-                                       else collections.ChainMap(fresh, cast(dict[str, Checked], snapshot.overlays)))
+                                       else _Changed(fresh, cast(dict[str, Checked], snapshot.overlays)))
     snapshot = _digest(snapshot, prepared, changed, layer=not whole, overlays=overlays)
     notes: tuple[str, ...] = ()
     if snapshot.pools[0].implicit:

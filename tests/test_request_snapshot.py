@@ -4,7 +4,12 @@ the snapshot itself is left as it was."""
 
 from __future__ import annotations
 
+import collections
 from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulation import evaluate as ev
 from simulation.semantics import catalog as cat
@@ -43,3 +48,21 @@ def test_a_request_reads_its_change_over_the_snapshot() -> None:
     assert report.findings == full.findings
     assert (dict(prepared.overlays), dict(prepared.entries), dict(prepared.local)) == before
     assert list(prepared.entries) == ["a", "b", "c"]
+
+
+_NAMES = st.sampled_from("abcdefgh")
+
+
+@given(st.dictionaries(_NAMES, st.integers()), st.dictionaries(_NAMES, st.integers()), st.lists(_NAMES))
+def test_the_changed_overlays_read_as_the_chain_map_they_stand_for(
+        top: dict[str, int], base: dict[str, int], asked: list[str]) -> None:
+    fast, plain = ev._Changed(top, base), collections.ChainMap(top, base)
+    assert list(fast) == list(plain) and len(fast) == len(plain) and dict(fast) == dict(plain)
+    for name in asked:
+        assert (name in fast) == (name in plain)
+        assert fast.get(name) == plain.get(name) and fast.get(name, -1) == plain.get(name, -1)
+        if name in plain:
+            assert fast[name] == plain[name]
+        else:
+            with pytest.raises(KeyError):
+                fast[name]
