@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import logging
+import re
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -51,3 +54,63 @@ def test_an_exception_is_one_field_of_one_line() -> None:
     line = json.loads(text)
     assert line["level"] == "error" and "ValueError: boom" in line["exception"]
 
+
+
+class Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def restore_root() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_a_line_per_request_is_the_line_a_record_gives() -> None:
+    out = io.StringIO()
+    logs.setup("info", out)
+    root = logging.getLogger()
+    # pytest's own capture handlers would take the Logger's path: only setup's handler stays.
+    assert [type(h) for h in root.handlers] == [logs.JsonHandler]
+    logger = logging.getLogger("overlay-guard.test-line")
+    fields = {"uid": "u-1", "dryRun": True, "durationMs": 1.5, "name": "é"}
+    logs.info(logger, "admission", fields)
+    logger.info("admission", extra={"fields": fields})
+    direct, recorded = (json.loads(line) for line in out.getvalue().splitlines())
+    for line in (direct, recorded):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line.pop("time"))
+    assert direct == recorded == {"level": "info", "logger": "overlay-guard.test-line", "msg": "admission", **fields}
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_a_line_per_request_respects_levels_and_reaches_every_handler() -> None:
+    out = io.StringIO()
+    logs.setup("warning", out)
+    logger = logging.getLogger("overlay-guard.test-levels")
+    logs.info(logger, "admission", {"uid": "u-1"})
+    assert out.getvalue() == ""
+    logs.setup("info", out)
+    extra = Capture()
+    logging.getLogger().addHandler(extra)
+    logs.info(logger, "admission", {"uid": "u-2"})
+    assert [r.__dict__["fields"] for r in extra.records] == [{"uid": "u-2"}]
+    assert json.loads(out.getvalue())["uid"] == "u-2"
+    logging.getLogger().removeHandler(extra)
+    logger.addFilter(lambda r: False)
+    try:
+        logs.info(logger, "admission", {"uid": "u-3"})
+    finally:
+        logger.filters.clear()
+    assert len(out.getvalue().splitlines()) == 1

@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from simulation.semantics import model
-from webhook import admission, listener, review
+from webhook import admission, listener, logs, review
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.state import Cache, NotReady
@@ -129,7 +129,7 @@ class Handlers:
             # as fast as they like, so they are counted rather than logged one by one.
             self._malformed.hit(**line)
         else:
-            log.info("admission", extra={"fields": line})
+            logs.info(log, "admission", line)
         return response
 
     async def _work(self, work: admission.Work) -> admission.Answer:
