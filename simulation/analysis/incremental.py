@@ -50,7 +50,11 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
         if alike in scanned:
             continue
         scanned.add(alike)
-        near = index.coarse(node) & index.related(node) & unchanged & ~reached
+        # Karpenter's test relates only overlays of the node's weight that set price or capacity: a candidate at
+        # a weight of its own meets none, and then the buckets it spans (hundreds, when broad) are not gathered.
+        near = index.related(node) & unchanged & ~reached
+        if near:
+            near &= index.coarse(node)
         for first, members in index.by_kind.within(near):
             m = index.order[first]
             if m.may_overlap(node) and m.karpenter_overlap(node):
