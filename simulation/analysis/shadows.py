@@ -45,16 +45,18 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     With one changed overlay a report keeps the first merge.CLASH_LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
     found: Mapping[merge.Field, Sequence[int] | tables.Ints] | None = _alone(view) if single else None
+    # The owner tables' targets all lie below the one candidate, which meets them: it wins over each.
+    over = view.alone.c if found is not None and view.alone is not None else None
     if found is None:
         found = _tested(view, single)
     order = view.index.order
     unchanged = ~view.index.mask(view.skip)
     if not single:
-        named = [(order[t], field, _winners(view, order[t], field, unchanged))
+        named = [(order[t], field, _winners(view, t, field, unchanged, over))
                  for field, targets in found.items() for t in targets]
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
-    first = [checks.shadow(view.grid, order[t], field, _winners(view, order[t], field, unchanged))
+    first = [checks.shadow(view.grid, order[t], field, _winners(view, t, field, unchanged, over))
              for t, field in _first_in_report(view.index, found)]
     return first_few(first, sum(len(targets) for targets in found.values()))
 
@@ -245,15 +247,23 @@ def _above(view: View, t: int, field: merge.Field, unchanged: int) -> int:
     return index.coarse_at(index.keys[t]) & ((1 << t) - 1) & index.by_field[field] & unchanged
 
 
-def _winners(view: View, t: merge.Entry, field: merge.Field, unchanged: int) -> list[merge.Entry]:
-    """The first merge.CLASH_LIMIT by name of the applied overlays before `t` that set `field` on its cells."""
-    bits, status = t.fields()[field], view.status
-    found = [n for n in view.index.members(_above(view, view.index.position[t.name], field, unchanged))
-             if status.get(n.name) == merge.APPLIED and n.fields()[field].intersects(bits)]
-    found += [c for c in view.candidates if c.rank > t.rank and status.get(c.name) == merge.APPLIED
-              and c.fields().get(field, merge.EMPTY).intersects(bits)]
+def _winners(view: View, t: int, field: merge.Field, unchanged: int, over: merge.Entry | None) -> list[merge.Entry]:
+    """The first merge.CLASH_LIMIT by name of the applied overlays before the one at position `t` that set
+    `field` on its cells. `over`: the one candidate, known to be one of them; None: test every candidate."""
+    index, status = view.index, view.status
+    cells_at, names = index.field_cells[field], index.names
+    bits = cells_at[t]
+    found = [index.order[n] for n in index.positions(_above(view, t, field, unchanged))
+             if status.get(names[n]) == merge.APPLIED and cells_at[n].intersects(bits)]
+    if over is not None:
+        found.append(over)
+    else:
+        rank = index.order[t].rank
+        found += [c for c in view.candidates if c.rank > rank and status.get(c.name) == merge.APPLIED
+                  and c.fields().get(field, merge.EMPTY).intersects(bits)]
     # Sorted in C: a Python heap costs more for any likely count.
     return sorted(found, key=_name)[:merge.CLASH_LIMIT]
+
 
 _name = operator.attrgetter("name")
 
