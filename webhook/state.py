@@ -247,10 +247,8 @@ class Cache:
 
     # -- decisions ------------------------------------------------------------------------
     async def _prepared_for(self, snap: Snapshot, key: Key, plan: store.Plan) -> tuple[ev.Prepared, str]:
-        """The Prepared to judge against, and a note when it is not the exact one."""
+        """The Prepared to judge against when the plan asks for a rebase, and a note when it is not the exact one."""
         assert snap.prepared is not None and self._catalog is not None
-        if not plan.rebase:
-            return snap.prepared, ""
         tag = (snap.generation, key, plan.previous.semantic if plan.previous else None)
         found = self._derived.get(tag)
         if found is not None:
@@ -291,10 +289,14 @@ class Cache:
         if without:
             prepared, note = await asyncio.to_thread(admission.rebased, basis, key, plan, self._catalog,
                                                      snap.prepared, snap.prepared.crd), ""
-        else:
+        elif plan.rebase:
             prepared, note = await self._prepared_for(snap, key, plan)
-        extras = {model.name_of(x) for x in plan.extras}
-        held = {n: c for n, c in self._checked.items() if n in extras}
+        else:
+            prepared, note = snap.prepared, ""
+        held: dict[str, ev.Checked] = {}
+        if plan.extras:
+            extras = {model.name_of(x) for x in plan.extras}
+            held = {n: c for n, c in self._checked.items() if n in extras}
         report = await self._judge(prepared, candidate, plan.extras, held)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
 

@@ -220,7 +220,7 @@ def plan(basis: Store, pending: Holds, key: Key, operation: str, old: Mapping[st
          now: float) -> Plan:
     extras = tuple(p.stored.obj for k, p in sorted(pending.items())
                    if k != key and k[0] == model.NODEOVERLAY and p.expires > now
-                   and (k not in basis or basis[k].semantic != p.stored.semantic))
+                   and (k not in basis or basis[k].semantic != p.stored.semantic)) if pending else ()
     current = basis.get(key)
     if operation == "UPDATE" and old is not None:
         previous: Stored | None = stored(old)
