@@ -137,7 +137,7 @@ class Handlers:
         enforce = self.config.enforce
         req = work.req
         try:
-            if not await self.state.wait_ready(self.config.ready_wait):
+            if not self.state.usable and not await self.state.wait_ready(self.config.ready_wait):
                 raise NotReady("not synced")
             if work.action == admission.NODEPOOL:
                 report = await asyncio.wait_for(self.state.assess(work.candidate), self.config.nodepool_timeout)
