@@ -16,7 +16,7 @@ from simulation import findings
 from simulation.analysis import candidate, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge
+from simulation.semantics import cellset, merge
 from tests.strategies import instance_types, pool_docs, requirement
 
 _FIELDS = [merge.PRICE, merge.capacity_field("r1"), merge.capacity_field("r2")]
@@ -86,10 +86,48 @@ def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: li
         return o.source, o.name, findings.json_path(*pair[1].path(o))
 
     expected = sorted(((t, field) for field, ts in found.items() for t in ts), key=key)[:merge.CLASH_LIMIT]
-    assert shadows._first_in_report(index, found) == expected
+    assert shadows._first_in_report(index, {field: index.of(ts) for field, ts in found.items() if ts}) == expected
+    # Any count of a mask's first positions, across the stored prefixes of a report's order.
+    every = sorted({t for ts in found.values() for t in ts}, key=index.report_rank.__getitem__)
+    for count in range(len(every) + 2):
+        assert index.first_in_report(index.of(every), count) == every[:count]
 
 
 @given(st.sets(st.integers(0, 3000), max_size=3 * ix.FEW))
 def test_positions_of_a_mask(ones: set[int]) -> None:
     index = ix.Index.build([], 1)
     assert index.positions(sum(1 << i for i in ones)) == sorted(ones)
+
+
+# More than 64 NodePools and a block of several words, as in test_tables.
+POOLS = 70
+BLOCK = 192
+_BITS = st.sets(st.integers(0, BLOCK - 1), max_size=8).map(lambda ones: sum(1 << i for i in ones))
+_POOLS = st.sets(st.integers(0, POOLS - 1), max_size=4).map(lambda ones: sum(1 << i for i in ones))
+
+
+@st.composite
+def _cells(draw: st.DrawFn) -> cellset.Cells:
+    out = cellset.Cells((), BLOCK)
+    for pools, bits in draw(st.lists(st.tuples(_POOLS, _BITS), max_size=2)):
+        out |= cellset.Cells.product(pools, bits, BLOCK)
+    return out
+
+
+@given(st.lists(_cells(), max_size=12), st.one_of(_POOLS, st.just((1 << POOLS) - 1)), _BITS, st.integers(0, 4),
+       st.sampled_from([ix.GROUPS, 1]), st.data())
+def test_claims_within_a_product(claims: list[cellset.Cells], pools: int, bits: int, at: int, groups: int,
+                                 data: st.DataObject) -> None:
+    # The product often covers some claims whole: it grows from theirs.
+    for claim in data.draw(st.lists(st.sampled_from(claims), max_size=3)) if claims else ():
+        pools, bits = pools | claim.pools(), bits | claim.fold()
+    masks = ix.Claims.build(list(enumerate(claims)), len(claims), POOLS, BLOCK)
+    product = cellset.Cells.product(pools, bits, BLOCK)
+    expected = [i for i, claim in enumerate(claims) if i >= at and claim and claim.within(product)]
+    with mock.patch.object(ix, "GROUPS", groups):
+        found = masks.within(pools, bits, at)
+    if found is None:
+        # Declined only past the limit on the claim words it spans.
+        assert groups < ix.GROUPS
+    else:
+        assert ix.Index.build([], 1).positions(found) == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -23,6 +24,12 @@ Keys = tuple[tuple[int, ...], tuple[int, ...]]
 NAMES = 64
 # Up to this many set bits, a mask's positions are cleared one by one (_ones).
 FEW = 8
+# Entries per stored prefix of a report's order (Index.first_in_report).
+REPORT = 8
+_WORD = (1 << 64) - 1
+# A product spanning more distinct claim words than this is left to tables.Owners.emptied, whose cost does
+# not grow with how varied the claims are (Claims.within).
+GROUPS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +70,8 @@ class Index:
     keys: tuple[Keys, ...] = ()
     # field -> the cells of the entries that set it, as rows
     rows: Mapping[merge.Field, tables.Rows] = dataclasses.field(default_factory=dict)
-    # field -> per position, whether `tied` holds any overlay for it
-    ties: Mapping[merge.Field, tables.Bools] = dataclasses.field(default_factory=dict)
+    # field -> the positions `tied` holds any overlay for
+    ties: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
     # The (pool, type) cells of the entries that set capacity at all, as rows (an empty `capacity: {}` sets
     # no field, yet Karpenter's capacity test compares it).
     capacity_rows: tables.Rows | None = None
@@ -80,8 +87,10 @@ class Index:
     by_kind: kinds.Kinds = dataclasses.field(default_factory=kinds.Kinds)
     # The other factor of the buckets (see by_pool).
     by_chunk: Mapping[int, int] = dataclasses.field(default_factory=dict)
-    # `report_rank` as an array: the place of many positions at once (the first findings of hundreds).
-    report_ranks: tables.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # Every REPORT-th prefix of the entries in a report's order, as a mask, ending with all of them.
+    report_prefixes: tuple[int, ...] = (0,)
+    # From Karpenter's outcome (`settled`): per field, the claims as masks.
+    claims: Mapping[merge.Field, Claims] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -120,15 +129,13 @@ class Index:
         capacity_rows = tables.Rows.build(((i, e.type_cells) for i, e in enumerate(order) if e.overlay.capacity_set),
                                           pools)
         position = {e.name: i for i, e in enumerate(order)}
-        ties = {field: np.zeros(len(order), dtype=bool) for field in by_field}
+        ties: dict[merge.Field, int] = {}
         for name, field in tied:
-            ties[field][position[name]] = True
-        tables.frozen(*ties.values())
+            ties[field] = ties.get(field, 0) | 1 << position[name]
         report_rank = [0] * len(order)
-        for place, i in enumerate(sorted(range(len(order)), key=lambda i: _report_key(order[i]))):
+        in_report = sorted(range(len(order)), key=lambda i: _report_key(order[i]))
+        for place, i in enumerate(in_report):
             report_rank[i] = place
-        report_ranks = np.array(report_rank, dtype=np.int64)
-        tables.frozen(report_ranks)
         return cls({pool: _mask(at, len(order)) for pool, at in by_pool.items()}, order, position,
                    tuple(e.rank for e in reversed(order)),
                    by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
@@ -136,20 +143,21 @@ class Index:
                    keys, rows, ties, capacity_rows, tuple(report_rank), pool_count=pools,
                    by_kind=kinds.Kinds.build(order),
                    by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()},
-                   report_ranks=report_ranks)
+                   report_prefixes=_prefixes(in_report, REPORT))
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""
         applied = np.array([baseline.status.get(n) == merge.APPLIED for n in self.names], dtype=bool)
         tables.frozen(applied)
         block = self.order[0].cells.block if self.order else 0
-        owners, idle = {}, {}
+        owners, idle, masks = {}, {}, {}
         for field, claims in baseline.claimed_by_field.items():
             held = sorted((self.position[n], c) for n, c in claims.items() if n in self.position)
             owners[field] = tables.Owners.build(held, len(self.order), self.pool_count, block)
             idle[field] = tables.Rows.build(((i, self.field_cells[field][i]) for i, c in held if not c),
                                             self.pool_count)
-        return dataclasses.replace(self, owners=owners, idle=idle, applied=applied)
+            masks[field] = Claims.build(held, len(self.order), self.pool_count, block)
+        return dataclasses.replace(self, owners=owners, idle=idle, applied=applied, claims=masks)
 
     def place(self, rank: tuple[int, str]) -> int:
         """The position an overlay of this rank takes: the number of entries before it."""
@@ -201,6 +209,25 @@ class Index:
             out |= 1 << i
         return out
 
+    def first_in_report(self, mask: int, count: int) -> list[int]:
+        """The positions of the first `count` entries of `mask` in a report's order, in that order."""
+        prefixes, rank = self.report_prefixes, self.report_rank
+        if mask.bit_count() > count:
+            # The shortest stored prefix holding `count` of them: fewer than REPORT more are sorted.
+            lo, hi = 0, len(prefixes) - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if (mask & prefixes[mid]).bit_count() >= count:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            mask &= prefixes[lo]
+        return sorted(self.positions(mask), key=rank.__getitem__)[:count]
+
+    def of(self, positions: Iterable[int]) -> int:
+        """The mask of these positions."""
+        return _mask(positions, len(self.order))
+
     def mask(self, names: Iterable[str]) -> int:
         out = 0
         for name in names:
@@ -225,6 +252,85 @@ class Index:
         return [n for n in found if n.name != target.name]
 
 
+@dataclasses.dataclass(frozen=True)
+class Claims:
+    """The baseline's claims on one field (the cells where each applied overlay's value is in effect) as
+    masks over positions, for one question: whose whole claim lies inside a product of NodePools and slots.
+    A claim does iff its NodePools and its fold do; the folds' 64-slot words are grouped by place and
+    value, so the answer costs an operation per distinct claim word within the product's span and a few
+    prefix masks for the places and NodePools outside it (a family-wide product spans a few words; the
+    claims hold thousands, which tables.Owners.emptied reads).
+
+    Per place: its distinct fold words, each with its positions; per place k, the positions with a fold
+    word before k (`before[k]`) and at or after it (`after[k]`); per NodePool and around it, likewise;
+    how many groups lie before each place."""
+
+    words: tuple[tuple[tuple[int, int], ...], ...]
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    pools: tuple[int, ...]
+    pools_before: tuple[int, ...]
+    pools_after: tuple[int, ...]
+    groups_before: tuple[int, ...]
+
+    @classmethod
+    def build(cls, claims: Sequence[tuple[int, cellset.Cells]], count: int, pools: int, block: int) -> Claims:
+        """`claims`: (position, its claim), positions below `count`."""
+        groups: list[dict[int, list[int]]] = [{} for _ in range(-(-block // 64))]
+        by_pool: list[list[int]] = [[] for _ in range(pools)]
+        for i, cells in claims:
+            if not cells:
+                continue
+            fold = cells.fold()
+            low = cellset.low_bit(fold) // 64
+            span = -(-fold.bit_length() // 64) - low
+            for k, word in enumerate(struct.unpack(f"<{span}Q", (fold >> 64 * low).to_bytes(span * 8, "little")), low):
+                if word:
+                    groups[k].setdefault(word, []).append(i)
+            for p in _ones(cells.pools()):
+                by_pool[p].append(i)
+        touch = [_mask((i for at in g.values() for i in at), count) for g in groups]
+        pool_masks = [_mask(at, count) for at in by_pool]
+        sizes = [0, *(len(g) for g in groups)]
+        for k in range(1, len(sizes)):
+            sizes[k] += sizes[k - 1]
+        return cls(tuple(tuple((word, _mask(at, count)) for word, at in g.items()) for g in groups),
+                   *_around(touch), tuple(pool_masks), *_around(pool_masks), tuple(sizes))
+
+    def within(self, pools: int, bits: int, at: int) -> int | None:
+        """The positions >= `at` holding cells, all of which lie in the product of `pools` and `bits`;
+        None when the product spans more than GROUPS distinct claim words."""
+        if not pools or not bits:
+            return 0
+        lo, hi = cellset.low_bit(bits) // 64, -(-bits.bit_length() // 64)
+        if self.groups_before[hi] - self.groups_before[lo] > GROUPS:
+            return None
+        # Outside: a fold word at a place outside the span, or with a slot outside `bits` within it.
+        out = self.before[lo] | self.after[hi]
+        mine = struct.unpack(f"<{hi - lo}Q", (bits >> 64 * lo).to_bytes((hi - lo) * 8, "little"))
+        for k in range(lo, hi):
+            outside = ~mine[k - lo] & _WORD
+            for word, positions in self.words[k]:
+                if word & outside:
+                    out |= positions
+        first, last = cellset.low_bit(pools), pools.bit_length()
+        out |= self.pools_before[first] | self.pools_after[last]
+        for p in _ones(((1 << last) - (1 << first)) & ~pools):
+            out |= self.pools[p]
+        # A position with no fold word outside the span and one within it (it holds cells) lies inside.
+        return self.after[lo] & self.before[hi] & ~out & ~((1 << at) - 1)
+
+
+def _around(masks: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per k in 0..len(masks): the union of the masks before k, and of those at or after k."""
+    before, after = [0], [0]
+    for m in masks:
+        before.append(before[-1] | m)
+    for m in reversed(masks):
+        after.append(after[-1] | m)
+    return tuple(before), tuple(reversed(after))
+
+
 def _report_key(e: merge.Entry) -> tuple[object, ...]:
     """Where a report lists an entry's findings (findings.ordered): by source, then by object. Fields
     of one overlay come next, so this orders findings on different overlays exactly."""
@@ -238,7 +344,17 @@ def _keys(e: merge.Entry) -> Keys:
     return tuple(_ones(e.pools)), tuple(chunks)
 
 
-def _mask(positions: Sequence[int], count: int) -> int:
+def _prefixes(positions: Sequence[int], step: int) -> tuple[int, ...]:
+    """Masks of every `step`-th prefix of these positions, from the empty one to all of them."""
+    out, buffer = [0], bytearray(-(-len(positions) // 8))
+    for count, i in enumerate(positions, 1):
+        buffer[i >> 3] |= 1 << (i & 7)
+        if count % step == 0 or count == len(positions):
+            out.append(int.from_bytes(buffer, "little"))
+    return tuple(out)
+
+
+def _mask(positions: Iterable[int], count: int) -> int:
     """The int with these bits set, below 2**count (a byte buffer: `|= 1 << i` copies the int per bit)."""
     buffer = bytearray(-(-count // 8))
     for i in positions:

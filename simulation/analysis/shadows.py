@@ -13,10 +13,8 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from simulation import findings
-from simulation.analysis import candidate, checks, tables
+from simulation.analysis import candidate, checks
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, merge
 
@@ -44,21 +42,21 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     """`shadowed` findings on unchanged overlays that name a candidate among the winners they list.
     With one changed overlay a report keeps the first merge.CLASH_LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
-    found: Mapping[merge.Field, Sequence[int] | tables.Ints] | None = _alone(view) if single else None
+    index = view.index
+    unchanged = ~index.mask(view.skip)
+    if not single:
+        named = [(index.order[t], field, _winners(view, t, field, unchanged, None))
+                 for field, targets in _tested(view, False).items() for t in targets]
+        return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
+                if view.skip.intersection(w.name for w in winners)]
+    found = _alone(view)
     # The owner tables' targets all lie below the one candidate, which meets them: it wins over each.
     over = view.alone.c if found is not None and view.alone is not None else None
     if found is None:
-        found = _tested(view, single)
-    order = view.index.order
-    unchanged = ~view.index.mask(view.skip)
-    if not single:
-        named = [(order[t], field, _winners(view, t, field, unchanged, over))
-                 for field, targets in found.items() for t in targets]
-        return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
-                if view.skip.intersection(w.name for w in winners)]
-    first = [checks.shadow(view.grid, order[t], field, _winners(view, t, field, unchanged, over))
-             for t, field in _first_in_report(view.index, found)]
-    return first_few(first, sum(len(targets) for targets in found.values()))
+        found = {field: index.of(targets) for field, targets in _tested(view, True).items()}
+    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, unchanged, over))
+             for t, field in _first_in_report(index, found)]
+    return first_few(first, sum(targets.bit_count() for targets in found.values()))
 
 
 def _tested(view: View, single: bool) -> dict[merge.Field, list[int]]:
@@ -71,15 +69,16 @@ def _tested(view: View, single: bool) -> dict[merge.Field, list[int]]:
     return found
 
 
-def _first_in_report(index: ix.Index, found: Mapping[merge.Field, Sequence[int] | tables.Ints],
-                     ) -> list[tuple[int, merge.Field]]:
-    """The first merge.CLASH_LIMIT of the (position, field) findings in a report's order."""
-    chosen = {field: np.asarray(targets, dtype=np.int64) for field, targets in found.items()}
-    if sum(len(targets) for targets in chosen.values()) > merge.CLASH_LIMIT:
-        # The rank of the last one kept: only the findings up to it are ordered.
-        ranks = index.report_ranks
-        cut = np.partition(ranks[np.concatenate(list(chosen.values()))], merge.CLASH_LIMIT - 1)[merge.CLASH_LIMIT - 1]
-        chosen = {field: targets[ranks[targets] <= cut] for field, targets in chosen.items()}
+def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[tuple[int, merge.Field]]:
+    """The first merge.CLASH_LIMIT of the findings (per field, a mask of their positions) in a report's
+    order, as (position, field)."""
+    union = 0
+    for targets in found.values():
+        union |= targets
+    # Each position found gives a finding or more: the first few positions give the first findings.
+    first = index.first_in_report(union, merge.CLASH_LIMIT)
+    if len(found) == 1:
+        return [(t, field) for field in found for t in first]
     rank = index.report_rank
 
     def order(target: tuple[int, merge.Field]) -> tuple[Any, ...]:
@@ -88,14 +87,13 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, Sequence[int] 
         t, field = target
         return rank[t], findings.json_path(*field.path(index.order[t].overlay))
 
-    pairs = [(t, field) for field, targets in chosen.items() for t in targets.tolist()]
-    # With one field the positions are distinct: their ranks order them.
-    return sorted(pairs, key=order if len(chosen) > 1 else lambda target: rank[target[0]])[:merge.CLASH_LIMIT]
+    pairs = [(t, field) for t in first for field, targets in found.items() if targets >> t & 1]
+    return sorted(pairs, key=order)[:merge.CLASH_LIMIT]
 
 
-def _alone(view: View) -> dict[merge.Field, tables.Ints] | None:
-    """Per field, the positions of the shadowed findings naming the one candidate, from the owner
-    tables: an unchanged overlay below it is left nothing when all the cells it held lie in the
+def _alone(view: View) -> dict[merge.Field, int] | None:
+    """Per field, the mask of the positions of the shadowed findings naming the one candidate, from the
+    owner tables: an unchanged overlay below it is left nothing when all the cells it held lie in the
     candidate's (or it held none and shares one). None when the tables do not answer (see
     incremental._alone)."""
     alone = view.alone
@@ -105,43 +103,54 @@ def _alone(view: View) -> dict[merge.Field, tables.Ints] | None:
     if view.status.get(c.name) != merge.APPLIED:
         return {}
     lo, hi = alone.span
-    found: dict[merge.Field, tables.Ints] = {}
+    # Its own weight's overlays tie with it (checks.shadowed leaves those to the conflict finding); its old
+    # version is not an unchanged overlay.
+    dropped = (1 << hi) - (1 << lo) | (1 << alone.gone if alone.gone >= 0 else 0)
+    found: dict[merge.Field, int] = {}
     for field, bits in c.fields().items():
         owners, held = index.owners.get(field), alone.held(field)
         if owners is None or held is None:
             continue
         # Disjoint: the emptied ones held cells, the idle ones held none.
-        targets = np.concatenate((owners.emptied(held, alone.at), index.idle[field].hits(bits, alone.at)))
-        # Its own weight's overlays tie with it (checks.shadowed leaves those to the conflict finding).
-        targets = _untied(view, alone, field, targets[(targets != alone.gone) & ((targets < lo) | (targets >= hi))])
-        if not len(targets):
+        targets = _emptied(index, field, held, alone.at) | index.of(index.idle[field].hits(bits, alone.at).tolist())
+        targets = _untied(view, alone, field, targets & ~dropped)
+        if not targets:
             continue
         # Its old version gave cells back to the overlays below it that it met: those are tested whole.
         moved = [o for o in view.lost if field in o.fields()]
-        named = _named_few(view, c, field, int(targets.max()))
+        named = _named_few(view, c, field, targets.bit_length() - 1)
         if moved or not named:
             scope = _Scope.of(view, field)
-            targets = np.array([t for t in targets.tolist()
-                                if (not moved or not _returned(view, scope, t, alone.gone, moved[0])
-                                    or _covered(view, scope, t))
-                                and (named or _names_first(view, scope, t))], dtype=np.int64)
-        if len(targets):
+            targets = index.of(t for t in index.positions(targets)
+                               if (not moved or not _returned(view, scope, t, alone.gone, moved[0])
+                                   or _covered(view, scope, t))
+                               and (named or _names_first(view, scope, t)))
+        if targets:
             found[field] = targets
     return found
 
 
-def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: tables.Ints) -> tables.Ints:
+def _emptied(index: ix.Index, field: merge.Field, held: cellset.Cells, at: int) -> int:
+    """The positions >= `at` holding cells of `field`, all of which lie in `held` (the candidate's claim):
+    from the claims' masks for a product (almost every claim), else from the owner table."""
+    if len(held.parts) == 1:
+        (pools, bits), = held.parts
+        found = index.claims[field].within(pools, bits, at)
+        if found is not None:
+            return found
+    return index.of(index.owners[field].emptied(held, at).tolist())
+
+
+def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: int) -> int:
     """Of these positions, those no prepared overlay of their weight before them ties with on `field`
     (_tied for one changed overlay: one tied only with the candidate's old version is free of it)."""
-    tied = view.index.ties.get(field)
-    if tied is None:
-        return targets
-    flagged = tied[targets]
-    if not flagged.any():
+    index = view.index
+    tied = index.ties.get(field, 0) & targets
+    if not tied:
         return targets
     only = ((alone.c.name,), 1)
-    free = [t for t in targets[flagged].tolist() if view.index.tied.get((view.index.names[t], field)) == only]
-    return np.concatenate((targets[~flagged], np.array(free, dtype=np.int64)))
+    return targets & ~tied | index.of(t for t in index.positions(tied)
+                                      if index.tied.get((index.names[t], field)) == only)
 
 
 def _returned(view: View, scope: _Scope, t: int, gone: int, old: merge.Entry) -> bool:
