@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-import typing
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from simulation import codes
+from simulation import codes, once
 
 # Re-exported: every check and front end names severities through this module.
 Severity = codes.Severity
@@ -54,32 +53,6 @@ class Witness:
 # ObjectRef's own ordering, compared in C: the dataclass's __lt__ builds two tuples per comparison.
 _REF_ORDER = operator.attrgetter("kind", "name")
 
-_T = TypeVar("_T")
-
-
-class _Once(Generic[_T]):
-    """A value worked out on first read and kept in the instance, as functools.cached_property does but
-    without the lock it takes on each first read (Python 3.11): every finding is read so, once per key."""
-
-    def __init__(self, make: Callable[[Any], _T]) -> None:
-        self._make, self._name = make, ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @typing.overload
-    def __get__(self, obj: None, owner: type | None = None) -> _Once[_T]: ...
-
-    @typing.overload
-    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
-
-    def __get__(self, obj: object, owner: type | None = None) -> _T | _Once[_T]:
-        if obj is None:
-            return self
-        value = obj.__dict__[self._name] = self._make(obj)
-        return value
-
-
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One problem. `source` is the index of the input document it is about, for adapters
@@ -102,7 +75,7 @@ class Finding:
     def _field(self) -> str:
         return json_path(*self.path)
 
-    field = _Once(_field)
+    field = once.Once(_field)
 
     def _order_key(self) -> tuple[Any, ...]:
         # The objects as their (kind, name), the order ObjectRef defines: hashed and compared in C, where
@@ -111,7 +84,7 @@ class Finding:
                 tuple(map(_REF_ORDER, self.related)), self.message)
 
     # Kept per instance: a request orders its findings twice and ratchets them (evaluate._identity) between.
-    order_key = _Once(_order_key)
+    order_key = once.Once(_order_key)
 
     def sort_key(self) -> tuple[Any, ...]:
         return self.order_key

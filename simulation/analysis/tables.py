@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from simulation import once
 from simulation.semantics import cellset
 
 Ints = npt.NDArray[np.int64]
@@ -189,7 +189,7 @@ class Rows:
             return Meeting(cells.block, *found[0])
         return Meeting(cells.block, *(np.concatenate(column) for column in zip(*found, strict=True)))
 
-    @functools.cached_property
+    @once.Once
     def every_pool(self) -> int:
         """The NodePools of all the rows together."""
         return int.from_bytes(np.bitwise_or.reduce(self.pools, axis=0).astype("<u8").tobytes(), "little")

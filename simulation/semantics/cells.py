@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 
-from simulation import findings
+from simulation import findings, once
 from simulation.semantics import catalog as cat
 from simulation.semantics import cellset, model
 from simulation.semantics import requirements as reqs
@@ -149,11 +148,11 @@ class Grid:
             return _union(1 << index[v] for v in req.values if v in index)
         return _union(1 << p for p, pool in enumerate(self.pools) if req.has(pool.name))
 
-    @functools.cached_property
+    @once.Once
     def _pool_label_keys(self) -> frozenset[str]:
         return frozenset(k for p in self.pools for k in p.labels)
 
-    @functools.cached_property
+    @once.Once
     def _pool_index(self) -> Mapping[str, int]:
         return {pool.name: p for p, pool in enumerate(self.pools)}
 

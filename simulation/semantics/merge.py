@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import heapq
 import itertools
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 
+from simulation import once
 from simulation.semantics import cells, cellset, model
 
 EMPTY = cellset.Cells()
@@ -110,11 +110,11 @@ class Entry:
     fold: int = 0
 
     # Cached: the incremental path reads them of every overlay in a crowd, several times.
-    @functools.cached_property
+    @once.Once
     def name(self) -> str:
         return self.overlay.name
 
-    @functools.cached_property
+    @once.Once
     def rank(self) -> tuple[int, str]:
         """Karpenter's precedence: a larger rank is processed earlier."""
         return (self.overlay.weight, self.overlay.name)
@@ -128,7 +128,7 @@ class Entry:
         return bool((o.price_update is not None and p.price_update is not None and self.cells.intersects(other.cells))
                     or (o.capacity_set and p.capacity_set and self.type_cells.intersects(other.type_cells)))
 
-    @functools.cached_property
+    @once.Once
     def tested(self) -> Signature:
         """What Karpenter's conflict test reads of this overlay (equal for overlays it cannot tell apart)."""
         o = self.overlay
@@ -139,7 +139,7 @@ class Entry:
         """field -> the cells on which this overlay sets it."""
         return self._fields
 
-    @functools.cached_property
+    @once.Once
     def _fields(self) -> Mapping[Field, cellset.Cells]:
         # Computed once per entry: neighbour scans ask every neighbour for its fields.
         out: dict[Field, cellset.Cells] = {}
@@ -204,12 +204,12 @@ class Merged:
     verdicts: Mapping[str, Dropped]
     claims: tuple[Claim, ...]
 
-    @functools.cached_property
+    @once.Once
     def claimed(self) -> Mapping[tuple[str, Field], cellset.Cells]:
         """(overlay, field) -> the cells on which its value is in effect."""
         return {(c.overlay, c.field): c.cells for c in self.claims}
 
-    @functools.cached_property
+    @once.Once
     def claimed_by_field(self) -> Mapping[Field, Mapping[str, cellset.Cells]]:
         """field -> overlay -> the cells on which its value is in effect."""
         out: dict[Field, dict[str, cellset.Cells]] = {}

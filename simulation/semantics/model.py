@@ -8,11 +8,10 @@ uses it. Nothing in this module raises on user input.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from typing import Any
 
-from simulation import findings
+from simulation import findings, once
 from simulation.semantics import requirements as reqs
 
 NODEOVERLAY = "NodeOverlay"
@@ -50,7 +49,7 @@ class Overlay:
     capacity_set: bool = False
 
     # Read for every finding on the overlay and every filter of a report: built once per overlay.
-    @functools.cached_property
+    @once.Once
     def ref(self) -> findings.ObjectRef:
         return findings.ObjectRef(NODEOVERLAY, self.name)
 

@@ -16,6 +16,7 @@ import fastjsonschema
 import jsonschema
 from ruamel.yaml import YAML
 
+from simulation import once
 from simulation.validation import cel
 
 GROUP, KIND, VERSION = "karpenter.sh", "NodeOverlay", "v1alpha1"
@@ -46,7 +47,7 @@ class Crd:
             node = node.properties.get(name) if node is not None else None
         return node is not None
 
-    @functools.cached_property
+    @once.Once
     def extended(self) -> bool:
         """Whether the CRD has the DRA extension (Karpenter's own has not): asked for every overlay checked."""
         return self.defines(*DRA_FIELD)
