@@ -5,6 +5,7 @@ the rest. Property tests against the full run and against plain reference comput
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 from unittest import mock
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import candidate, shadows
+from simulation.analysis import candidate, checks, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
 from simulation.semantics import cellset, merge
@@ -131,3 +132,39 @@ def test_claims_within_a_product(claims: list[cellset.Cells], pools: int, bits: 
         assert groups < ix.GROUPS
     else:
         assert ix.Index.build([], 1).positions(found) == expected
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=below(), data=st.data())
+def test_shadow_is_the_finding_findings_make_builds(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                                    data: st.DataObject) -> None:
+    # checks.shadow builds its finding positionally unless two winners share a name (candidates so named).
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], catalog)
+    entries = sorted(prepared.entries.values(), key=lambda e: e.name)
+    e = data.draw(st.sampled_from(entries))
+    field = data.draw(st.sampled_from(sorted(e.fields(), key=str))) if e.fields() else merge.PRICE
+    winners = data.draw(st.lists(st.sampled_from(entries), max_size=7).map(lambda ws: sorted(ws, key=lambda w: w.name)))
+    found = checks.shadow(prepared.grid, e, field, winners)
+    witness = prepared.grid.witness(e.fields().get(field, merge.EMPTY), with_offering=field == merge.PRICE)
+    names = [w.name for w in winners]
+    message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is already set by "
+               f"higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
+               f"(e.g. {witness.describe() if witness else '-'})")
+    assert found == findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message,
+                                  related=[w.overlay.ref for w in winners[:merge.CLASH_LIMIT]], witness=witness,
+                                  source=e.overlay.source)
+
+
+def test_first_few_changes_only_the_last_message_and_detail() -> None:
+    # shadows.first_few and checks.shadow build findings.Finding positionally: a field added to it must be
+    # passed there too.
+    assert [f.name for f in dataclasses.fields(findings.Finding)] == [
+        "code", "obj", "path", "message", "related", "witness", "severity", "source", "detail", "hint"]
+    ref, other = findings.ObjectRef("NodeOverlay", "a"), findings.ObjectRef("NodeOverlay", "b")
+    last = findings.Finding("shadowed", ref, ("spec", "price"), "m", (other,),
+                            findings.Witness("p", "t", findings.Offering("z", "spot")), findings.Severity.WARNING, 3,
+                            (("z", "1"),), "h")
+    first = dataclasses.replace(last, message="n")
+    assert shadows.first_few([first, last], 7) == [first, dataclasses.replace(
+        last, message="m; and 5 more such findings on other objects", detail=(("moreObjects", "5"), ("z", "1")))]
+    assert shadows.first_few([first, last], 2) == [first, last]

@@ -12,6 +12,7 @@ from simulation.semantics import cells, cellset, merge, model
 from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
+_SHADOWED = findings.CODES["shadowed"]
 
 
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
@@ -114,16 +115,22 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
            winners: Sequence[merge.Entry]) -> findings.Finding:
     """The `shadowed` finding on `e`'s `field`; `winners`: those over it by name (the finding names only
     the first merge.CLASH_LIMIT, so those suffice)."""
-    bits = e.fields().get(field, merge.EMPTY)
-    witness = grid.witness(bits, with_offering=field == merge.PRICE)
-    names = [w.name for w in winners[:4]]
+    bits, overlay = e.fields().get(field, merge.EMPTY), e.overlay
+    witness = grid.witness(bits, with_offering=field.kind is merge.Kind.PRICE)
+    names = [w.name for w in winners[:merge.CLASH_LIMIT]]
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
     # The overlays' own refs (built once each), not new ones per finding.
-    return findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message,
-                         related=tuple(w.overlay.ref for w in winners[:merge.CLASH_LIMIT]),
-                         witness=witness, source=e.overlay.source)
+    related = tuple(w.overlay.ref for w in winners[:merge.CLASH_LIMIT])
+    if len(set(names)) < len(names):
+        # Two winners of one name (candidates so named): findings.make keeps one.
+        return findings.make("shadowed", overlay.ref, field.path(overlay), message, related=related,
+                             witness=witness, source=overlay.source)
+    # findings.make's finding, built positionally: distinct refs, in name order already (a report builds
+    # merge.CLASH_LIMIT of these per candidate).
+    return findings.Finding("shadowed", overlay.ref, field.path(overlay), message, related, witness, _SHADOWED,
+                            overlay.source)
 
 
 def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> findings.Finding | None:
