@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from simulation.semantics import model
-from webhook import admission, listener, logs, review
+from webhook import admission, judging, listener, logs, review
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.state import Cache, NotReady
@@ -104,11 +104,12 @@ class Handlers:
         fields: dict[str, Any] = {"endpoint": endpoint}
         label = "error"
         try:
-            req = review.parse(await self._body(request))
+            body = await self._body(request)
+            req = review.parse(body)
             fields.update(uid=req.uid, operation=req.operation, kind=req.target, name=req.name,
                           dryRun=req.dry_run)
             step = admission.triage(req, endpoint)
-            answer = step if isinstance(step, admission.Answer) else await self._work(step)
+            answer = step if isinstance(step, admission.Answer) else await self._work(step, judging.few_items(body))
             label = answer.label
             response = web.json_response(answer.body)
         except review.ReviewError as err:
@@ -132,8 +133,9 @@ class Handlers:
             logs.info(log, "admission", line)
         return response
 
-    async def _work(self, work: admission.Work) -> admission.Answer:
-        """Have the cache judge `work` (waiting a little for the first sync); the policy answers."""
+    async def _work(self, work: admission.Work, small: bool) -> admission.Answer:
+        """Have the cache judge `work` (waiting a little for the first sync); the policy answers. `small`: the
+        body was small enough for judging.few_items."""
         enforce = self.config.enforce
         req = work.req
         try:
@@ -142,10 +144,10 @@ class Handlers:
             if work.action == admission.NODEPOOL:
                 report = await asyncio.wait_for(self.state.assess(work.candidate), self.config.nodepool_timeout)
             elif work.action == admission.SIMULATE:
-                report = await self.state.simulate(work.candidate, req.operation, req.old)
+                report = await self.state.simulate(work.candidate, req.operation, req.old, small)
             else:
                 report = (await self.state.decide(work.candidate, req.operation, req.old, uid=req.uid,
-                                                  dry_run=req.dry_run, admits=self._admits)).report
+                                                  dry_run=req.dry_run, admits=self._admits, small=small)).report
         except NotReady:
             return admission.unanswered(work, enforce=enforce)
         except TimeoutError:

@@ -276,10 +276,10 @@ class Cache:
             return
         self._derived = {tag: task.result()}
 
-    async def _evaluate(self, candidate: Mapping[str, Any], operation: str,
-                        old: Mapping[str, Any] | None, without: frozenset[Key] = frozenset()) -> ev.Report:
+    async def _evaluate(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
+                        without: frozenset[Key] = frozenset(), small: bool = False) -> ev.Report:
         """The verdict on the current snapshot; `without`: cached objects the API server no
-        longer has, judged as absent."""
+        longer has, judged as absent; `small`: as judging.Judge takes it."""
         snap = self._snapshot
         if snap.prepared is None or self._catalog is None or not self.synced:
             raise NotReady("the cluster state has not been synced yet")
@@ -297,7 +297,7 @@ class Cache:
         if plan.extras:
             extras = {model.name_of(x) for x in plan.extras}
             held = {n: c for n, c in self._checked.items() if n in extras}
-        report = await self._judge(prepared, candidate, plan.extras, held)
+        report = await self._judge(prepared, candidate, plan.extras, held, small)
         return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
 
     async def _confirm(self, keys: list[Key], subject: findings.ObjectRef) -> set[Key] | None:
@@ -343,21 +343,22 @@ class Cache:
         return admission.read(key, held, live, snap.basis)
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
-                       old: Mapping[str, Any] | None) -> ev.Report:
+                       old: Mapping[str, Any] | None, small: bool = False) -> ev.Report:
         """The verdict without a hold (/mutate and anything else that must not change state)."""
-        return await self._evaluate(candidate, operation, old)
+        return await self._evaluate(candidate, operation, old, small=small)
 
     async def decide(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
-                     *, uid: str, dry_run: bool, admits: Callable[[ev.Report], bool]) -> Decision:
+                     *, uid: str, dry_run: bool, admits: Callable[[ev.Report], bool], small: bool = False) -> Decision:
         """Evaluate and hold under the lock, so two conflicting requests cannot both pass; a
-        denial is confirmed between rounds, with the lock released (module docstring)."""
+        denial is confirmed between rounds, with the lock released (module docstring). `small`: as
+        judging.Judge takes it."""
         subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
         checked: set[Key] = set()
         gone: frozenset[Key] = frozenset()
         rounds = 0
         while True:
             async with self._lock:
-                report = await self._evaluate(candidate, operation, old, gone)
+                report = await self._evaluate(candidate, operation, old, gone, small)
                 allowed = admits(report)
                 confirmable = not allowed and self.reader is not None and rounds < CONFIRM_ROUNDS
                 keys = (admission.to_confirm(report, subject, self._snapshot.pending, checked, self._clock())
