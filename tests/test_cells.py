@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulation.semantics import catalog as cat
-from simulation.semantics import cells
+from simulation.semantics import cells, cellset
 from simulation.semantics import requirements as reqs
 from tests import core_support as cs
 from tests.core_support import ARCH, CPU, FAMILY
@@ -137,3 +139,19 @@ def test_types_without_offerings_hold_no_cells() -> None:
     ])
     g = cs.grid(catalog)
     assert {t for _, t, _, _ in cs.selected(g, g.all_cells())} == {"has"}
+
+
+@given(st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=7), st.data())
+def test_type_cells_agree_with_a_pass_per_slot(counts: list[int], data: st.DataObject) -> None:
+    """type_cells' one carry per type against the first slot of each type that has one, slot by slot,
+    whatever the block's bits (types of every offering count, some with none, bits past the last type)."""
+    catalog = cat.from_documents([
+        cs.instance_type(f"t{i}", {FAMILY: "x"}, [(f"z{j}", "on-demand", "1") for j in range(n)])
+        for i, n in enumerate(counts)])
+    g = cs.grid(catalog, cs.nodepool("a"), cs.nodepool("b"))
+    bits = data.draw(st.integers(min_value=0, max_value=(1 << g.block) - 1))
+    expected = 0
+    for t, it in enumerate(g.types):
+        if it.offerings and bits >> (t * g.slots) & ((1 << g.slots) - 1):
+            expected |= 1 << (t * g.slots)
+    assert g.type_cells(cellset.Cells.product(0b11, bits, g.block)) == cellset.Cells.product(0b11, expected, g.block)
