@@ -111,8 +111,10 @@ def _alone(view: View) -> dict[merge.Field, int] | None:
         owners, held = index.owners.get(field), alone.held(field)
         if owners is None or held is None:
             continue
-        # Disjoint: the emptied ones held cells, the idle ones held none.
-        targets = _emptied(index, field, held, alone.at) | index.of(index.idle[field].hits(bits, alone.at).tolist())
+        # Disjoint: the emptied ones held cells, the idle ones held none (often no idle one lies below it).
+        targets, idle = _emptied(index, field, held, alone.at), index.idle[field]
+        if idle.ordered and idle.ordered[-1] >= alone.at:
+            targets |= index.of(idle.hits(bits, alone.at).tolist())
         targets = _untied(view, alone, field, targets & ~dropped)
         if not targets:
             continue
