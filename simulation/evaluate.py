@@ -157,9 +157,18 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
             local[name] = _local(grid, keys, entries[name])
     if layer and base is not None:
         hidden = set(changed)
-        return dataclasses.replace(snapshot, overlays=overlays, entries=_Layered(base.entries, entries, hidden),
-                                   local=_Layered(base.local, local, hidden), known=keys)
-    return dataclasses.replace(snapshot, overlays=overlays, entries=entries, local=local, known=keys)
+        return _digested(snapshot, overlays, _Layered(base.entries, entries, hidden),
+                         _Layered(base.local, local, hidden), keys)
+    return _digested(snapshot, overlays, entries, local, keys)
+
+
+def _digested(snapshot: Prepared, overlays: Mapping[str, Checked], entries: Mapping[str, merge.Entry],
+              local: Mapping[str, tuple[findings.Finding, ...]], known: frozenset[str]) -> Prepared:
+    """dataclasses.replace(snapshot, overlays=..., entries=..., local=..., known=...), built by the
+    constructor: replace's generic walk of thirteen fields costs more than the rest of _digest's glue on
+    each request (tests/test_request_snapshot.py holds it to replace's answer)."""
+    return Prepared(snapshot.catalog, snapshot.grid, snapshot.pools, overlays, entries, local, snapshot.outcome,
+                    snapshot.baseline, snapshot.keyed, snapshot.index, snapshot.ratchet, snapshot.crd, known)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,

@@ -5,6 +5,7 @@ the snapshot itself is left as it was."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any
 
 import pytest
@@ -66,3 +67,18 @@ def test_the_changed_overlays_read_as_the_chain_map_they_stand_for(
         else:
             with pytest.raises(KeyError):
                 fast[name]
+
+
+def test_a_digested_snapshot_is_the_replace_it_stands_for() -> None:
+    """evaluate._digested builds the snapshot by its constructor: every other field is the prepared one's (a
+    field added to Prepared and not passed on would come back as its default here)."""
+    catalog = _catalog()
+    prepared = ev.prepare([ev.Document(_overlay("a", "-10%", 30), 0, False),
+                           ev.Document(_overlay("b", "-10%", 30), 1, False)], catalog)
+    overlays, entries, local = {"x": prepared.overlays["a"]}, dict(prepared.entries), {"x": ()}
+    known = frozenset({"family"})
+    built = ev._digested(prepared, overlays, entries, local, known)
+    replaced = dataclasses.replace(prepared, overlays=overlays, entries=entries, local=local, known=known)
+    for field in dataclasses.fields(ev.Prepared):
+        assert getattr(built, field.name) is getattr(replaced, field.name), field.name
+    assert prepared.baseline and prepared.ratchet and prepared.outcome.order  # not defaults: the test can fail
