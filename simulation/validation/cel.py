@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, NamedTuple
 
 from simulation.validation import celexpr
@@ -233,12 +233,17 @@ def _union(fields: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
     return out
 
 
-def violations(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
+def violations(rule_set: RuleSet, value: Any) -> Sequence[Violation]:
     """Where the rules at a place in the schema holding `value` reject it."""
     if isinstance(value, str | int | float | bool) or (rule_set.reads is not None and isinstance(value, dict)):
-        for rule, outcome in _remembered(rule_set, _pruned(value, rule_set.reads)):
-            yield _violation(rule, value, outcome)
-        return
+        # Most places of most objects (a requirement's key, the spec's price fields): a memo lookup and no
+        # generator, the rules' verdict on an equal value found (or worked out) once.
+        found = _remembered(rule_set, _pruned(value, rule_set.reads))
+        return [_violation(rule, value, outcome) for rule, outcome in found] if found else ()
+    return list(_judged(rule_set, value))
+
+
+def _judged(rule_set: RuleSet, value: Any) -> Iterator[Violation]:
     scope: celexpr.Scope | None = None
     listed = isinstance(value, list | dict)
     if listed and rule_set.elementwise:
