@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,3 +51,13 @@ def test_equal_sets_have_equal_parts(a: cellset.Cells, b: cellset.Cells) -> None
     assert ((a | b) - b) | (a & b) == a
     assert hash((a & b) | (a - b)) == hash(a)
     assert ((_flat(a) == _flat(b)) == (a == b))
+
+
+@given(cell_sets(), st.integers(0, 2**BLOCK - 1))
+def test_map_blocks_is_the_grouped_change(a: cellset.Cells, mask: int) -> None:
+    """map_blocks' path for one part (a product) against grouping the changed parts, emptied blocks too."""
+    changes: list[Callable[[int], int]] = [lambda b: b & mask, lambda b: b >> 1, lambda b: b]
+    for change in changes:
+        expected = cellset.Cells.grouped(((p, change(b)) for p, b in a.parts), BLOCK)
+        assert a.map_blocks(change) == expected
+        assert _flat(a.map_blocks(change)) == _flat(expected)

@@ -102,6 +102,9 @@ class Cells:
 
     def map_blocks(self, change: Callable[[int], int]) -> Cells:
         """The same NodePools, each block passed through `change`."""
+        if len(self.parts) == 1:  # a product (almost every set): grouped's dict and sort for one pair
+            (p, b), = self.parts
+            return Cells.product(p, change(b), self.block)
         return Cells.grouped(((p, change(b)) for p, b in self.parts), self.block)
 
     def bit_count(self) -> int:
