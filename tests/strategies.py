@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from simulation.semantics import catalog as cat
+from simulation.semantics import cellset
 
 ZONES = ["z-a", "z-b"]
 CAPACITY_TYPES = ["on-demand", "spot"]
@@ -85,3 +86,15 @@ def pool_docs(draw: Any) -> list[dict[str, Any]]:
         docs.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": f"p{i}"},
                      "spec": {"template": {"metadata": {"labels": labels}}}})
     return docs
+
+
+def products(pools: st.SearchStrategy[int], slots: st.SearchStrategy[int], block: int,
+             parts: int) -> st.SearchStrategy[cellset.Cells]:
+    """A union of up to `parts` products (NodePools x slots of one block), as overlays' cells are."""
+    def union(pairs: list[tuple[int, int]]) -> cellset.Cells:
+        out = cellset.Cells((), block)
+        for pools_mask, bits in pairs:
+            out |= cellset.Cells.product(pools_mask, bits, block)
+        return out
+
+    return st.lists(st.tuples(pools, slots), max_size=parts).map(union)

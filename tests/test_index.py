@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from simulation.analysis import index as ix
 from simulation.semantics import cellset, merge, model
+from tests import strategies
 
 # Wider than one 64-bit word of NodePools and of slots, as in test_tables.
 POOLS = 70
@@ -18,12 +19,8 @@ _FEW = st.sets(st.integers(0, 3), min_size=1, max_size=2).map(lambda ps: sum(1 <
 _SLOTS = st.sets(st.integers(0, BLOCK - 1), min_size=1, max_size=3).map(lambda ones: sum(1 << i for i in ones))
 
 
-@st.composite
-def cell_sets(draw: st.DrawFn) -> cellset.Cells:
-    out = cellset.Cells((), BLOCK)
-    for pools, bits in draw(st.lists(st.tuples(_FEW, _SLOTS), max_size=2)):
-        out |= cellset.Cells.product(pools, bits, BLOCK)
-    return out
+def cell_sets() -> st.SearchStrategy[cellset.Cells]:
+    return strategies.products(_FEW, _SLOTS, BLOCK, 2)
 
 
 def _entry(name: str, cells: cellset.Cells) -> merge.Entry:

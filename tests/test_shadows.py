@@ -18,6 +18,7 @@ from simulation.analysis import candidate, checks, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
 from simulation.semantics import cellset, merge
+from tests import strategies
 from tests.strategies import instance_types, pool_docs, requirement
 
 _FIELDS = [merge.PRICE, merge.capacity_field("r1"), merge.capacity_field("r2")]
@@ -107,12 +108,8 @@ _BITS = st.sets(st.integers(0, BLOCK - 1), max_size=8).map(lambda ones: sum(1 <<
 _POOLS = st.sets(st.integers(0, POOLS - 1), max_size=4).map(lambda ones: sum(1 << i for i in ones))
 
 
-@st.composite
-def _cells(draw: st.DrawFn) -> cellset.Cells:
-    out = cellset.Cells((), BLOCK)
-    for pools, bits in draw(st.lists(st.tuples(_POOLS, _BITS), max_size=2)):
-        out |= cellset.Cells.product(pools, bits, BLOCK)
-    return out
+def _cells() -> st.SearchStrategy[cellset.Cells]:
+    return strategies.products(_POOLS, _BITS, BLOCK, 2)
 
 
 @given(st.lists(_cells(), max_size=12), st.one_of(_POOLS, st.just((1 << POOLS) - 1)), _BITS, st.integers(0, 4),

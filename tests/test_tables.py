@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from simulation.analysis import tables
 from simulation.semantics import cellset
+from tests import strategies
 
 # More than 64 NodePools and a block of several words, so that both span more than one 64-bit word.
 POOLS = 70
@@ -24,13 +25,9 @@ def _bits(width: int) -> st.SearchStrategy[int]:
     return st.sets(st.integers(0, width - 1), max_size=6).map(lambda ones: sum(1 << i for i in ones))
 
 
-@st.composite
-def cell_sets(draw: st.DrawFn) -> cellset.Cells:
-    """A union of a few products, sparse in NodePools and slots, as overlays' cells are."""
-    out = cellset.Cells((), BLOCK)
-    for pools, bits in draw(st.lists(st.tuples(_bits(POOLS), _bits(BLOCK)), max_size=3)):
-        out |= cellset.Cells.product(pools, bits, BLOCK)
-    return out
+def cell_sets() -> st.SearchStrategy[cellset.Cells]:
+    """Sparse in NodePools and slots, as overlays' cells are."""
+    return strategies.products(_bits(POOLS), _bits(BLOCK), BLOCK, 3)
 
 
 @given(cell_sets())
