@@ -53,6 +53,7 @@ class Witness:
 # ObjectRef's own ordering, compared in C: the dataclass's __lt__ builds two tuples per comparison.
 _REF_ORDER = operator.attrgetter("kind", "name")
 
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One problem. `source` is the index of the input document it is about, for adapters
@@ -85,9 +86,6 @@ class Finding:
 
     # Kept per instance: a request orders its findings twice and ratchets them (evaluate._identity) between.
     order_key = once.Once(_order_key)
-
-    def sort_key(self) -> tuple[Any, ...]:
-        return self.order_key
 
     def identity(self) -> tuple[Any, ...]:
         """Its object, field, code and related objects: what makes two findings the same problem, whatever

@@ -82,7 +82,7 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[
     rank = index.report_rank
 
     def order(target: tuple[int, merge.Field]) -> tuple[Any, ...]:
-        # The finding's sort key (findings.Finding.sort_key): its object is this NodeOverlay, which the
+        # The finding's sort key (findings.Finding.order_key): its object is this NodeOverlay, which the
         # report rank places (by source, then name); the field's path orders the fields of one overlay.
         t, field = target
         return rank[t], findings.json_path(*field.path(index.order[t].overlay))
