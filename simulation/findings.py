@@ -72,20 +72,18 @@ class Finding:
     # What to change so that the intended overlay wins (every error has one; see analysis.hints).
     hint: str = ""
 
-    # Read several times per finding (sort keys, JSON): rendered once per instance.
-    def _field(self) -> str:
+    @once.Once
+    def field(self) -> str:
+        # Read several times per finding (sort keys, JSON): rendered once per instance.
         return json_path(*self.path)
 
-    field = once.Once(_field)
-
-    def _order_key(self) -> tuple[Any, ...]:
+    @once.Once
+    def order_key(self) -> tuple[Any, ...]:
+        # Kept per instance: a request orders its findings twice and ratchets them (evaluate._identity) between.
         # The objects as their (kind, name), the order ObjectRef defines: hashed and compared in C, where
         # the refs' own __hash__ and __eq__ are Python calls (findings.ordered runs twice per request).
         return (self.source if self.source is not None else -1, self.obj.kind, self.obj.name, self.field, self.code,
                 tuple(map(_REF_ORDER, self.related)), self.message)
-
-    # Kept per instance: a request orders its findings twice and ratchets them (evaluate._identity) between.
-    order_key = once.Once(_order_key)
 
     def identity(self) -> tuple[Any, ...]:
         """Its object, field, code and related objects: what makes two findings the same problem, whatever
