@@ -3,6 +3,7 @@ target, answered from the buckets' two factors, equal those a bucket-by-bucket u
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,3 +45,14 @@ def test_coarse_equals_the_union_of_the_buckets(entries: list[cellset.Cells], pr
     # An entry's own stored keys answer as its cells do.
     for i, e in enumerate(index.order):
         assert index.coarse_at(index.keys[i]) == index.coarse(e)
+
+
+@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1)))))
+def test_masks_and_positions_are_inverse(case: tuple[int, set[int]]) -> None:
+    # A few positions take the bit-by-bit paths, more (past ix.FEW) numpy's: both sides of each threshold.
+    count, chosen = case
+    index = ix.Index.build([_entry(f"e{i:03d}", cellset.Cells(((1, 1),), BLOCK)) for i in range(count)], POOLS)
+    mask = sum(1 << p for p in chosen)
+    assert index.positions(mask) == sorted(chosen)
+    assert index.of(chosen) == mask
+    assert index.of_array(np.array(sorted(chosen), dtype=np.int64)) == mask

@@ -114,7 +114,7 @@ def _alone(view: View) -> dict[merge.Field, int] | None:
         # Disjoint: the emptied ones held cells, the idle ones held none (often no idle one lies below it).
         targets, idle = _emptied(index, field, held, alone.at), index.idle[field]
         if idle.ordered and idle.ordered[-1] >= alone.at:
-            targets |= index.of(idle.hits(bits, alone.at).tolist())
+            targets |= index.of_array(idle.hits(bits, alone.at))
         targets = _untied(view, alone, field, targets & ~dropped)
         if not targets:
             continue
@@ -140,7 +140,7 @@ def _emptied(index: ix.Index, field: merge.Field, held: cellset.Cells, at: int) 
         found = index.claims[field].within(pools, bits, at)
         if found is not None:
             return found
-    return index.of(index.owners[field].emptied(held, at).tolist())
+    return index.of_array(index.owners[field].emptied(held, at))
 
 
 def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: int) -> int:

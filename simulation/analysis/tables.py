@@ -46,6 +46,13 @@ def ones(bits: int, width: int) -> Ints:
     return np.unpackbits(raw, bitorder="little").view(np.bool_).nonzero()[0].astype(np.int64, copy=False)
 
 
+def bits_of(indices: Ints, width: int) -> int:
+    """The int with these bits set, below 2**width (the inverse of `ones`)."""
+    marked = np.zeros(-(-width // 8) * 8, dtype=np.bool_)
+    marked[indices] = True
+    return int.from_bytes(np.packbits(marked, bitorder="little").tobytes(), "little")
+
+
 def flat(cells: cellset.Cells) -> Ints:
     """The flat indices of the cells (in no particular order)."""
     block = cells.block
