@@ -171,6 +171,7 @@ def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
 
 # Read in C: Karpenter's loop sorts and groups the thousand copies of a crowd on every request.
 _RANK = operator.attrgetter("rank")
+_NAME = operator.attrgetter("name")
 _WEIGHT = operator.attrgetter("overlay.weight")
 
 
@@ -261,7 +262,7 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
                 taken = won.setdefault(field, _dense(e))
                 claims.append(Claim(e.name, field, taken.missing(bits)))
                 taken.add(bits)
-    return Merged(tuple(e.name for e in ordered_entries), status, verdicts, tuple(claims))
+    return Merged(tuple(map(_NAME, ordered_entries)), status, verdicts, tuple(claims))
 
 
 def _dense(e: Entry) -> cellset.Dense:
