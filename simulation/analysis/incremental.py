@@ -156,10 +156,11 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
              and (candidate.broad(candidates[0]) or candidate.crowded(index, candidates[0])) else None)
     component, local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
-    # The unchanged overlays the change made applied, or no longer applied (one pass: a crowd it displaces
-    # is thousands).
-    moved = [m for m in component if m.name not in skip
-             and (local.status.get(m.name) == merge.APPLIED) != (baseline.status.get(m.name) == merge.APPLIED)]
+    # The unchanged overlays the change made applied, or no longer applied: found over the settled statuses'
+    # items, a dict lookup each (a crowd it displaces is thousands), and kept in the component's order.
+    before = baseline.status
+    flipped = {n for n, s in local.status.items() if (s == merge.APPLIED) != (before.get(n) == merge.APPLIED)}
+    moved = [m for m in component if m.name in flipped and m.name not in skip] if flipped else []
     # The tables answer for a lone candidate's own findings when the overlays before it kept their status (a
     # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
     answers = alone = None
