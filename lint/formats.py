@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from lint import junit, sarif
+from lint import jsonstream, junit, sarif
 from simulation.findings import Finding, Severity
 from sources.positions import Location, Table
 
@@ -36,15 +35,14 @@ class Output:
 
 def render(fmt: str, result: Output, out: TextIO, err: TextIO) -> None:
     if fmt == "json":
-        # One write: json.dump would make one per token, half a million for a large report.
-        out.write(json.dumps(to_json(result), indent=2) + "\n")
+        jsonstream.write(out, _skeleton(result), (finding_json(f, loc) for f, loc in result.located()))
         return
     for note in result.notes:
         err.write(f"note: {note}\n")
     if fmt == "text":
         write_text(result, out, color=use_color(out))
     elif fmt == "sarif":
-        out.write(json.dumps(sarif.document(result.located(), os.getcwd(), result.notes), indent=2) + "\n")
+        jsonstream.write(out, *sarif.document(result.located(), os.getcwd(), result.notes))
     elif fmt == "github":
         write_github(result, out)
     elif fmt == "junit":
@@ -117,9 +115,10 @@ def finding_json(finding: Finding, loc: Location) -> dict[str, Any]:
     return out
 
 
-def to_json(result: Output) -> dict[str, Any]:
+def _skeleton(result: Output) -> dict[str, Any]:
+    """The JSON report with its findings streamed in place of jsonstream.SLOT."""
     return {
-        "findings": [finding_json(f, loc) for f, loc in result.located()],
+        "findings": jsonstream.SLOT,
         "summary": {"errors": result.count(Severity.ERROR), "warnings": result.count(Severity.WARNING),
                     "objects": result.objects},
         "notes": list(result.notes),

@@ -6,9 +6,10 @@ import importlib.metadata
 import os
 import pathlib
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from lint import jsonstream
 from simulation import codes, findings
 from simulation.findings import Severity
 from sources.positions import Location
@@ -88,15 +89,17 @@ def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd:
     return out
 
 
-def document(located: Sequence[tuple[findings.Finding, Location]], cwd: str,
-             notes: Sequence[str] = ()) -> dict[str, Any]:
+def document(located: Iterable[tuple[findings.Finding, Location]], cwd: str,
+             notes: Sequence[str] = ()) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """The SARIF log with jsonstream.SLOT for its results, and the results (built as they are read, for
+    jsonstream.write)."""
     driver_rules = rules()
     index = {r["id"]: i for i, r in enumerate(driver_rules)}
     run: dict[str, Any] = {
         "tool": {"driver": {"name": TOOL, "version": version(), "rules": driver_rules}},
         "columnKind": "unicodeCodePoints",
-        "results": [result(f, loc, index, cwd) for f, loc in located],
+        "results": jsonstream.SLOT,
         "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
             {"level": "note", "message": {"text": note}} for note in notes]}],
     }
-    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, (result(f, loc, index, cwd) for f, loc in located)

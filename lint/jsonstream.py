@@ -1,0 +1,40 @@
+"""A JSON report written as json.dumps(document, indent=2) writes it, with its one long list streamed.
+
+A report of tens of thousands of findings (a crowd of alike overlays) held as dicts and then as one string
+took twice the memory of the run that found them; here each item is built, written with the others of its
+chunk and dropped, so the output costs a chunk's worth, whatever the report's size.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+# Stands in the document for the streamed list: a string no finding or note can produce.
+SLOT = "\x00overlay-guard: streamed items\x00"
+# Items per write: few writes, and a bounded text in memory.
+CHUNK = 256
+INDENT = 2
+
+
+def write(out: TextIO, document: Any, items: Iterable[Any]) -> None:
+    """Writes json.dumps(document, indent=INDENT) and a newline, with `items` (a list) in place of the one
+    SLOT value in `document`."""
+    head, slot, tail = json.dumps(document, indent=INDENT).partition(json.dumps(SLOT))
+    if not slot:
+        raise ValueError("the document has no slot for its items")
+    line = head[head.rfind("\n") + 1:]
+    # json.dumps puts a list's items one level deeper than the line holding its key.
+    pad = "\n" + line[:len(line) - len(line.lstrip(" "))] + " " * INDENT
+    out.write(head)
+    source = iter(items)
+    first = True
+    while chunk := list(itertools.islice(source, CHUNK)):
+        texts = [json.dumps(item, indent=INDENT).replace("\n", pad) for item in chunk]
+        # A JSON text has newlines only between tokens (a string's are escaped), so re-indenting is a replace.
+        out.write(("[" if first else ",") + pad + ("," + pad).join(texts))
+        first = False
+    out.write("[]" if first else pad[:-INDENT] + "]")
+    out.write(tail + "\n")
