@@ -32,9 +32,51 @@ def write(out: TextIO, document: Any, items: Iterable[Any]) -> None:
     source = iter(items)
     first = True
     while chunk := list(itertools.islice(source, CHUNK)):
-        texts = [json.dumps(item, indent=INDENT).replace("\n", pad) for item in chunk]
-        # A JSON text has newlines only between tokens (a string's are escaped), so re-indenting is a replace.
+        texts = [_text(item, pad) for item in chunk]
         out.write(("[" if first else ",") + pad + ("," + pad).join(texts))
         first = False
     out.write("[]" if first else pad[:-INDENT] + "]")
     out.write(tail + "\n")
+
+
+_ESCAPE = json.encoder.encode_basestring_ascii
+
+
+def _text(value: Any, pad: str) -> str:
+    """json.dumps(value, indent=INDENT) at the depth `pad` ("\\n" and the spaces before a member there) opens.
+    By hand for the shapes a report holds (str-keyed dicts, lists, strings, ints, booleans, null) because the
+    standard library indents in pure-Python generators (its C encoder takes no indent), at twice this cost per
+    finding; anything else is json.dumps's own text, re-indented."""
+    kind = type(value)
+    if kind is str:
+        return _ESCAPE(value)
+    if kind is dict:
+        text = _object(value, pad)
+        if text is not None:
+            return text
+    elif kind is list:
+        if not value:
+            return "[]"
+        inner = pad + " " * INDENT
+        return "[" + ",".join([inner + _text(member, inner) for member in value]) + pad + "]"
+    elif kind is int:
+        return int.__repr__(value)
+    elif kind is bool or value is None:
+        return _CONSTANTS[value]
+    # A JSON text has newlines only between tokens (a string's are escaped): re-indenting is a replace.
+    return json.dumps(value, indent=INDENT).replace("\n", pad)
+
+
+_CONSTANTS = {None: "null", True: "true", False: "false"}
+
+
+def _object(value: dict[Any, Any], pad: str) -> str | None:
+    if not value:
+        return "{}"
+    inner = pad + " " * INDENT
+    members = []
+    for key, member in value.items():
+        if type(key) is not str:
+            return None  # json.dumps's key coercion is its own
+        members.append(f"{inner}{_ESCAPE(key)}: {_text(member, inner)}")
+    return "{" + ",".join(members) + pad + "}"

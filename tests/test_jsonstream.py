@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 from lint import jsonstream
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                          max_size=3), max_leaves=12)
+# Keys are mostly strings; an int key (json.dumps turns it into a string) and tuples (written as lists) take
+# the encoder's fallback.
+KEYS = st.text(max_size=5) | st.integers(0, 3)
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=2).map(tuple)
+                      | st.dictionaries(KEYS, inner, max_size=3), max_leaves=12)
 # Some lists cross a chunk boundary, or two.
 ITEMS = st.lists(VALUES, max_size=4) | st.integers(jsonstream.CHUNK - 1, 2 * jsonstream.CHUNK + 1).map(
     lambda n: [{"n": i, "text": "a\nb"} for i in range(n)])
