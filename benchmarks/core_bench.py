@@ -26,6 +26,8 @@ from tests import reference
 REFERENCE_OVERLAYS = 8
 REQUESTS = 200
 IDENTICAL = 1000
+# The crowd sizes `make bench` runs: the README's row, up to as many alike overlays as the 10,000 / 100 workload has.
+CROWDS = (1_000, 5_000, 10_000)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -147,7 +149,7 @@ def scaled(size: workload.Size, requests: int = REQUESTS) -> dict[str, Any]:
 
 def run(sizes: tuple[workload.Size, ...] = workload.SCALING) -> dict[str, Any]:
     return {"cores": os.cpu_count(), "load_avg": os.getloadavg()[0],
-            "per_candidate": per_candidate(), "identical": identical(),
+            "per_candidate": per_candidate(), "identical": [identical(n) for n in CROWDS],
             "versus_reference": versus_reference(), "scaling": [scaled(s) for s in sizes]}
 
 
