@@ -227,16 +227,21 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
     claims: list[Claim] = []
     won: dict[Field, cellset.Dense] = {}
     for _, group in itertools.groupby(ordered_entries, key=_WEIGHT):
-        price_stored: list[Entry] = []
-        price_union: cellset.Dense | None = None
-        # resource -> (pool, type) cells whose last stored capacity overlay sets that resource
-        last_has: dict[str, cellset.Dense] = {}
-        last_capacity: list[Entry] = []
+        store = _Store()
         # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
         # alike overlays one is tested, the rest get its verdict.
-        known: dict[Signature, Dropped] = {}
+        known: dict[Signature, Dropped | None] = {}
+        # The previous overlay's: a crowd's members come in runs sharing one `tested` (share_tested), told
+        # apart by identity, without a hash each (the reference held here keeps the identity meaningful).
+        last: Signature | None = None
+        verdict: Dropped | None = None
         for e in group:
-            verdict = _conflict(e, known, price_union, price_stored, last_has, last_capacity)
+            tested = e.tested
+            if tested is not last:
+                last = tested
+                verdict = known.get(tested, _UNTESTED)
+                if verdict is _UNTESTED:
+                    verdict = known[tested] = store.conflict(e)
             if verdict is not None:
                 status[e.name] = CONFLICT
                 verdicts[e.name] = verdict
@@ -245,19 +250,8 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
             if not e.cells:
                 continue
             known.clear()
-            if e.overlay.price_update is not None:
-                price_union = price_union or _dense(e)
-                price_union.add(e.cells)
-                price_stored.append(e)
-            if e.overlay.capacity_set:
-                mine = {r for r, _ in e.overlay.capacity}
-                for r in mine | last_has.keys():
-                    current = last_has.setdefault(r, _dense(e))
-                    if r in mine:
-                        current.add(e.type_cells)
-                    else:
-                        current.remove(e.type_cells)
-                last_capacity.append(e)
+            last = None
+            store.add(e)
             for field, bits in e.fields().items():
                 taken = won.setdefault(field, _dense(e))
                 claims.append(Claim(e.name, field, taken.missing(bits)))
@@ -265,19 +259,43 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
     return Merged(tuple(map(_NAME, ordered_entries)), status, verdicts, tuple(claims))
 
 
+# A `known` miss (a verdict may be None: applied).
+_UNTESTED = Dropped(PRICE, -1, "")
+
+
 def _dense(e: Entry) -> cellset.Dense:
     return cellset.Dense(e.cells.block)
 
 
-def _conflict(e: Entry, known: dict[Signature, Dropped], union: cellset.Dense | None, stored: Sequence[Entry],
-              last_has: Mapping[str, cellset.Dense], last_capacity: Sequence[Entry]) -> Dropped | None:
-    """Karpenter's conflict test, or the verdict of an alike overlay tested since the store last changed."""
-    verdict = known.get(e.tested)
-    if verdict is None:
-        verdict = _price_conflict(e, union, stored) or _capacity_conflict(e, last_has, last_capacity)
-        if verdict is not None:
-            known[e.tested] = verdict
-    return verdict
+class _Store:
+    """What Karpenter's loop has stored at one weight so far, as its conflict tests read it."""
+
+    def __init__(self) -> None:
+        self.price_stored: list[Entry] = []
+        self.price_union: cellset.Dense | None = None
+        # resource -> (pool, type) cells whose last stored capacity overlay sets that resource
+        self.last_has: dict[str, cellset.Dense] = {}
+        self.last_capacity: list[Entry] = []
+
+    def conflict(self, e: Entry) -> Dropped | None:
+        """Karpenter's conflict test."""
+        return (_price_conflict(e, self.price_union, self.price_stored)
+                or _capacity_conflict(e, self.last_has, self.last_capacity))
+
+    def add(self, e: Entry) -> None:
+        if e.overlay.price_update is not None:
+            self.price_union = self.price_union or _dense(e)
+            self.price_union.add(e.cells)
+            self.price_stored.append(e)
+        if e.overlay.capacity_set:
+            mine = {r for r, _ in e.overlay.capacity}
+            for r in mine | self.last_has.keys():
+                current = self.last_has.setdefault(r, _dense(e))
+                if r in mine:
+                    current.add(e.type_cells)
+                else:
+                    current.remove(e.type_cells)
+            self.last_capacity.append(e)
 
 
 def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:
