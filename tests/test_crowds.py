@@ -1,6 +1,6 @@
 """Property tests: crowds of alike overlays (the same spec under many names, one weight) give the same
 answers as overlays told apart one by one. Karpenter's loop tests one of a run of alike overlays and
-gives the rest its verdict while nothing is stored (merge._conflict); a candidate among them takes
+gives the rest its verdict while nothing is stored (merge.karpenter's `known`); a candidate among them takes
 the incremental path, whose neighbour scans serve alike overlays once."""
 
 from __future__ import annotations

@@ -231,8 +231,8 @@ def karpenter(entries: Sequence[Entry]) -> Merged:
         # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
         # alike overlays one is tested, the rest get its verdict.
         known: dict[Signature, Dropped | None] = {}
-        # The previous overlay's: a crowd's members come in runs sharing one `tested` (share_tested), told
-        # apart by identity, without a hash each (the reference held here keeps the identity meaningful).
+        # The previous overlay's: a crowd's members come in runs sharing one `tested` (share_tested), recognised
+        # by identity, without a hash each (the reference held here keeps the identity meaningful).
         last: Signature | None = None
         verdict: Dropped | None = None
         for e in group:
