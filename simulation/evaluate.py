@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, incremental
+from simulation.analysis import checks, dra, hints, incremental, shadows
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, merge, model
@@ -273,13 +273,7 @@ def _bounded(found: Sequence[finding_types.Finding],
         elif naming := tuple(pair for r in f.related if (pair := (r.kind, r.name)) in named):
             groups.setdefault((f.code, naming), []).append(f)
     for group in groups.values():
-        kept = group[:merge.CLASH_LIMIT]
-        if len(group) > len(kept):
-            last = kept[-1]
-            kept[-1] = dataclasses.replace(
-                last, message=f"{last.message}; and {len(group) - len(kept)} more such findings on other objects",
-                detail=tuple(sorted((*last.detail, ("moreObjects", str(len(group) - len(kept)))))))
-        out += kept
+        out += shadows.first_few(group[:merge.CLASH_LIMIT], len(group))
     return out
 
 

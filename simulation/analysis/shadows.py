@@ -294,7 +294,8 @@ def _names_first(view: View, scope: _Scope, t: int) -> bool:
 
 def first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:
     """`found` (the first of `total` findings on other overlays that name one candidate), the last saying
-    how many more, worded as evaluate._bounded words it."""
+    how many more (the cap on a candidate's report, evaluate._bounded, and the shadow findings built only
+    that far)."""
     if total <= len(found) or not found:
         return found
     last = found[-1]
