@@ -5,7 +5,10 @@ Each hypothesis example is a batch of sets, so one oracle process serves the who
 failure shrinks to the smallest batch and set that still disagree. The generator keeps to
 overlays the API server accepts and leans on what makes Karpenter's store interesting: few
 weights (ties), every requirement operator on instance type, family, capacity type, zone,
-NodePool, NodePool template labels, integer labels and undefined keys, and every effect form.
+NodePool, NodePool template labels, integer labels and undefined keys, and every effect form;
+keys only some types define (GPU labels), a label whose value is empty on metal types, template
+labels on instance-type keys, and keys Karpenter's runtime validation refuses (restricted domains,
+a name part over 63 characters, bad label values).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from hypothesis import strategies as st
 from simulation.semantics import catalog as cat
 from tests import oracle_support as oracle
 
-FAMILIES = ("m5", "c6i", "r7g", "p5", "g5", "t3")
+# m4: the Xen hypervisor; the metal types of each: an empty instance-hypervisor label.
+FAMILIES = ("m5", "c6i", "r7g", "p5", "g5", "t3", "m4")
 SETS_PER_BATCH = 40
 BATCHES = 8
 
@@ -36,13 +40,16 @@ CAPACITY_TYPE = "karpenter.sh/capacity-type"
 ZONE = "topology.kubernetes.io/zone"
 NODEPOOL = "karpenter.sh/nodepool"
 POOLS = ("general", "gpu", "batch")
-TEMPLATE_LABELS = {"team": ("ml", "web"), "example.com/tier": ("1", "2", "3")}
+# The last four are instance-type keys too: a NodePool's value narrows (or empties) what its types define.
+TEMPLATE_LABELS = {"team": ("ml", "web"), "example.com/tier": ("1", "2", "3"), FAMILY: ("m5", "g5"),
+                   "karpenter.k8s.aws/instance-gpu-count": ("1", "8"), "kubernetes.io/arch": ("arm64",),
+                   "karpenter.k8s.aws/instance-category": ("g", "m")}
 
 
 def _catalog_data() -> dict[str, Any]:
     data = json.loads(oracle.DEFAULT_CATALOG.read_text(encoding="utf-8"))
     data["instanceTypes"] = [t for t in data["instanceTypes"]
-                             if t["labels"].get(FAMILY) in FAMILIES and not t["name"].endswith("metal")]
+                             if t["labels"].get(FAMILY) in FAMILIES]
     return dict(data)
 
 
@@ -51,7 +58,7 @@ TYPE_NAMES = tuple(t["name"] for t in CATALOG_DATA["instanceTypes"])
 
 # key -> values to pick from (In/NotIn); integer keys also take Gt/Lt/Gte/Lte.
 VALUES: dict[str, tuple[str, ...]] = {
-    INSTANCE_TYPE: (*TYPE_NAMES[:12], "x9.huge"),
+    INSTANCE_TYPE: (*TYPE_NAMES[:12], "x9.huge", "m5.metal", "c6i.metal", "m4.large"),
     FAMILY: (*FAMILIES, "z1d"),
     # "dedicated" alone is no capacity type Karpenter knows: RuntimeValidation fails.
     CAPACITY_TYPE: ("on-demand", "spot", "reserved", "dedicated"),
@@ -62,6 +69,23 @@ VALUES: dict[str, tuple[str, ...]] = {
     CPU: ("2", "4", "8", "96", "192"),
     GENERATION: ("5", "6", "7"),
     "example.com/undefined": ("a",),
+    # Defined on the GPU and NVMe types only.
+    "karpenter.k8s.aws/instance-gpu-count": ("1", "8", "4"),
+    "karpenter.k8s.aws/instance-gpu-name": ("h100", "a10g"),
+    "karpenter.k8s.aws/instance-local-nvme": ("250", "1900"),
+    "karpenter.k8s.aws/instance-category": ("g", "m", "p"),
+    "karpenter.k8s.aws/instance-memory": ("1024", "131072"),
+    "kubernetes.io/arch": ("arm64", "amd64"),
+    # "" is a label value: the metal types'.
+    "karpenter.k8s.aws/instance-hypervisor": ("nitro", "", "xen"),
+    # The API server accepts these; Karpenter's runtime validation does not (restricted domains, a name part
+    # over 63 characters, values that are no label values). No YAML 1.1 boolean among them ("y", "on"): the
+    # oracle reads its objects as YAML 1.1.
+    "kubernetes.io/foo": ("x",),
+    "k8s.io/bar": ("yy",),
+    "node-restriction.kubernetes.io/z": ("z",),
+    "example.com/" + "n" * 64: ("a",),
+    "example.com/bad": ("bad value", "-x", "ok"),
 }
 BOUND_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
 
@@ -74,7 +98,7 @@ def requirement(draw: st.DrawFn) -> dict[str, Any]:
         return {"key": key, "operator": op}
     if op in BOUND_OPERATORS:
         # Bounds on non-integer labels (zone, family) are legal too and match nothing there.
-        return {"key": key, "operator": op, "values": [str(draw(st.sampled_from((0, 1, 4, 6, 8, 100))))]}
+        return {"key": key, "operator": op, "values": [str(draw(st.sampled_from((0, 1, 4, 6, 8, 100, 250, 1024, 131072))))]}
     values = draw(st.lists(st.sampled_from(VALUES[key]), min_size=1, max_size=3, unique=True))
     return {"key": key, "operator": op, "values": values}
 
@@ -89,7 +113,7 @@ CAPACITIES = ({"example.com/widget": "2"}, {"example.com/widget": "500m"}, {"exa
 @st.composite
 def overlay(draw: st.DrawFn, name: str) -> dict[str, Any]:
     spec: dict[str, Any] = {}
-    weight = draw(st.sampled_from((None, 1, 1, 10)))
+    weight = draw(st.sampled_from((None, 1, 1, 10, 10000)))
     if weight is not None:
         spec["weight"] = weight
     # The CRD requires the field; an empty list is allowed and matches everything.
@@ -139,6 +163,9 @@ def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_generator_covers_the_catalog() -> None:
     assert len(TYPE_NAMES) >= 30
     assert any(t.startswith("p5.") for t in TYPE_NAMES) and any(t.startswith("r7g.") for t in TYPE_NAMES)
+    hypervisors = {t["labels"].get("karpenter.k8s.aws/instance-hypervisor") for t in CATALOG_DATA["instanceTypes"]}
+    assert {"", "nitro", "xen"} <= hypervisors
+    assert set(VALUES[INSTANCE_TYPE]) - {"x9.huge"} <= set(TYPE_NAMES)
 
 
 def test_random_sets_agree_with_karpenter(catalog_file: Path) -> None:
