@@ -98,7 +98,8 @@ def requirement(draw: st.DrawFn) -> dict[str, Any]:
         return {"key": key, "operator": op}
     if op in BOUND_OPERATORS:
         # Bounds on non-integer labels (zone, family) are legal too and match nothing there.
-        return {"key": key, "operator": op, "values": [str(draw(st.sampled_from((0, 1, 4, 6, 8, 100, 250, 1024, 131072))))]}
+        bound = draw(st.sampled_from((0, 1, 4, 6, 8, 100, 250, 1024, 131072)))
+        return {"key": key, "operator": op, "values": [str(bound)]}
     values = draw(st.lists(st.sampled_from(VALUES[key]), min_size=1, max_size=3, unique=True))
     return {"key": key, "operator": op, "values": values}
 
