@@ -108,7 +108,11 @@ PRICES = ("0", "0.5", "1.25", "3", "0.0421", "10.123456789")
 ADJUSTMENTS = ("+0.1", "-0.05", "-1", "+10%", "-25%", "-100%", "+0.5%", "-33.3%", "+.7", "-99%", "+0")
 CAPACITIES = ({"example.com/widget": "2"}, {"example.com/widget": "500m"}, {"example.com/gadget": "1Gi"},
               {"example.com/widget": "3", "example.com/gadget": "1k"}, {"nvidia.com/gpu": "8"},
-              {"hugepages-2Mi": "64Mi"})
+              {"hugepages-2Mi": "64Mi"}, {"example.com/widget": "1.5Gi"}, {"example.com/gadget": "1024Ki"},
+              {"example.com/widget": "0.5"}, {"example.com/widget": "12e-3"}, {"example.com/gadget": "2E"},
+              # Spellings Go's String() echoes rather than canonicalizes ("1000001u", "3", "1500m"): Karpenter
+              # holds the overlay's parsed quantity, so its capacity prints as written.
+              {"example.com/widget": "1.000001"}, {"example.com/gadget": "+3"}, {"example.com/widget": "1.500"})
 
 
 @st.composite
@@ -130,6 +134,16 @@ def overlay(draw: st.DrawFn, name: str) -> dict[str, Any]:
             "spec": spec}
 
 
+NODEPOOL_REQUIREMENTS: tuple[dict[str, Any], ...] = (
+    {"key": CAPACITY_TYPE, "operator": "In", "values": ["spot"]},
+    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+    {"key": FAMILY, "operator": "In", "values": ["m5", "c6i"], "minValues": 2},
+    {"key": ZONE, "operator": "NotIn", "values": ["us-east-1a"]},
+    {"key": "team", "operator": "In", "values": ["ml"]},
+    {"key": CPU, "operator": "Gt", "values": ["4"]},
+)
+
+
 @st.composite
 def nodepool(draw: st.DrawFn, name: str) -> dict[str, Any]:
     labels = {k: draw(st.sampled_from(v)) for k, v in TEMPLATE_LABELS.items() if draw(st.booleans())}
@@ -137,6 +151,10 @@ def nodepool(draw: st.DrawFn, name: str) -> dict[str, Any]:
                                                           "name": "default"}}}
     if labels:
         template["metadata"] = {"labels": labels}
+    # A NodePool's own requirements do not narrow the types its overlays apply to.
+    requirements = draw(st.lists(st.sampled_from(NODEPOOL_REQUIREMENTS), max_size=3, unique_by=lambda r: r["key"]))
+    if requirements:
+        template["spec"]["requirements"] = requirements
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
             "spec": {"template": template}}
 

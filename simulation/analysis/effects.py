@@ -70,7 +70,9 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[merge
     for field, name in sorted(type_winners.items()):
         if field.kind is merge.Kind.CAPACITY:
             raw = dict(report.entries[name].overlay.capacity)[field.name]
-            capacity[field.name] = quantity.normalize(raw)
+            # As Karpenter holds it: the overlay's parsed quantity, which prints as Go's String() does (its echo
+            # of input that looks canonical, "1.500" or "+3", included).
+            capacity[field.name] = quantity.go_string(raw)
             cap_overlays[field.name] = name
         elif field.kind is merge.Kind.TEMPLATES:
             templates[field.name] = name
