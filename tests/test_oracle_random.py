@@ -104,8 +104,13 @@ def requirement(draw: st.DrawFn) -> dict[str, Any]:
     return {"key": key, "operator": op, "values": values}
 
 
-PRICES = ("0", "0.5", "1.25", "3", "0.0421", "10.123456789")
-ADJUSTMENTS = ("+0.1", "-0.05", "-1", "+10%", "-25%", "-100%", "+0.5%", "-33.3%", "+.7", "-99%", "+0")
+# Spellings the CRD's patterns allow, decimals with no exact double among them: both sides must round alike.
+PRICES = ("0", "0.5", "1.25", "3", "0.0421", "10.123456789", "00.5", "1.0", "0.1", "0.30000000000000004",
+          "123456789.123456789", "0.000000001", "9999999999999999999999",
+          "0.1000000000000000055511151231257827021181583404541015625")
+ADJUSTMENTS = ("+0.1", "-0.05", "-1", "+10%", "-25%", "-100%", "+0.5%", "-33.3%", "+.7", "-99%", "+0", "+.5%",
+               "-0%", "+1000%", "-99.9999%", "-00.1", "+999999999", "-.1", "-0.3", "+33.333333333333333%",
+               "-0.000000001", "-9.99%")
 CAPACITIES = ({"example.com/widget": "2"}, {"example.com/widget": "500m"}, {"example.com/gadget": "1Gi"},
               {"example.com/widget": "3", "example.com/gadget": "1k"}, {"nvidia.com/gpu": "8"},
               {"hugepages-2Mi": "64Mi"}, {"example.com/widget": "1.5Gi"}, {"example.com/gadget": "1024Ki"},
