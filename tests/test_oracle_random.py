@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,11 @@ from tests import oracle_support as oracle
 # m4: the Xen hypervisor; the metal types of each: an empty instance-hypervisor label.
 FAMILIES = ("m5", "c6i", "r7g", "p5", "g5", "t3", "m4")
 SETS_PER_BATCH = 40
-BATCHES = 8
+# A soak: OVERLAY_GUARD_ORACLE_SOAK=N runs N batches of new sets (not derandomized) instead of the fixed 8.
+SOAK = os.environ.get("OVERLAY_GUARD_ORACLE_SOAK", "")
+if SOAK and not SOAK.isdigit():
+    raise pytest.UsageError(f"OVERLAY_GUARD_ORACLE_SOAK must be a number of batches, not {SOAK!r}")
+BATCHES = int(SOAK) if SOAK else 8
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 FAMILY = "karpenter.k8s.aws/instance-family"
@@ -201,7 +206,7 @@ def test_random_sets_agree_with_karpenter(catalog_file: Path) -> None:
     catalog = core_catalog()
     seen: collections.Counter[str] = collections.Counter()
 
-    @settings(max_examples=BATCHES, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=BATCHES, deadline=None, derandomize=not SOAK, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(batch=st.lists(overlay_set(), min_size=SETS_PER_BATCH // 2, max_size=SETS_PER_BATCH))
     def agree(batch: list[list[dict[str, Any]]]) -> None:
