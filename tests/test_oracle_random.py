@@ -5,10 +5,11 @@ Each hypothesis example is a batch of sets, so one oracle process serves the who
 failure shrinks to the smallest batch and set that still disagree. The generator keeps to
 overlays the API server accepts and leans on what makes Karpenter's store interesting: few
 weights (ties), every requirement operator on instance type, family, capacity type, zone,
-NodePool, NodePool template labels, integer labels and undefined keys, and every effect form;
-keys only some types define (GPU labels), a label whose value is empty on metal types, template
-labels on instance-type keys, and keys Karpenter's runtime validation refuses (restricted domains,
-a name part over 63 characters, bad label values).
+NodePool, NodePool template labels, integer labels and undefined keys, and every effect form in
+many spellings; keys only some types define (GPU labels), a label whose value is empty on metal
+types, template labels on instance-type keys, NodePool requirements, keys Karpenter's runtime
+validation refuses (restricted domains, a name part over 63 characters, bad label values), and
+names that Karpenter's byte-wise name order tells apart.
 """
 
 from __future__ import annotations
@@ -74,13 +75,13 @@ VALUES: dict[str, tuple[str, ...]] = {
     CPU: ("2", "4", "8", "96", "192"),
     GENERATION: ("5", "6", "7"),
     "example.com/undefined": ("a",),
+    "karpenter.k8s.aws/instance-category": ("g", "m", "p"),
+    "karpenter.k8s.aws/instance-memory": ("1024", "131072"),
+    "kubernetes.io/arch": ("arm64", "amd64"),
     # Defined on the GPU and NVMe types only.
     "karpenter.k8s.aws/instance-gpu-count": ("1", "8", "4"),
     "karpenter.k8s.aws/instance-gpu-name": ("h100", "a10g"),
     "karpenter.k8s.aws/instance-local-nvme": ("250", "1900"),
-    "karpenter.k8s.aws/instance-category": ("g", "m", "p"),
-    "karpenter.k8s.aws/instance-memory": ("1024", "131072"),
-    "kubernetes.io/arch": ("arm64", "amd64"),
     # "" is a label value: the metal types'.
     "karpenter.k8s.aws/instance-hypervisor": ("nitro", "", "xen"),
     # The API server accepts these; Karpenter's runtime validation does not (restricted domains, a name part
