@@ -27,7 +27,7 @@ REFERENCE_OVERLAYS = 8
 REQUESTS = 200
 IDENTICAL = 1000
 # The crowd sizes `make bench` runs: the README's row, up to as many alike overlays as the 10,000 / 100 workload has.
-CROWDS = (1_000, 5_000, 10_000)
+CROWDS = (IDENTICAL, 5_000, 10_000)
 
 
 def _percentile(values: list[float], q: float) -> float:
