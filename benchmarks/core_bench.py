@@ -77,7 +77,7 @@ def _check(items: list[dict[str, Any]]) -> dict[str, Any]:
         path = Path(tmp) / "workload.json"
         path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
         started = time.perf_counter()
-        proc, peak_kib = _child([sys.executable, "-m", "lint", "check", str(path), "--format", "json"])
+        proc, peak_kib = _child(["lint", "check", str(path), "--format", "json"])
         wall = time.perf_counter() - started
     summary = json.loads(proc.stdout).get("summary", {}) if proc.stdout.startswith("{") else {}
     return {"wall_s": round(wall, 3), "peak_rss_mb": round(peak_kib / 1024, 1), "exit": proc.returncode,
@@ -85,16 +85,13 @@ def _check(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _child(argv: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run argv; its exit, output and its own peak RSS (KiB, from wait4, so that an earlier, larger
-    child does not mask it as getrusage(RUSAGE_CHILDREN) would)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True,
-                                env={**os.environ, "PYTHONPATH": os.getcwd()})
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read()), usage.ru_maxrss
+    """`python -m argv...`: its exit, output and its own peak RSS in KiB (benchmarks/peak.py says why the
+    child reports it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peak = Path(tmp) / "peak"
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.peak", str(peak), *argv], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}, check=False)
+        return proc, int(peak.read_text()) if peak.exists() else 0
 
 
 def cold_lint(size: workload.Size = workload.DEFAULT) -> dict[str, Any]:
@@ -139,7 +136,7 @@ def versus_reference() -> dict[str, Any]:
 
 def scaled(size: workload.Size, requests: int = REQUESTS) -> dict[str, Any]:
     """One row of the scaling table, measured in a child process (prepare + candidates), plus a cold check."""
-    argv = [sys.executable, "-m", "benchmarks.core_bench", f"{size.overlays},{size.pools}", str(requests)]
+    argv = ["benchmarks.core_bench", f"{size.overlays},{size.pools}", str(requests)]
     proc, peak_kib = _child(argv)
     row: dict[str, Any] = json.loads(proc.stdout) if proc.returncode == 0 else {"error": proc.stderr[-500:]}
     row["peak_rss_mb"] = round(peak_kib / 1024, 1)
