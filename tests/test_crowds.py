@@ -9,12 +9,13 @@ import copy
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
-from simulation.analysis import candidate
+from simulation.analysis import candidate, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests.strategies import instance_types, overlay_docs, pool_docs
@@ -72,6 +73,8 @@ def test_alike_overlays_get_the_verdicts_of_testing_each(catalog: cat.Catalog, o
     assert dict(grouped.status) == dict(each.status)
     assert dict(grouped.verdicts) == dict(each.verdicts)
     assert grouped.claims == each.claims
+    # What the loop records of the applied, and what the status says.
+    assert grouped.applied == {n for n, s in each.status.items() if s == merge.APPLIED}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,6 +127,21 @@ def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: 
         assert {p for p in index.positions(mask) if kind(p) == kind(first)} == set(index.positions(members))
         seen |= members
     assert seen == mask
+
+
+@settings(max_examples=300, deadline=None)
+@given(of=st.lists(st.integers(0, 4), min_size=1, max_size=40), data=st.data(), limit=st.integers(1, 6))
+def test_firsts_of_each_kind_by_rank(of: list[int], data: st.DataObject, limit: int) -> None:
+    """Kinds.firsts against grouping one position at a time: kinds in the order they first appear, each
+    kind's first `limit` positions by rank, and its size."""
+    positions = data.draw(st.lists(st.integers(0, len(of) - 1), unique=True))
+    rank = np.array(data.draw(st.permutations(range(len(of)))), dtype=np.int64)
+    groups: dict[int, list[int]] = {}
+    for p in positions:
+        groups.setdefault(of[p], []).append(p)
+    expected = [(sorted(g, key=lambda p: rank[p])[:limit], len(g)) for g in groups.values()]
+    grouped = kinds.Kinds(tuple(of), of_array=np.array(of, dtype=np.int64))
+    assert grouped.firsts(positions, rank, limit) == expected
 
 
 @pytest.mark.parametrize("path", ["scan", "broad", "crowded"])

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from simulation import evaluate as ev
 from simulation.analysis import candidate
 from simulation.semantics import catalog as cat
+from simulation.semantics import merge
 from tests.strategies import instance_types, overlay_docs, pool_docs
 
 
@@ -29,12 +30,23 @@ def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, 
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
     # Up to three candidates at once, as the webhook sends held admissions along with a request.
     candidates = [ev.Document(d, 100 + i) for i, d in enumerate(new[:3])]
-    fast = ev.evaluate(candidates, prepared)
+    with mock.patch.object(merge, "karpenter_in_order", _checked_order):
+        fast = ev.evaluate(candidates, prepared)
     slow = ev.evaluate(candidates, prepared, full=True)
     assert _key(fast) == _key(slow)
     for doc in candidates:
         name = doc.obj["metadata"]["name"]
         assert fast.status[name] == slow.status[name]
+
+
+_KARPENTER_IN_ORDER = merge.karpenter_in_order
+
+
+def _checked_order(entries: list[merge.Entry]) -> merge.Merged:
+    """The incremental path places its candidates among the prepared overlays instead of sorting them all:
+    what reaches Karpenter's loop must be in Karpenter's order all the same."""
+    assert [e.name for e in entries] == [e.name for e in merge.ordered(entries)]
+    return _KARPENTER_IN_ORDER(entries)
 
 
 @st.composite

@@ -87,19 +87,13 @@ def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Seq
     so that a thousand identical overlays cost one neighbour scan; a report keeps the first
     merge.CLASH_LIMIT clashes on them in its order (incremental._split), so of each kind only those are
     built: returns the clashes built and how many more there are."""
-    groups: dict[int, list[int]] = {}
-    kind = index.by_kind.of
-    for p in positions:
-        groups.setdefault(kind[p], []).append(p)
     out: list[merge.Clash] = []
     unbuilt = 0
-    for group in groups.values():
-        # Sorted in C: a Python heap over a crowd of thousands costs more.
-        first = sorted(group, key=index.report_rank.__getitem__)[:merge.CLASH_LIMIT]
+    for first, total in index.by_kind.firsts(positions, index.report_ranks, merge.CLASH_LIMIT):
         # A kind's laters all clash with `c`, or none does.
         found = _reported(index, c, field, [index.order[p] for p in first], skip, candidates)
         out += found
-        unbuilt += len(group) - len(first) if found else 0
+        unbuilt += total - len(first) if found else 0
     for n in changed:
         out += _reported(index, c, field, [n], skip, candidates)
     return out, unbuilt

@@ -10,6 +10,7 @@ findings about a candidate need only its neighbours: overlays whose cells overla
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -36,7 +37,8 @@ Index = ix.Index
 
 def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
                fresh: Sequence[merge.Entry]) -> list[merge.Entry]:
-    """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight."""
+    """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight, and every one of
+    `fresh`, in Karpenter's order."""
     reached = 0
     changed: dict[str, merge.Entry] = {}
     frontier = list(seeds)
@@ -65,30 +67,37 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
                     and m.may_overlap(node) and m.karpenter_overlap(node)):
                 changed[m.name] = m
                 frontier.append(m)
-    return [*index.members(reached), *changed.values()]
+    # Every fresh overlay belongs, reached or not: Karpenter's loop decides it too. The prepared are in the
+    # index's order, Karpenter's; each fresh one goes where its rank places it (none has a prepared one's
+    # rank: that one is its old version, in `skip`).
+    positions = index.positions(reached)
+    out = list(map(index.order.__getitem__, positions))
+    # Last first: an insertion then never moves the places the ones before it take.
+    for c in reversed(merge.ordered([*changed.values(), *(c for c in fresh if c.name not in changed)])):
+        out.insert(bisect.bisect_left(positions, index.place(c.rank)), c)
+    return out
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
-            skip: set[str], probe: candidate.Tables | None) -> tuple[list[merge.Entry], merge.Merged]:
-    """The overlays whose status the change can move, and Karpenter's outcome for them. `probe`: the
-    prepared tables' answers for a lone candidate, when there are tables."""
+            skip: set[str], probe: candidate.Tables | None) -> merge.Merged:
+    """Karpenter's outcome for the overlays whose status the change can move. `probe`: the prepared tables'
+    answers for a lone candidate, when there are tables."""
     if len(candidates) == 1 and not old:
         dropped = _dropped(index, baseline, candidates[0], skip, probe)
         if dropped is not None:
-            return [candidates[0]], dropped
+            return dropped
     if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):
         # Karpenter's loop reads the same sequence as before the edit: every status and verdict stays.
         name = candidates[0].name
         verdict = baseline.verdicts.get(name)
-        return [candidates[0]], merge.Merged((name,), {name: baseline.status[name]},
-                                             {name: verdict} if verdict is not None else {}, ())
+        return merge.Merged((name,), {name: baseline.status[name]}, {name: verdict} if verdict is not None else {},
+                            ())
     component = _component(index, [*candidates, *old], skip, candidates)
-    members = {m.name for m in component}
-    component += [c for c in candidates if c.name not in members]
     if len(component) == 1:
         # Alone in its weight's overlaps: nothing stored before it can conflict with it.
-        return component, merge.Merged((component[0].name,), {component[0].name: merge.APPLIED}, {}, ())
-    return component, merge.karpenter(component)
+        return merge.Merged((component[0].name,), {component[0].name: merge.APPLIED}, {}, ())
+    merge.adopt_tested(candidates, index.by_kind.signatures)
+    return merge.karpenter_in_order(component)
 
 
 def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
@@ -154,13 +163,13 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     probe = (candidate.Tables.of(index, candidates[0], skip, baseline.status)
              if index.applied is not None and len(changed) == 1 and len(candidates) == 1
              and (candidate.broad(candidates[0]) or candidate.crowded(index, candidates[0])) else None)
-    component, local = _settle(index, baseline, old, candidates, skip, probe)
+    local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
-    # The unchanged overlays the change made applied, or no longer applied: found over the settled statuses'
-    # items, a dict lookup each (a crowd it displaces is thousands), and kept in the component's order.
-    before = baseline.status
-    flipped = {n for n, s in local.status.items() if (s == merge.APPLIED) != (before.get(n) == merge.APPLIED)}
-    moved = [m for m in component if m.name in flipped and m.name not in skip] if flipped else []
+    # The unchanged overlays the change made applied, or no longer applied, in the component's order (the
+    # prepared ones' is the index's). By set operations in C over the settled ones (a crowd it displaces is
+    # thousands, its applied ones a few), never over the baseline's applied (thousands in most clusters).
+    flipped = local.applied ^ baseline.applied.intersection(local.status)
+    moved = [index.order[p] for p in sorted(index.position[n] for n in flipped - skip)]
     # The tables answer for a lone candidate's own findings when the overlays before it kept their status (a
     # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
     answers = alone = None
@@ -193,7 +202,11 @@ def _statuses(baseline: merge.Merged, local: merge.Merged,
               gone: Sequence[str]) -> tuple[Mapping[str, merge.State], dict[str, merge.Dropped]]:
     """Every overlay's status and verdict with the change: the baseline's, overridden by the settled
     ones, without the `gone` (deleted). The statuses are layered, not copied: there are 10,000 of them."""
-    verdicts = {n: v for n, v in baseline.verdicts.items() if n not in local.status and n not in gone}
+    # Copied and patched in C: the baseline's verdicts are a crowd's thousands, the settled ones mostly the same
+    # names; only those settled as applied (no verdict) lose theirs.
+    verdicts = dict(baseline.verdicts)
+    for n in local.applied.union(gone):
+        verdicts.pop(n, None)
     verdicts.update(local.verdicts)
     if not gone:
         layer = baseline.status if isinstance(baseline.status, dict) else dict(baseline.status)

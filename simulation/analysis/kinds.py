@@ -10,6 +10,9 @@ import collections
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
+
+from simulation.analysis import tables
 from simulation.semantics import merge
 
 
@@ -20,10 +23,14 @@ class Kinds:
 
     of: tuple[int, ...] = ()
     crowds: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    # The entries' canonical `tested` objects (merge.share_tested), for a request's candidates to adopt.
+    signatures: Mapping[merge.Signature, merge.Signature] = dataclasses.field(default_factory=dict)
+    # `of` as an array.
+    of_array: tables.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def build(cls, order: Sequence[merge.Entry]) -> Kinds:
-        merge.share_tested(order)
+        signatures = merge.share_tested(order)
         found: dict[tuple[object, ...], int] = {}
         of = [found.setdefault(_key(e), len(found)) for e in order]
         crowds: dict[int, int] = {}
@@ -33,7 +40,9 @@ class Kinds:
         for position, kind in enumerate(of):
             if kind in crowds:
                 crowds[kind] |= 1 << position
-        return cls(tuple(of), crowds)
+        of_array = np.array(of, dtype=np.int64)
+        tables.frozen(of_array)
+        return cls(tuple(of), crowds, signatures, of_array)
 
     def within(self, mask: int) -> Iterator[tuple[int, int]]:
         """(position of its first member, its members in `mask`) for each kind with a member in `mask`."""
@@ -43,6 +52,24 @@ class Kinds:
             members = crowd & mask if crowd is not None else 1 << first
             yield first, members
             mask &= ~members
+
+    def firsts(self, positions: Sequence[int], rank: tables.Ints, limit: int) -> list[tuple[list[int], int]]:
+        """`positions` by kind, in the order each kind first appears in them: per kind its first `limit`
+        positions by `rank` and how many it has. In numpy: a crowd puts thousands of one kind here."""
+        at = np.asarray(positions, dtype=np.int64)
+        if not at.size:
+            return []
+        kinds = self.of_array[at]
+        by = np.lexsort((rank[at], kinds))
+        at, kinds = at[by], kinds[by]
+        bounds = np.concatenate(([0], np.flatnonzero(kinds[1:] != kinds[:-1]) + 1, [at.size])).tolist()
+        starts = bounds[:-1]
+        appear = np.minimum.reduceat(by, starts)
+        out = []
+        for g in np.argsort(appear, kind="stable").tolist():
+            lo, hi = starts[g], bounds[g + 1]
+            out.append((at[lo:min(hi, lo + limit)].tolist(), hi - lo))
+        return out
 
 
 def alike(a: merge.Entry, b: merge.Entry) -> bool:

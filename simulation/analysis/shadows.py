@@ -174,6 +174,10 @@ def _targets(view: View) -> dict[merge.Field, list[int]]:
     index, status = view.index, view.status
     out: dict[merge.Field, dict[int, None]] = {}
     unchanged = ~index.mask(view.skip)
+    if index.applied_bits is not None:
+        # Only the applied are tested: a candidate above a crowd has thousands below it, one of them applied.
+        unchanged &= (index.applied_bits | index.mask(e.name for e in view.gained)) & ~index.mask(
+            e.name for e in view.lost)
     for c in view.candidates:
         if status.get(c.name) != merge.APPLIED:
             continue

@@ -115,6 +115,10 @@ class Entry:
         return self.overlay.name
 
     @once.Once
+    def weight(self) -> int:
+        return self.overlay.weight
+
+    @once.Once
     def rank(self) -> tuple[int, str]:
         """Karpenter's precedence: a larger rank is processed earlier."""
         return (self.overlay.weight, self.overlay.name)
@@ -154,13 +158,21 @@ class Entry:
         return out
 
 
-def share_tested(entries: Iterable[Entry]) -> None:
+def share_tested(entries: Iterable[Entry]) -> dict[Signature, Signature]:
     """Gives alike entries one `tested` object (the cached value made canonical: equal, so nothing reads
     differently), so that Karpenter's loop finds a run of alike overlays' verdict by identity instead of
-    comparing thousands of bits per overlay."""
+    comparing thousands of bits per overlay. Returns the canonical objects."""
     shared: dict[Signature, Signature] = {}
     for e in entries:
         e.__dict__["tested"] = shared.setdefault(e.tested, e.tested)
+    return shared
+
+
+def adopt_tested(entries: Iterable[Entry], shared: Mapping[Signature, Signature]) -> None:
+    """Gives entries made after share_tested (a request's candidates) the canonical `tested` of their
+    alike prepared ones, where there are any: a copy joining a crowd then extends its run."""
+    for e in entries:
+        e.__dict__["tested"] = shared.get(e.tested, e.tested)
 
 
 def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
@@ -172,7 +184,8 @@ def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
 # Read in C: Karpenter's loop sorts and groups the thousand copies of a crowd on every request.
 _RANK = operator.attrgetter("rank")
 _NAME = operator.attrgetter("name")
-_WEIGHT = operator.attrgetter("overlay.weight")
+_WEIGHT = operator.attrgetter("weight")
+_TESTED = operator.attrgetter("tested")
 
 
 def ordered(entries: Iterable[Entry]) -> list[Entry]:
@@ -206,6 +219,11 @@ class Merged:
     claims: tuple[Claim, ...]
 
     @once.Once
+    def applied(self) -> frozenset[str]:
+        """The overlays Karpenter applies (karpenter() records them as its loop goes: a few of thousands)."""
+        return frozenset(n for n, s in self.status.items() if s == APPLIED)
+
+    @once.Once
     def claimed(self) -> Mapping[tuple[str, Field], cellset.Cells]:
         """(overlay, field) -> the cells on which its value is in effect."""
         return {(c.overlay, c.field): c.cells for c in self.claims}
@@ -221,42 +239,49 @@ class Merged:
 
 def karpenter(entries: Sequence[Entry]) -> Merged:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
-    ordered_entries = ordered(entries)
+    return karpenter_in_order(ordered(entries))
+
+
+def karpenter_in_order(ordered_entries: Sequence[Entry]) -> Merged:
+    """karpenter() over entries already in its order (`ordered`): a request's few candidates placed among
+    thousands of prepared ones need no sort of them all."""
     status: dict[str, State] = {}
     verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
     won: dict[Field, cellset.Dense] = {}
+    applied: list[str] = []
     for _, group in itertools.groupby(ordered_entries, key=_WEIGHT):
         store = _Store()
         # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
         # alike overlays one is tested, the rest get its verdict.
         known: dict[Signature, Dropped | None] = {}
-        # The previous overlay's: a crowd's members come in runs sharing one `tested` (share_tested), recognised
-        # by identity, without a hash each (the reference held here keeps the identity meaningful).
-        last: Signature | None = None
-        verdict: Dropped | None = None
-        for e in group:
-            tested = e.tested
-            if tested is not last:
-                last = tested
+        # A crowd's members come in runs sharing one `tested` (share_tested; groupby finds them by identity
+        # before equality). Once one of a run is dropped the store stays as it is, so the rest of the run is
+        # dropped for the same reason: set in bulk, in C, for thousands.
+        for tested, run in itertools.groupby(group, key=_TESTED):
+            members = iter(run)
+            for e in members:
                 verdict = known.get(tested, _UNTESTED)
                 if verdict is _UNTESTED:
                     verdict = known[tested] = store.conflict(e)
-            if verdict is not None:
-                status[e.name] = CONFLICT
-                verdicts[e.name] = verdict
-                continue
-            status[e.name] = APPLIED
-            if not e.cells:
-                continue
-            known.clear()
-            last = None
-            store.add(e)
-            for field, bits in e.fields().items():
-                taken = won.setdefault(field, _dense(e))
-                claims.append(Claim(e.name, field, taken.missing(bits)))
-                taken.add(bits)
-    return Merged(tuple(map(_NAME, ordered_entries)), status, verdicts, tuple(claims))
+                if verdict is not None:
+                    names = [e.name, *map(_NAME, members)]
+                    status.update(dict.fromkeys(names, CONFLICT))
+                    verdicts.update(dict.fromkeys(names, verdict))
+                    break
+                status[e.name] = APPLIED
+                applied.append(e.name)
+                if not e.cells:
+                    continue
+                known.clear()
+                store.add(e)
+                for field, bits in e.fields().items():
+                    taken = won.setdefault(field, _dense(e))
+                    claims.append(Claim(e.name, field, taken.missing(bits)))
+                    taken.add(bits)
+    merged = Merged(tuple(map(_NAME, ordered_entries)), status, verdicts, tuple(claims))
+    merged.__dict__["applied"] = frozenset(applied)
+    return merged
 
 
 # A `known` miss (a verdict may be None: applied).
