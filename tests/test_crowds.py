@@ -130,7 +130,7 @@ def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: 
 
 
 @settings(max_examples=300, deadline=None)
-@given(of=st.lists(st.integers(0, 4), min_size=1, max_size=40), data=st.data(), limit=st.integers(1, 6))
+@given(of=st.lists(st.integers(0, 4), min_size=1, max_size=3 * kinds.FEW), data=st.data(), limit=st.integers(1, 6))
 def test_firsts_of_each_kind_by_rank(of: list[int], data: st.DataObject, limit: int) -> None:
     """Kinds.firsts against grouping one position at a time: kinds in the order they first appear, each
     kind's first `limit` positions by rank, and its size."""
@@ -142,6 +142,16 @@ def test_firsts_of_each_kind_by_rank(of: list[int], data: st.DataObject, limit: 
     expected = [(sorted(g, key=lambda p: rank[p])[:limit], len(g)) for g in groups.values()]
     grouped = kinds.Kinds(tuple(of), of_array=np.array(of, dtype=np.int64))
     assert grouped.firsts(positions, rank, limit) == expected
+
+
+def test_firsts_takes_both_ways() -> None:
+    """Few positions are grouped one by one, more in numpy: the property test above draws both."""
+    many = list(range(kinds.FEW + 1))
+    grouped = kinds.Kinds(tuple(p % 3 for p in many), of_array=np.array([p % 3 for p in many], dtype=np.int64))
+    rank = np.array(many[::-1], dtype=np.int64)
+    with mock.patch.object(np, "lexsort", side_effect=AssertionError("numpy for a few")):
+        assert grouped.firsts(many[:kinds.FEW], rank, 2) == [([30, 27], 11), ([31, 28], 11), ([29, 26], 10)]
+    assert grouped.firsts(many, rank, 2) == [([30, 27], 11), ([31, 28], 11), ([32, 29], 11)]
 
 
 @pytest.mark.parametrize("path", ["scan", "broad", "crowded"])

@@ -15,6 +15,9 @@ import numpy as np
 from simulation.analysis import tables
 from simulation.semantics import merge
 
+# Up to this many positions, Kinds.firsts groups them without numpy.
+FEW = 32
+
 
 @dataclasses.dataclass(frozen=True)
 class Kinds:
@@ -55,10 +58,14 @@ class Kinds:
 
     def firsts(self, positions: Sequence[int], rank: tables.Ints, limit: int) -> list[tuple[list[int], int]]:
         """`positions` by kind, in the order each kind first appears in them: per kind its first `limit`
-        positions by `rank` and how many it has. In numpy: a crowd puts thousands of one kind here."""
+        positions by `rank` and how many it has. In numpy when they are many (a crowd puts thousands of one kind
+        here); a few are grouped one by one, which costs less than numpy's calls."""
+        if len(positions) <= FEW:
+            groups: dict[int, list[int]] = {}
+            for p in positions:
+                groups.setdefault(self.of[p], []).append(p)
+            return [(sorted(group, key=rank.item)[:limit], len(group)) for group in groups.values()]
         at = np.asarray(positions, dtype=np.int64)
-        if not at.size:
-            return []
         kinds = self.of_array[at]
         by = np.lexsort((rank[at], kinds))
         at, kinds = at[by], kinds[by]
