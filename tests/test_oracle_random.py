@@ -8,13 +8,14 @@ weights (ties), every requirement operator on instance type, family, capacity ty
 NodePool, NodePool template labels, integer labels and undefined keys, and every effect form in
 many spellings; keys only some types define (GPU labels), a label whose value is empty on metal
 types, template labels on instance-type keys, NodePool requirements, keys Karpenter's runtime
-validation refuses (restricted domains, a name part over 63 characters, bad label values), and
-names that Karpenter's byte-wise name order tells apart.
+validation refuses (restricted domains, a name part over 63 characters, bad label values), names
+that Karpenter's byte-wise name order tells apart, and crowds (one spec under several names).
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import json
 import os
@@ -180,7 +181,13 @@ def overlay_set(draw: st.DrawFn) -> list[dict[str, Any]]:
     count = draw(st.integers(min_value=2, max_value=10))
     names = draw(st.permutations(NAMES))[:count]
     pools = draw(st.lists(st.sampled_from(POOLS), max_size=3, unique=True))
-    return [*(draw(nodepool(p)) for p in pools), *(draw(overlay(n)) for n in names)]
+    overlays = [draw(overlay(n)) for n in names]
+    if draw(st.booleans()):
+        # Crowds: copies of an earlier overlay's spec under other names, which Karpenter's loop meets in runs.
+        for i in range(1, len(overlays)):
+            if draw(st.booleans()):
+                overlays[i]["spec"] = copy.deepcopy(overlays[draw(st.integers(0, i - 1))]["spec"])
+    return [*(draw(nodepool(p)) for p in pools), *overlays]
 
 
 @functools.cache
