@@ -49,6 +49,10 @@ def test_order_is_weight_then_name_descending(small_catalog: cat.Catalog) -> Non
     # Disjoint offerings, or different weights: no conflict.
     ([price("b", 10, SMALL), price("a", 10, LARGE)], {"b": merge.APPLIED, "a": merge.APPLIED}),
     ([price("b", 20), price("a", 10)], {"b": merge.APPLIED, "a": merge.APPLIED}),
+    # Alike but for the weight: each weight group applies its first (the loop's runs of alike overlays end
+    # where the weight does).
+    ([price("d", 20), price("c", 20), price("b", 10), price("a", 10)],
+     {"d": merge.APPLIED, "c": merge.CONFLICT, "b": merge.APPLIED, "a": merge.CONFLICT}),
     # lowestWeight quirk: the weight-10 overlay stored after a weight-20 one sets the offering's lowest weight
     # to 10, so the next weight-10 overlay conflicts with it although its value never took effect.
     ([price("high", 20), price("b", 10), price("a", 10)],

@@ -134,9 +134,10 @@ class Entry:
 
     @once.Once
     def tested(self) -> Signature:
-        """What Karpenter's conflict test reads of this overlay (equal for overlays it cannot tell apart)."""
+        """What Karpenter's conflict test reads of this overlay, and its weight (which overlays it is tested
+        against): equal for overlays it cannot tell apart."""
         o = self.overlay
-        return Signature((o.price_update is not None, self.cells.parts, o.capacity_set,
+        return Signature((o.weight, o.price_update is not None, self.cells.parts, o.capacity_set,
                           tuple(r for r, _ in o.capacity), self.type_cells.parts))
 
     def fields(self) -> Mapping[Field, cellset.Cells]:
@@ -213,6 +214,7 @@ class Claim:
 
 @dataclasses.dataclass(frozen=True)
 class Merged:
+    # Karpenter's order of the overlays: the full run's (karpenter_in_order leaves it empty).
     order: tuple[str, ...]
     status: Mapping[str, State]
     verdicts: Mapping[str, Dropped]
@@ -239,47 +241,56 @@ class Merged:
 
 def karpenter(entries: Sequence[Entry]) -> Merged:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
-    return karpenter_in_order(ordered(entries))
+    in_order = ordered(entries)
+    merged = karpenter_in_order(in_order)
+    named = dataclasses.replace(merged, order=tuple(map(_NAME, in_order)))
+    named.__dict__["applied"] = merged.applied
+    return named
 
 
 def karpenter_in_order(ordered_entries: Sequence[Entry]) -> Merged:
     """karpenter() over entries already in its order (`ordered`): a request's few candidates placed among
-    thousands of prepared ones need no sort of them all."""
+    thousands of prepared ones need no sort of them all. The outcome's `order` is left empty: a request
+    reads the prepared one's, and naming the thousands of a crowd again would cost as much as its loop."""
     status: dict[str, State] = {}
     verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
     won: dict[Field, cellset.Dense] = {}
     applied: list[str] = []
-    for _, group in itertools.groupby(ordered_entries, key=_WEIGHT):
-        store = _Store()
-        # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
-        # alike overlays one is tested, the rest get its verdict.
-        known: dict[Signature, Dropped | None] = {}
-        # A crowd's members come in runs sharing one `tested` (share_tested; groupby finds them by identity
-        # before equality). Once one of a run is dropped the store stays as it is, so the rest of the run is
-        # dropped for the same reason: set in bulk, in C, for thousands.
-        for tested, run in itertools.groupby(group, key=_TESTED):
-            members = iter(run)
-            for e in members:
-                verdict = known.get(tested, _UNTESTED)
-                if verdict is _UNTESTED:
-                    verdict = known[tested] = store.conflict(e)
-                if verdict is not None:
-                    names = [e.name, *map(_NAME, members)]
-                    status.update(dict.fromkeys(names, CONFLICT))
-                    verdicts.update(dict.fromkeys(names, verdict))
-                    break
-                status[e.name] = APPLIED
-                applied.append(e.name)
-                if not e.cells:
-                    continue
-                known.clear()
-                store.add(e)
-                for field, bits in e.fields().items():
-                    taken = won.setdefault(field, _dense(e))
-                    claims.append(Claim(e.name, field, taken.missing(bits)))
-                    taken.add(bits)
-    merged = Merged(tuple(map(_NAME, ordered_entries)), status, verdicts, tuple(claims))
+    weight: int | None = None
+    store = _Store()
+    # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
+    # alike overlays one is tested, the rest get its verdict.
+    known: dict[Signature, Dropped | None] = {}
+    # A crowd's members come in runs sharing one `tested` (share_tested; groupby finds them by identity
+    # before equality), which holds the weight: a run never spans two weight groups. Once one of a run is
+    # dropped the store stays as it is, so the rest of the run is dropped for the same reason: set in bulk,
+    # in C, for thousands.
+    for tested, run in itertools.groupby(ordered_entries, key=_TESTED):
+        members = iter(run)
+        for e in members:
+            if e.weight != weight:
+                # Karpenter tests an overlay only against what its own weight stored.
+                weight, store, known = e.weight, _Store(), {}
+            verdict = known.get(tested, _UNTESTED)
+            if verdict is _UNTESTED:
+                verdict = known[tested] = store.conflict(e)
+            if verdict is not None:
+                dropped = dict.fromkeys(itertools.chain((e.name,), map(_NAME, members)), CONFLICT)
+                status.update(dropped)
+                verdicts.update(dict.fromkeys(dropped, verdict))
+                break
+            status[e.name] = APPLIED
+            applied.append(e.name)
+            if not e.cells:
+                continue
+            known.clear()
+            store.add(e)
+            for field, bits in e.fields().items():
+                taken = won.setdefault(field, _dense(e))
+                claims.append(Claim(e.name, field, taken.missing(bits)))
+                taken.add(bits)
+    merged = Merged((), status, verdicts, tuple(claims))
     merged.__dict__["applied"] = frozenset(applied)
     return merged
 
