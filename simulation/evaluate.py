@@ -349,7 +349,9 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())
     outcome = merge.Merged(prepared.outcome.order, result.status, result.verdicts, result.claims)
-    status = rp.Statuses({*result.touched, *changed},
+    # The changed overlays are among the touched, but for deleted ones: a crowd's thousands are not copied.
+    named = result.touched if all(n in result.touched for n in changed) else {*result.touched, *changed}
+    status = rp.Statuses(named,
                          lambda n: _statuses(snapshot, result.status, result.verdicts, (n,))[n])
     return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays,
                   snapshot.grid, notes)

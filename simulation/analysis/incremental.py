@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from simulation import findings
@@ -27,8 +28,9 @@ class Delta:
     status: Mapping[str, merge.State]
     verdicts: Mapping[str, merge.Dropped]
     claims: tuple[merge.Claim, ...]
-    # Overlays whose status this evaluation recomputed (the rest keep the baseline's).
-    touched: tuple[str, ...]
+    # Overlays whose status this evaluation recomputed (the rest keep the baseline's): a view of the settled
+    # statuses' names, not a copy of a crowd's thousands.
+    touched: AbstractSet[str]
 
 
 # The prepared snapshot's index (evaluate.Prepared holds one).
@@ -166,9 +168,13 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     local = _settle(index, baseline, old, candidates, skip, probe)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     # The unchanged overlays the change made applied, or no longer applied, in the component's order (the
-    # prepared ones' is the index's). By set operations in C over the settled ones (a crowd it displaces is
-    # thousands, its applied ones a few), never over the baseline's applied (thousands in most clusters).
-    flipped = local.applied ^ baseline.applied.intersection(local.status)
+    # prepared ones' is the index's). By set operations in C that walk the fewer of the settled ones (a crowd
+    # it displaces is thousands, its applied ones a few) and the baseline's applied (thousands in most
+    # clusters): a frozenset's intersection walks its argument, a keys view's walks the other side.
+    settled = local.status.keys()
+    kept = (baseline.applied.intersection(settled) if len(settled) <= len(baseline.applied)
+            else settled & baseline.applied)
+    flipped = local.applied ^ kept
     moved = [index.order[p] for p in sorted(index.position[n] for n in flipped - skip)]
     # The tables answer for a lone candidate's own findings when the overlays before it kept their status (a
     # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
@@ -195,7 +201,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
         out += [f for f in (reach.shadowed(grid, field) for field in c.fields()) if f]
         out += _scope(c, entries, raw, keys)
     out += shadows.others(view, single=len(changed) == 1)
-    return Delta(tuple(out), status, verdicts, tuple(claims), tuple(local.status))
+    return Delta(tuple(out), status, verdicts, tuple(claims), local.status.keys())
 
 
 def _statuses(baseline: merge.Merged, local: merge.Merged,
