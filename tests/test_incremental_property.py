@@ -42,11 +42,17 @@ def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, 
 _KARPENTER_IN_ORDER = merge.karpenter_in_order
 
 
-def _checked_order(entries: list[merge.Entry]) -> merge.Merged:
-    """The incremental path places its candidates among the prepared overlays instead of sorting them all:
-    what reaches Karpenter's loop must be in Karpenter's order all the same."""
-    assert [e.name for e in entries] == [e.name for e in merge.ordered(entries)]
-    return _KARPENTER_IN_ORDER(entries)
+def _checked_order(runs: merge.Runs) -> merge.Merged:
+    """The incremental path places its candidates among the prepared overlays instead of sorting them all,
+    and cuts them into runs by the index's kinds: what reaches Karpenter's loop must be in Karpenter's order
+    all the same, named, and cut into runs of overlays its test reads alike, ending with the last."""
+    entries = list(runs.entries)
+    assert [e.name for e in entries] == [e.name for e in merge.ordered(entries)] == list(runs.names)
+    assert list(runs.ends) == sorted(set(runs.ends)) and [e for e in runs.ends if 0 < e <= len(entries)] == list(runs.ends)
+    assert len(entries) in (0, *runs.ends[-1:])
+    for start, end in zip([0, *runs.ends], runs.ends):
+        assert len({e.tested for e in entries[start:end]}) == 1
+    return _KARPENTER_IN_ORDER(runs)
 
 
 @st.composite

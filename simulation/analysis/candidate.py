@@ -79,7 +79,7 @@ class Scan:
         return checks.shadowed(grid, self.c, field, self.neighbours, self.status)
 
 
-def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Sequence[int],
+def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Sequence[int] | tables.Ints,
              changed: Sequence[merge.Entry], skip: set[str],
              candidates: Sequence[merge.Entry]) -> tuple[list[merge.Clash], int]:
     """The clashes naming `c` as the earlier overlay of later ones (same weight, meeting it on `field`): the
@@ -186,18 +186,19 @@ class Tables:
             self.meetings[field] = rows.meeting(self.c.fields()[field], *self.span)
         return self.meetings[field]
 
-    def same(self, field: merge.Field) -> tuple[int, list[int], list[int]]:
+    def same(self, field: merge.Field) -> tuple[int, list[int], tables.Ints]:
         """Of the unchanged overlays of its weight that set `field` on a cell of its own (by position): how
         many precede it, the first merge.CLASH_LIMIT of those, and those after it. Only those are listed:
         a broad candidate meets hundreds before it."""
         meeting = self.meeting(field)
         if meeting is None:
-            return 0, [], []
+            return 0, [], tables.NO_INTS
         found = meeting.entries()
         if self.gone >= 0:
             found = found[found != self.gone]
         split = int(found.searchsorted(self.at))
-        return split, found[:min(split, merge.CLASH_LIMIT)].tolist(), found[split:].tolist()
+        # Those after it stay an array: a crowd's thousands go to Kinds.firsts as they are.
+        return split, found[:min(split, merge.CLASH_LIMIT)].tolist(), found[split:]
 
     def dropped_price(self) -> merge.Dropped | None:
         """Karpenter's price test for a new overlay: the first offering where an applied overlay of its
@@ -216,7 +217,7 @@ class Tables:
     def clashes(self) -> tuple[list[merge.Clash], int]:
         c, index = self.c, self.index
         out: list[merge.Clash] = []
-        later: dict[merge.Field, list[int]] = {}
+        later: dict[merge.Field, tables.Ints] = {}
         for field, bits in c.fields().items():
             earlier, shown, later[field] = self.same(field)
             # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.

@@ -16,8 +16,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+import numpy as np
+
 from simulation import findings
-from simulation.analysis import candidate, checks, dra, kinds, shadows
+from simulation.analysis import candidate, checks, dra, kinds, shadows, tables
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, merge
 
@@ -38,7 +40,7 @@ Index = ix.Index
 
 
 def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
-               fresh: Sequence[merge.Entry]) -> list[merge.Entry]:
+               fresh: Sequence[merge.Entry]) -> merge.Runs:
     """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight, and every one of
     `fresh`, in Karpenter's order."""
     reached = 0
@@ -69,15 +71,33 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
                     and m.may_overlap(node) and m.karpenter_overlap(node)):
                 changed[m.name] = m
                 frontier.append(m)
-    # Every fresh overlay belongs, reached or not: Karpenter's loop decides it too. The prepared are in the
-    # index's order, Karpenter's; each fresh one goes where its rank places it (none has a prepared one's
-    # rank: that one is its old version, in `skip`).
-    positions = index.positions(reached)
-    out = list(map(index.order.__getitem__, positions))
+    # Every fresh overlay belongs, reached or not: Karpenter's loop decides it too.
+    return _runs(index, tables.ones(reached, len(index.order)),
+                 merge.ordered([*changed.values(), *(c for c in fresh if c.name not in changed)]))
+
+
+def _runs(index: Index, at: tables.Ints, fresh: list[merge.Entry]) -> merge.Runs:
+    """The prepared entries at positions `at` (ascending) and the `fresh` ones (in Karpenter's order), in
+    Karpenter's order, cut into runs: the prepared where their kind changes (a crowd's thousands are one
+    run, taken from the index's arrays whole), each fresh one alone."""
+    entries: list[merge.Entry] = index.entry_array[at].tolist()
+    names: list[str] = index.name_array[at].tolist()
+    kinds = index.by_kind.of_array[at]
+    # Each fresh one goes where its rank places it among the prepared (none has a prepared one's rank: that
+    # one is its old version, in `skip`), so the places ascend with the fresh ones' order.
+    places: list[int] = at.searchsorted([index.place(c.rank) for c in fresh]).tolist()
     # Last first: an insertion then never moves the places the ones before it take.
-    for c in reversed(merge.ordered([*changed.values(), *(c for c in fresh if c.name not in changed)])):
-        out.insert(bisect.bisect_left(positions, index.place(c.rank)), c)
-    return out
+    for c, place in zip(reversed(fresh), reversed(places), strict=True):
+        entries.insert(place, c)
+        names.insert(place, c.name)
+    # A cut before the x-th prepared one moves by the fresh ones placed before it; the fresh ones are cut
+    # around, each at its place moved by the fresh ones before it.
+    cuts = {x + bisect.bisect_left(places, x) for x in (np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist()}
+    for j, place in enumerate(places):
+        cuts.update((place + j, place + j + 1))
+    cuts.add(len(entries))
+    cuts.discard(0)
+    return merge.Runs(entries, names, sorted(cuts))
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
@@ -95,9 +115,10 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
         return merge.Merged((name,), {name: baseline.status[name]}, {name: verdict} if verdict is not None else {},
                             ())
     component = _component(index, [*candidates, *old], skip, candidates)
-    if len(component) == 1:
+    if len(component.entries) == 1:
         # Alone in its weight's overlaps: nothing stored before it can conflict with it.
-        return merge.Merged((component[0].name,), {component[0].name: merge.APPLIED}, {}, ())
+        name = component.names[0]
+        return merge.Merged((name,), {name: merge.APPLIED}, {}, ())
     merge.adopt_tested(candidates, index.by_kind.signatures)
     return merge.karpenter_in_order(component)
 

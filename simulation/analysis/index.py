@@ -94,6 +94,9 @@ class Index:
     report_prefixes: tuple[int, ...] = (0,)
     # From Karpenter's outcome (`settled`): per field, the claims as masks.
     claims: Mapping[merge.Field, Claims] = dataclasses.field(default_factory=dict)
+    # `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not one each.
+    entry_array: tables.Objects = dataclasses.field(default_factory=lambda: tables.objects(()))
+    name_array: tables.Objects = dataclasses.field(default_factory=lambda: tables.objects(()))
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -149,7 +152,8 @@ class Index:
                    report_ranks=ranks,
                    by_kind=kinds.Kinds.build(order),
                    by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()},
-                   report_prefixes=_prefixes(in_report, REPORT))
+                   report_prefixes=_prefixes(in_report, REPORT),
+                   entry_array=tables.objects(order), name_array=tables.objects([e.name for e in order]))
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with the tables that depend on Karpenter's outcome over its entries."""

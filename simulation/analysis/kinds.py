@@ -56,13 +56,14 @@ class Kinds:
             yield first, members
             mask &= ~members
 
-    def firsts(self, positions: Sequence[int], rank: tables.Ints, limit: int) -> list[tuple[list[int], int]]:
+    def firsts(self, positions: Sequence[int] | tables.Ints, rank: tables.Ints,
+               limit: int) -> list[tuple[list[int], int]]:
         """`positions` by kind, in the order each kind first appears in them: per kind its first `limit`
         positions by `rank` and how many it has. In numpy when they are many (a crowd puts thousands of one kind
         here); a few are grouped one by one, which costs less than numpy's calls."""
         if len(positions) <= FEW:
             groups: dict[int, list[int]] = {}
-            for p in positions:
+            for p in positions.tolist() if isinstance(positions, np.ndarray) else positions:
                 groups.setdefault(self.of[p], []).append(p)
             return [(sorted(group, key=rank.item)[:limit], len(group)) for group in groups.values()]
         at = np.asarray(positions, dtype=np.int64)

@@ -30,8 +30,9 @@ from simulation.semantics import cellset
 Ints = npt.NDArray[np.int64]
 Words = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
-_EMPTY: Ints = np.zeros(0, dtype=np.int64)
-_EMPTY.flags.writeable = False  # a constant: handed out, never written
+Objects = npt.NDArray[np.object_]
+NO_INTS: Ints = np.zeros(0, dtype=np.int64)
+NO_INTS.flags.writeable = False  # a constant: handed out, never written
 
 
 def words(bits: int, count: int) -> Words:
@@ -61,7 +62,7 @@ def flat(cells: cellset.Cells) -> Ints:
         slots = ones(bits, block)
         where = ones(pools, pools.bit_length())
         parts.append((where[:, None] * block + slots[None, :]).ravel())
-    return np.concatenate(parts) if parts else _EMPTY
+    return np.concatenate(parts) if parts else NO_INTS
 
 
 def cells_at(indices: Ints, block: int) -> cellset.Cells:
@@ -107,6 +108,14 @@ GATHER = 1
 # A meeting of at most this many words is read in Python: one numpy call costs about what a few dozen
 # steps of a loop do.
 SMALL = 32
+
+
+def objects(values: Sequence[object]) -> Objects:
+    """The values as a read-only array of references (np.array would make a row of any sequence among them)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    frozen(out)
+    return out
 
 
 def frozen(*arrays: npt.NDArray[Any]) -> None:
@@ -190,7 +199,7 @@ class Rows:
             keep = _meet(pooled, p)
             found.append((self.positions[rows[keep]], pooled[keep], at[keep], common[keep]))
         if not found:
-            return Meeting(cells.block, _EMPTY, np.zeros((0, self.pool_words), dtype=np.uint64), _EMPTY,
+            return Meeting(cells.block, NO_INTS, np.zeros((0, self.pool_words), dtype=np.uint64), NO_INTS,
                            np.zeros(0, dtype=np.uint64))
         if len(found) == 1:
             return Meeting(cells.block, *found[0])
@@ -212,7 +221,7 @@ class Rows:
         if len(nonzero) == 1:
             some = self.by_word[starts[nonzero[0]]:starts[nonzero[0] + 1]]
         else:
-            some = np.concatenate([self.by_word[starts[w]:starts[w + 1]] for w in nonzero] or [_EMPTY])
+            some = np.concatenate([self.by_word[starts[w]:starts[w + 1]] for w in nonzero] or [NO_INTS])
         rows = self.row[some]
         if first > 0 or last < len(self.positions):
             inside = (rows >= first) & (rows < last)
@@ -385,6 +394,6 @@ class Owners:
         held = self.owner[indices]
         held = held[held >= at]
         if not len(held):
-            return _EMPTY
+            return NO_INTS
         counts = np.bincount(held, minlength=len(self.claimed))
         return np.flatnonzero((counts == self.claimed) & (counts > 0)).astype(np.int64)

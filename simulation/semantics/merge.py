@@ -135,7 +135,7 @@ class Entry:
     @once.Once
     def tested(self) -> Signature:
         """What Karpenter's conflict test reads of this overlay, and its weight (which overlays it is tested
-        against): equal for overlays it cannot tell apart."""
+        against): equal for overlays it cannot tell apart, so a run of equal ones never spans two weights."""
         o = self.overlay
         return Signature((o.weight, o.price_update is not None, self.cells.parts, o.capacity_set,
                           tuple(r for r, _ in o.capacity), self.type_cells.parts))
@@ -182,10 +182,9 @@ def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
     return Entry(overlay, selected, type_cells, type_cells.pools(), type_cells.fold())
 
 
-# Read in C: Karpenter's loop sorts and groups the thousand copies of a crowd on every request.
+# Read in C: the full run sorts, names and cuts into runs every overlay of a cluster.
 _RANK = operator.attrgetter("rank")
 _NAME = operator.attrgetter("name")
-_WEIGHT = operator.attrgetter("weight")
 _TESTED = operator.attrgetter("tested")
 
 
@@ -239,19 +238,36 @@ class Merged:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    """Overlays in Karpenter's order (`ordered`), their names, and where each run of them ends: a run's
+    members are alike to Karpenter's test (equal `tested`). Any cut into runs will do; the longer the
+    runs, the fewer overlays the loop visits one by one."""
+
+    entries: Sequence[Entry]
+    names: Sequence[str]
+    ends: Sequence[int]
+
+    @classmethod
+    def of(cls, ordered_entries: Sequence[Entry]) -> Runs:
+        """Cut where `tested` changes (share_tested made a crowd's one object, found by identity)."""
+        lengths = (sum(1 for _ in run) for _, run in itertools.groupby(ordered_entries, key=_TESTED))
+        return cls(ordered_entries, tuple(map(_NAME, ordered_entries)), tuple(itertools.accumulate(lengths)))
+
+
 def karpenter(entries: Sequence[Entry]) -> Merged:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
-    in_order = ordered(entries)
-    merged = karpenter_in_order(in_order)
-    named = dataclasses.replace(merged, order=tuple(map(_NAME, in_order)))
+    runs = Runs.of(ordered(entries))
+    merged = karpenter_in_order(runs)
+    named = dataclasses.replace(merged, order=tuple(runs.names))
     named.__dict__["applied"] = merged.applied
     return named
 
 
-def karpenter_in_order(ordered_entries: Sequence[Entry]) -> Merged:
-    """karpenter() over entries already in its order (`ordered`): a request's few candidates placed among
-    thousands of prepared ones need no sort of them all. The outcome's `order` is left empty: a request
-    reads the prepared one's, and naming the thousands of a crowd again would cost as much as its loop."""
+def karpenter_in_order(runs: Runs) -> Merged:
+    """karpenter() over overlays already in its order and cut into runs: a request's few candidates placed
+    among thousands of prepared ones need no sort of them all. The outcome's `order` is left empty: a
+    request reads the prepared one's."""
     status: dict[str, State] = {}
     verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
@@ -262,21 +278,20 @@ def karpenter_in_order(ordered_entries: Sequence[Entry]) -> Merged:
     # Verdicts found since the store last changed, by what the tests read of an overlay: of a thousand
     # alike overlays one is tested, the rest get its verdict.
     known: dict[Signature, Dropped | None] = {}
-    # A crowd's members come in runs sharing one `tested` (share_tested; groupby finds them by identity
-    # before equality), which holds the weight: a run never spans two weight groups. Once one of a run is
-    # dropped the store stays as it is, so the rest of the run is dropped for the same reason: set in bulk,
-    # in C, for thousands.
-    for tested, run in itertools.groupby(ordered_entries, key=_TESTED):
-        members = iter(run)
-        for e in members:
+    entries, names, start = runs.entries, runs.names, 0
+    for end in runs.ends:
+        for i in range(start, end):
+            e = entries[i]
             if e.weight != weight:
                 # Karpenter tests an overlay only against what its own weight stored.
                 weight, store, known = e.weight, _Store(), {}
-            verdict = known.get(tested, _UNTESTED)
+            verdict = known.get(e.tested, _UNTESTED)
             if verdict is _UNTESTED:
-                verdict = known[tested] = store.conflict(e)
+                verdict = known[e.tested] = store.conflict(e)
             if verdict is not None:
-                dropped = dict.fromkeys(itertools.chain((e.name,), map(_NAME, members)), CONFLICT)
+                # The store stays as it is, so the rest of the run is dropped for the same reason: set in
+                # bulk, in C, for a crowd's thousands.
+                dropped = dict.fromkeys(names[i:end], CONFLICT)
                 status.update(dropped)
                 verdicts.update(dict.fromkeys(dropped, verdict))
                 break
@@ -290,6 +305,7 @@ def karpenter_in_order(ordered_entries: Sequence[Entry]) -> Merged:
                 taken = won.setdefault(field, _dense(e))
                 claims.append(Claim(e.name, field, taken.missing(bits)))
                 taken.add(bits)
+        start = end
     merged = Merged((), status, verdicts, tuple(claims))
     merged.__dict__["applied"] = frozenset(applied)
     return merged
