@@ -22,7 +22,7 @@ from simulation import findings as finding_types
 from simulation.analysis import checks, dra, hints, incremental, shadows
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
-from simulation.semantics import cells, merge, model
+from simulation.semantics import cells, clash, merge, model
 from simulation.validation import crds, runtime, schema
 
 # The entry point's value types, defined below it so that the analyses of a report need not import it.
@@ -261,7 +261,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
 def _bounded(found: Sequence[finding_types.Finding],
              involved: set[finding_types.ObjectRef]) -> list[finding_types.Finding]:
     """The findings that involve a candidate: those on one, and those on other objects that only name one
-    as related (every overlay that clashes with it, say), at most merge.CLASH_LIMIT of these per code and
+    as related (every overlay that clashes with it, say), at most clash.LIMIT of these per code and
     candidate, the last saying how many more."""
     # Compared as (kind, name) pairs, hashed in C: a reference's dataclass hash is a Python call.
     named = {(r.kind, r.name) for r in involved}
@@ -273,7 +273,7 @@ def _bounded(found: Sequence[finding_types.Finding],
         elif naming := tuple(pair for r in f.related if (pair := (r.kind, r.name)) in named):
             groups.setdefault((f.code, naming), []).append(f)
     for group in groups.values():
-        out += shadows.first_few(group[:merge.CLASH_LIMIT], len(group))
+        out += shadows.first_few(group[:clash.LIMIT], len(group))
     return out
 
 
@@ -318,7 +318,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
         found += snapshot.local.get(name, ())
     everything = list(entries.values())
     outcome = merge.karpenter(everything)
-    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, merge.same_weight(everything))
+    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything))
     for claim in outcome.claims:
         e = entries[claim.overlay]
         if not claim.cells:

@@ -1,5 +1,5 @@
 """Reporting stays bounded however many overlays collide: per overlay and field at most
-merge.CLASH_LIMIT same-weight-conflict findings, the last counting the rest; a candidate's report
+clash.LIMIT same-weight-conflict findings, the last counting the rest; a candidate's report
 names at most that many other overlays that clash with it; the incremental path reports exactly
 what the full run does."""
 
@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from simulation import evaluate as ev
 from simulation.analysis import candidate as candidate_paths  # the tests name their documents `candidate`
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge
+from simulation.semantics import clash
 
-LIMIT = merge.CLASH_LIMIT
+LIMIT = clash.LIMIT
 FAMILIES = ["m5", "c5"]
 
 

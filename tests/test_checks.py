@@ -9,7 +9,7 @@ import pytest
 
 from simulation.analysis import checks
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge, model
+from simulation.semantics import clash, merge, model
 from simulation.semantics import requirements as reqs
 from tests import core_support as cs
 from tests.core_support import FAMILY
@@ -22,7 +22,7 @@ def conflict_findings(catalog: cat.Catalog, *overlays: model.Overlay) -> list[An
     g = cs.grid(catalog)
     es = cs.entries(g, *overlays)
     done = merge.karpenter(es)
-    return checks.conflicts(g, {e.name: e for e in es}, done.status, done.verdicts, merge.same_weight(es))
+    return checks.conflicts(g, {e.name: e for e in es}, done.status, done.verdicts, clash.same_weight(es))
 
 
 @pytest.mark.parametrize(("overlays", "karpenter", "detail_key", "detail_value", "path"), [
@@ -51,11 +51,11 @@ def test_conflict_says_what_karpenter_does(small_catalog: cat.Catalog, overlays:
 
 
 def test_conflict_counts_the_partners_beyond_the_limit(small_catalog: cat.Catalog) -> None:
-    # o0 is last in the order: it meets CLASH_LIMIT + 2 earlier overlays.
-    overlays = [cs.overlay(f"o{i}", M, weight=10, price="1") for i in range(merge.CLASH_LIMIT + 3)]
+    # o0 is last in the order: it meets clash.LIMIT + 2 earlier overlays.
+    overlays = [cs.overlay(f"o{i}", M, weight=10, price="1") for i in range(clash.LIMIT + 3)]
     found = [f for f in conflict_findings(small_catalog, *overlays) if f.obj.name == "o0"]
-    assert len(found) == merge.CLASH_LIMIT
-    assert sorted(dict(f.detail).get("more", "0") for f in found) == ["0"] * (merge.CLASH_LIMIT - 1) + ["2"]
+    assert len(found) == clash.LIMIT
+    assert sorted(dict(f.detail).get("more", "0") for f in found) == ["0"] * (clash.LIMIT - 1) + ["2"]
 
 
 def shadow(catalog: cat.Catalog, target: model.Overlay, *others: model.Overlay) -> Any:

@@ -100,7 +100,7 @@ def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: li
 @pytest.mark.parametrize("path", ["scan", "broad", "crowded"])
 def test_a_candidate_at_each_place_of_a_crowd(name: str, path: str) -> None:
     """Twelve copies and one more among them: it meets from eight down to none of them before it, so
-    the clashes naming it on the copies after it stop at merge.CLASH_LIMIT, or count "and N more"."""
+    the clashes naming it on the copies after it stop at clash.LIMIT, or count "and N more"."""
     spec = {"priceAdjustment": "-10%", "capacity": {"r1": "1"}}
     existing = [_doc(f"c{i:02d}", spec) for i in range(12)]
     doc = _doc(name, spec)

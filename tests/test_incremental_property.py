@@ -48,16 +48,17 @@ def _checked_order(runs: merge.Runs) -> merge.Merged:
     all the same, named, and cut into runs of overlays its test reads alike, ending with the last."""
     entries = list(runs.entries)
     assert [e.name for e in entries] == [e.name for e in merge.ordered(entries)] == list(runs.names)
-    assert list(runs.ends) == sorted(set(runs.ends)) and [e for e in runs.ends if 0 < e <= len(entries)] == list(runs.ends)
-    assert len(entries) in (0, *runs.ends[-1:])
-    for start, end in zip([0, *runs.ends], runs.ends):
+    ends = list(runs.ends)
+    assert ends == sorted(set(ends)) and all(0 < end <= len(entries) for end in ends)
+    assert len(entries) in (0, *ends[-1:])
+    for start, end in zip([0, *ends], ends, strict=False):
         assert len({e.tested for e in entries[start:end]}) == 1
     return _KARPENTER_IN_ORDER(runs)
 
 
 @st.composite
 def _crowd(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Up to 18 overlays: enough that one candidate meets more than merge.CLASH_LIMIT of them."""
+    """Up to 18 overlays: enough that one candidate meets more than clash.LIMIT of them."""
     docs = [d for batch in draw(st.lists(overlay_docs(), min_size=1, max_size=3)) for d in batch]
     for i, doc in enumerate(docs):
         doc["metadata"]["name"] = f"o{i:02d}"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge, model
+from simulation.semantics import clash, merge, model
 from simulation.semantics import requirements as reqs
 from tests import core_support as cs
 from tests.core_support import FAMILY
@@ -102,8 +102,8 @@ def test_first_writer_wins(small_catalog: cat.Catalog) -> None:
     assert dict(shadowed.status) == {"high": merge.APPLIED, "low": merge.APPLIED}
 
 
-def clashes(catalog: cat.Catalog, *overlays: model.Overlay, limit: int = merge.CLASH_LIMIT) -> set[tuple[Any, ...]]:
-    found = merge.same_weight(cs.entries(cs.grid(catalog), *overlays), limit)
+def clashes(catalog: cat.Catalog, *overlays: model.Overlay, limit: int = clash.LIMIT) -> set[tuple[Any, ...]]:
+    found = clash.same_weight(cs.entries(cs.grid(catalog), *overlays), limit)
     return {(c.later, c.earlier, c.field, c.more) for c in found}
 
 
@@ -132,7 +132,7 @@ def test_same_weight_lists_the_first_partners_and_counts_the_rest(small_catalog:
 def test_clashes_with_agrees_with_same_weight(small_catalog: cat.Catalog) -> None:
     g = cs.grid(small_catalog)
     es = cs.entries(g, *(price(f"o{i}", 10) for i in range(4)), price("high", 20), capacity("cap", 10, X))
-    every = {(c.later, c.earlier, c.field, c.more) for c in merge.same_weight(es, 2)}
+    every = {(c.later, c.earlier, c.field, c.more) for c in clash.same_weight(es, 2)}
     for target in es:
-        own = {(c.later, c.earlier, c.field, c.more) for c in merge.clashes_with(target, es, 2)}
+        own = {(c.later, c.earlier, c.field, c.more) for c in clash.clashes_with(target, es, 2)}
         assert own == {c for c in every if c[0] == target.name}

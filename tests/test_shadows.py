@@ -1,5 +1,5 @@
 """`shadowed` findings a change puts on many unchanged overlays: a report keeps the first
-merge.CLASH_LIMIT of them in its order, built from the tables' answers for one candidate, and counts
+clash.LIMIT of them in its order, built from the tables' answers for one candidate, and counts
 the rest. Property tests against the full run and against plain reference computations."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from simulation import findings
 from simulation.analysis import candidate, checks, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
-from simulation.semantics import cellset, merge
+from simulation.semantics import cellset, clash, merge
 from tests import strategies
 from tests.strategies import instance_types, pool_docs, requirement
 
@@ -87,7 +87,7 @@ def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: li
         o = index.order[pair[0]].overlay
         return o.source, o.name, findings.json_path(*pair[1].path(o))
 
-    expected = sorted(((t, field) for field, ts in found.items() for t in ts), key=key)[:merge.CLASH_LIMIT]
+    expected = sorted(((t, field) for field, ts in found.items() for t in ts), key=key)[:clash.LIMIT]
     assert shadows._first_in_report(index, {field: index.of(ts) for field, ts in found.items() if ts}) == expected
     # Any count of a mask's first positions, across the stored prefixes of a report's order.
     every = sorted({t for ts in found.values() for t in ts}, key=index.report_rank.__getitem__)
@@ -148,7 +148,7 @@ def test_shadow_is_the_finding_findings_make_builds(catalog: cat.Catalog, existi
                f"higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
     assert found == findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message,
-                                  related=[w.overlay.ref for w in winners[:merge.CLASH_LIMIT]], witness=witness,
+                                  related=[w.overlay.ref for w in winners[:clash.LIMIT]], witness=witness,
                                   source=e.overlay.source)
 
 

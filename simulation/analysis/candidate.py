@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from simulation import findings
 from simulation.analysis import checks, tables
 from simulation.analysis import index as ix
-from simulation.semantics import cells, cellset, merge
+from simulation.semantics import cells, cellset, clash, merge
 
 # From this many (NodePool, 64-slot range) buckets on, the tables answer a candidate faster than a
 # neighbour scan; below, their fixed cost in numpy calls is more (one NodePool and one instance family:
@@ -56,12 +56,12 @@ class Scan:
            status: Mapping[str, merge.State]) -> Scan:
         return cls(index, c, index.near(c, skip, candidates, index.relevant(c)), skip, candidates, status)
 
-    def clashes(self) -> tuple[list[merge.Clash], int]:
+    def clashes(self) -> tuple[list[clash.Clash], int]:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
         the earlier one of each later overlay (of those on unchanged overlays, see `reported`)."""
         c = self.c
         same = [n for n in self.neighbours if n.overlay.weight == c.overlay.weight]
-        out = merge.clashes_with(c, same)
+        out = clash.clashes_with(c, same)
         unbuilt = 0
         for field, bits in c.fields().items():
             laters = [n for n in same if n.rank < c.rank and n.fields().get(field, merge.EMPTY).intersects(bits)]
@@ -81,15 +81,15 @@ class Scan:
 
 def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Sequence[int] | tables.Ints,
              changed: Sequence[merge.Entry], skip: set[str],
-             candidates: Sequence[merge.Entry]) -> tuple[list[merge.Clash], int]:
+             candidates: Sequence[merge.Entry]) -> tuple[list[clash.Clash], int]:
     """The clashes naming `c` as the earlier overlay of later ones (same weight, meeting it on `field`): the
     unchanged at these `positions`, and the `changed`. The unchanged are judged per kind (equal cells),
     so that a thousand identical overlays cost one neighbour scan; a report keeps the first
-    merge.CLASH_LIMIT clashes on them in its order (incremental._split), so of each kind only those are
+    clash.LIMIT clashes on them in its order (incremental._split), so of each kind only those are
     built: returns the clashes built and how many more there are."""
-    out: list[merge.Clash] = []
+    out: list[clash.Clash] = []
     unbuilt = 0
-    for first, total in index.by_kind.firsts(positions, index.report_ranks, merge.CLASH_LIMIT):
+    for first, total in index.by_kind.firsts(positions, index.report_ranks, clash.LIMIT):
         # A kind's laters all clash with `c`, or none does.
         found = _reported(index, c, field, [index.order[p] for p in first], skip, candidates)
         out += found
@@ -100,10 +100,10 @@ def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Seq
 
 
 def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters: Sequence[merge.Entry],
-              skip: set[str], candidates: Sequence[merge.Entry]) -> list[merge.Clash]:
-    """The clashes `merge.same_weight` reports between each of `laters` (after `earlier` in its weight,
+              skip: set[str], candidates: Sequence[merge.Entry]) -> list[clash.Clash]:
+    """The clashes `clash.same_weight` reports between each of `laters` (after `earlier` in its weight,
     equal cells for `field`) and `earlier`: those where `earlier` is among the later one's first
-    merge.CLASH_LIMIT partners. The partners (the overlays of the weight that set `field` on a cell of the
+    clash.LIMIT partners. The partners (the overlays of the weight that set `field` on a cell of the
     laters') are counted as a mask of the prepared ones, one overlap test per kind, beside the changed
     `candidates`."""
     g = laters[0]
@@ -127,13 +127,13 @@ def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters:
         return (meets & index.before(rank)).bit_count() + sum(r > rank for r in extra)
 
     first_few = above(earlier.rank)
-    if first_few >= merge.CLASH_LIMIT:
+    if first_few >= clash.LIMIT:
         return []
     out = []
     for later in laters:
         total = above(later.rank)
-        more = total - merge.CLASH_LIMIT if first_few == merge.CLASH_LIMIT - 1 and total > merge.CLASH_LIMIT else 0
-        out.append(merge.Clash(later.name, earlier.name, field, common, more))
+        more = total - clash.LIMIT if first_few == clash.LIMIT - 1 and total > clash.LIMIT else 0
+        out.append(clash.Clash(later.name, earlier.name, field, common, more))
     return out
 
 
@@ -188,7 +188,7 @@ class Tables:
 
     def same(self, field: merge.Field) -> tuple[int, list[int], tables.Ints]:
         """Of the unchanged overlays of its weight that set `field` on a cell of its own (by position): how
-        many precede it, the first merge.CLASH_LIMIT of those, and those after it. Only those are listed:
+        many precede it, the first clash.LIMIT of those, and those after it. Only those are listed:
         a broad candidate meets hundreds before it."""
         meeting = self.meeting(field)
         if meeting is None:
@@ -198,7 +198,7 @@ class Tables:
             found = found[found != self.gone]
         split = int(found.searchsorted(self.at))
         # Those after it stay an array: a crowd's thousands go to Kinds.firsts as they are.
-        return split, found[:min(split, merge.CLASH_LIMIT)].tolist(), found[split:]
+        return split, found[:min(split, clash.LIMIT)].tolist(), found[split:]
 
     def dropped_price(self) -> merge.Dropped | None:
         """Karpenter's price test for a new overlay: the first offering where an applied overlay of its
@@ -214,15 +214,15 @@ class Tables:
         found = meeting.first(allowed, self.at)
         return merge.Dropped(merge.PRICE, found[0], self.index.names[found[1]]) if found is not None else None
 
-    def clashes(self) -> tuple[list[merge.Clash], int]:
+    def clashes(self) -> tuple[list[clash.Clash], int]:
         c, index = self.c, self.index
-        out: list[merge.Clash] = []
+        out: list[clash.Clash] = []
         later: dict[merge.Field, tables.Ints] = {}
         for field, bits in c.fields().items():
             earlier, shown, later[field] = self.same(field)
-            # merge.clashes_with's answer: the first merge.CLASH_LIMIT earlier by rank, the last counting the rest.
+            # clash.clashes_with's answer: the first clash.LIMIT earlier by rank, the last counting the rest.
             more = earlier - len(shown)
-            out += [merge.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p],
+            out += [clash.Clash(c.name, index.names[p], field, bits & index.field_cells[field][p],
                                 more if i == len(shown) - 1 else 0) for i, p in enumerate(shown)]
         unbuilt = 0
         for field, positions in later.items():

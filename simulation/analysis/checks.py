@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
 from simulation.analysis import hints
-from simulation.semantics import cells, cellset, merge, model
+from simulation.semantics import cells, cellset, clash, merge, model
 from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
@@ -16,7 +16,7 @@ _SHADOWED = findings.CODES["shadowed"]
 
 
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
-              verdicts: Mapping[str, merge.Dropped], clashes: Iterable[merge.Clash],
+              verdicts: Mapping[str, merge.Dropped], clashes: Iterable[clash.Clash],
               taken: hints.Taken | None = None) -> list[findings.Finding]:
     """`taken`: the weights index over `entries`, when the caller keeps one."""
     out = []
@@ -28,15 +28,15 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
     named: dict[str, tuple[merge.Entry, bool]] = {}
     said: dict[str, str] = {}
     severity = findings.CODES["same-weight-conflict"]
-    for clash in clashes:
-        later_entry, later_dropped = named.get(clash.later) or _named(named, clash.later, entries, status)
-        earlier_entry, earlier_dropped = named.get(clash.earlier) or _named(named, clash.earlier, entries, status)
+    for k in clashes:
+        later_entry, later_dropped = named.get(k.later) or _named(named, k.later, entries, status)
+        earlier_entry, earlier_dropped = named.get(k.earlier) or _named(named, k.earlier, entries, status)
         later, earlier = later_entry.overlay, earlier_entry.overlay
-        field = clash.field
+        field = k.field
         text = texts.get(field)
         if text is None:
             text = texts[field] = str(field)
-        witness = grid.witness(clash.cells, with_offering=field == merge.PRICE)
+        witness = grid.witness(k.cells, with_offering=field == merge.PRICE)
         where = witness.describe() if witness is not None else "a common cell"
         # Karpenter drops at most one of the two: the later, else the earlier.
         if later_dropped or earlier_dropped:
@@ -54,9 +54,9 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
             detail = {"karpenter": "silent", "applied": earlier.name}
         message = (f"NodeOverlay {later.name} and {earlier.name} both set {text} "
                    f"at weight {later.weight} on {where}; {karpenter}")
-        if clash.more:
-            message += f"; and {clash.more} more earlier overlays of this weight set it on common cells"
-            detail["more"] = str(clash.more)
+        if k.more:
+            message += f"; and {k.more} more earlier overlays of this weight set it on common cells"
+            detail["more"] = str(k.more)
         taken = taken or hints.Taken(entries.values())
         # Today's value on the shared cells is the one Karpenter keeps: the earlier's, unless it dropped it.
         if dropped == earlier.name:
@@ -114,21 +114,21 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: S
 def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
            winners: Sequence[merge.Entry]) -> findings.Finding:
     """The `shadowed` finding on `e`'s `field`; `winners`: those over it by name (the finding names only
-    the first merge.CLASH_LIMIT, so those suffice)."""
+    the first clash.LIMIT, so those suffice)."""
     bits, overlay = e.fields().get(field, merge.EMPTY), e.overlay
     witness = grid.witness(bits, with_offering=field.kind is merge.Kind.PRICE)
-    names = [w.name for w in winners[:merge.CLASH_LIMIT]]
+    names = [w.name for w in winners[:clash.LIMIT]]
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
     # The overlays' own refs (built once each), not new ones per finding.
-    related = tuple(w.overlay.ref for w in winners[:merge.CLASH_LIMIT])
+    related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
     if len(set(names)) < len(names):
         # Two winners of one name (candidates so named): findings.make keeps one.
         return findings.make("shadowed", overlay.ref, field.path(overlay), message, related=related,
                              witness=witness, source=overlay.source)
     # findings.make's finding, built positionally: distinct refs, in name order already (a report builds
-    # merge.CLASH_LIMIT of these per candidate).
+    # clash.LIMIT of these per candidate).
     return findings.Finding("shadowed", overlay.ref, field.path(overlay), message, related, witness, _SHADOWED,
                             overlay.source)
 

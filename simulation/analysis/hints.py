@@ -83,7 +83,7 @@ class Hint:
 
 class Seen:
     """What the hints of one report share, worked out once: each overlay's requirement keys as the disjoint
-    test reads them, and the free weights found (a candidate meets up to merge.CLASH_LIMIT partners per
+    test reads them, and the free weights found (a candidate meets up to clash.LIMIT partners per
     field)."""
 
     def __init__(self) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from simulation import findings
 from simulation.analysis import candidate, checks, dra, kinds, shadows, tables
 from simulation.analysis import index as ix
-from simulation.semantics import cells, cellset, merge
+from simulation.semantics import cells, cellset, clash, merge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,28 +296,28 @@ def _scope(c: merge.Entry, entries: Mapping[str, merge.Entry], raw: Callable[[st
                             for n in sorted([c.name, *sharing]) if n in entries])
 
 
-def _split(clashes: Sequence[merge.Clash], unbuilt: int, entries: Mapping[str, merge.Entry], changed: set[str],
-           index: Index) -> tuple[list[merge.Clash], list[merge.Clash], int]:
-    """The clashes reported on a changed overlay; the first merge.CLASH_LIMIT of those reported on unchanged
+def _split(clashes: Sequence[clash.Clash], unbuilt: int, entries: Mapping[str, merge.Entry], changed: set[str],
+           index: Index) -> tuple[list[clash.Clash], list[clash.Clash], int]:
+    """The clashes reported on a changed overlay; the first clash.LIMIT of those reported on unchanged
     overlays (naming one candidate as the earlier overlay) in the order a report lists their findings (a
     report keeps only those, evaluate._bounded, so only those need a finding built); and how many of the
     latter there are (`unbuilt` of them were only counted)."""
     mine = [k for k in clashes if k.later in changed]
     others = [k for k in clashes if k.later not in changed]
-    if len(others) > merge.CLASH_LIMIT:
+    if len(others) > clash.LIMIT:
         # Unchanged overlays are the prepared ones: the index knows their place in a report. Only those up
-        # to the CLASH_LIMIT-th place are ordered by the full key (an overlay's fields share its place).
+        # to the clash.LIMIT-th place are ordered by the full key (an overlay's fields share its place).
         rank, position = index.report_rank, index.position
-        cut = sorted(rank[position[k.later]] for k in others)[merge.CLASH_LIMIT - 1]
+        cut = sorted(rank[position[k.later]] for k in others)[clash.LIMIT - 1]
         first = [k for k in others if rank[position[k.later]] <= cut]
     else:
         first = others
 
-    def order(k: merge.Clash) -> tuple[Any, ...]:
+    def order(k: clash.Clash) -> tuple[Any, ...]:
         later = entries[k.later].overlay
         return (later.source if later.source is not None else -1, later.ref,
                 findings.json_path(*k.field.path(later)))
 
-    return mine, sorted(first, key=order)[:merge.CLASH_LIMIT], len(others) + unbuilt
+    return mine, sorted(first, key=order)[:clash.LIMIT], len(others) + unbuilt
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from simulation.analysis import hints, kinds, tables
-from simulation.semantics import cellset, merge
+from simulation.semantics import cellset, clash, merge
 
 # Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
 # NodePools and instance-type ranges only.
@@ -50,7 +50,7 @@ class Index:
     # field -> the entries that set it
     by_field: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
     # (overlay, field) -> (some of the same-weight overlays before it that set the field on a common
-    # cell, how many there are in all): what a `shadowed` finding defers to (merge.same_weight)
+    # cell, how many there are in all): what a `shadowed` finding defers to (clash.same_weight)
     tied: Mapping[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = dataclasses.field(default_factory=dict)
     taken: hints.Taken = dataclasses.field(default_factory=lambda: hints.Taken(()))
     # The entries' names sorted, their positions in that order, and masks of prefixes of it.
@@ -121,7 +121,7 @@ class Index:
             prices |= (e.overlay.price_update is not None) << i
             capacities |= e.overlay.capacity_set << i
         tied: dict[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = {}
-        for k in merge.same_weight(order):
+        for k in clash.same_weight(order):
             names, total = tied.get((k.later, k.field), ((), 0))
             tied[(k.later, k.field)] = ((*names, k.earlier), total + 1 + k.more)
         by_name = sorted(range(len(order)), key=lambda i: order[i].name)

@@ -16,7 +16,7 @@ from typing import Any
 from simulation import findings
 from simulation.analysis import candidate, checks
 from simulation.analysis import index as ix
-from simulation.semantics import cells, cellset, merge
+from simulation.semantics import cells, cellset, clash, merge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ class View:
 
 def others(view: View, single: bool) -> list[findings.Finding]:
     """`shadowed` findings on unchanged overlays that name a candidate among the winners they list.
-    With one changed overlay a report keeps the first merge.CLASH_LIMIT of them (evaluate._bounded),
+    With one changed overlay a report keeps the first clash.LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
     index = view.index
     unchanged = ~index.mask(view.skip)
@@ -70,13 +70,13 @@ def _tested(view: View, single: bool) -> dict[merge.Field, list[int]]:
 
 
 def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[tuple[int, merge.Field]]:
-    """The first merge.CLASH_LIMIT of the findings (per field, a mask of their positions) in a report's
+    """The first clash.LIMIT of the findings (per field, a mask of their positions) in a report's
     order, as (position, field)."""
     union = 0
     for targets in found.values():
         union |= targets
     # Each position found gives a finding or more: the first few positions give the first findings.
-    first = index.first_in_report(union, merge.CLASH_LIMIT)
+    first = index.first_in_report(union, clash.LIMIT)
     if len(found) == 1:
         return [(t, field) for field in found for t in first]
     rank = index.report_rank
@@ -88,7 +88,7 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[
         return rank[t], findings.json_path(*field.path(index.order[t].overlay))
 
     pairs = [(t, field) for t in first for field, targets in found.items() if targets >> t & 1]
-    return sorted(pairs, key=order)[:merge.CLASH_LIMIT]
+    return sorted(pairs, key=order)[:clash.LIMIT]
 
 
 def _alone(view: View) -> dict[merge.Field, int] | None:
@@ -161,11 +161,11 @@ def _returned(view: View, scope: _Scope, t: int, gone: int, old: merge.Entry) ->
 
 
 def _named_few(view: View, c: merge.Entry, field: merge.Field, last: int) -> bool:
-    """Whether fewer than merge.CLASH_LIMIT unchanged overlays before position `last` that set `field`
+    """Whether fewer than clash.LIMIT unchanged overlays before position `last` that set `field`
     sort before the candidate by name: then it is among the winners every finding names."""
     index = view.index
     return (index.named_before(c.name) & index.by_field[field] & ((1 << last) - 1)
-            & ~index.mask(view.skip)).bit_count() < merge.CLASH_LIMIT
+            & ~index.mask(view.skip)).bit_count() < clash.LIMIT
 
 
 def _targets(view: View) -> dict[merge.Field, list[int]]:
@@ -263,7 +263,7 @@ def _above(view: View, t: int, field: merge.Field, unchanged: int) -> int:
 
 
 def _winners(view: View, t: int, field: merge.Field, unchanged: int, over: merge.Entry | None) -> list[merge.Entry]:
-    """The first merge.CLASH_LIMIT by name of the applied overlays before the one at position `t` that set
+    """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set
     `field` on its cells. `over`: the one candidate, known to be one of them; None: test every candidate."""
     index, status = view.index, view.status
     cells_at, names = index.field_cells[field], index.names
@@ -277,7 +277,7 @@ def _winners(view: View, t: int, field: merge.Field, unchanged: int, over: merge
         found += [c for c in view.candidates if c.rank > rank and status.get(c.name) == merge.APPLIED
                   and c.fields().get(field, merge.EMPTY).intersects(bits)]
     # Sorted in C: a Python heap costs more for any likely count.
-    return sorted(found, key=_name)[:merge.CLASH_LIMIT]
+    return sorted(found, key=_name)[:clash.LIMIT]
 
 
 _name = operator.attrgetter("name")
@@ -285,13 +285,13 @@ _name = operator.attrgetter("name")
 
 def _names_first(view: View, scope: _Scope, t: int) -> bool:
     """With one candidate (a winner over `t` by construction): whether it is among the winners a finding
-    names, i.e. fewer than merge.CLASH_LIMIT winners precede it by name."""
+    names, i.e. fewer than clash.LIMIT winners precede it by name."""
     (c,) = view.candidates
     index, bits, found = view.index, scope.cells[t], 0
     for n in index.positions(_above(view, t, scope.field, ~index.mask(view.skip)) & index.named_before(c.name)):
         if view.status.get(index.names[n]) == merge.APPLIED and scope.cells[n].intersects(bits):
             found += 1
-            if found == merge.CLASH_LIMIT:
+            if found == clash.LIMIT:
                 return False
     return True
 

@@ -1,4 +1,4 @@
-"""The merge engine: Karpenter's overlay loop and the guard's stricter same-weight test, on cell bitsets.
+"""The merge engine: Karpenter's overlay loop on cell bitsets (the guard's stricter test is in `clashes`).
 
 Karpenter (pkg/controllers/nodeoverlay) walks overlays by weight descending, then name
 descending. An overlay that conflicts with what is already stored is dropped whole; otherwise
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import heapq
 import itertools
 import operator
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,8 +23,6 @@ from simulation import once
 from simulation.semantics import cells, cellset, model
 
 EMPTY = cellset.Cells()
-# Same-weight clashes reported per overlay and field; the rest are counted, not listed.
-CLASH_LIMIT = 5
 
 
 class State(enum.StrEnum):
@@ -372,62 +369,3 @@ def _capacity_conflict(e: Entry, last_has: Mapping[str, cellset.Dense], stored: 
             other = next(s for s in reversed(stored) if s.type_cells.has(bit))
             return Dropped(capacity_field(resource), bit, other.name)
     return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Clash:
-    """The guard's finding: two same-weight overlays set one field on a common cell. `more` counts the
-    further overlays `later` clashes with on that field beyond the ones reported."""
-
-    later: str
-    earlier: str
-    field: Field
-    cells: cellset.Cells
-    more: int = 0
-
-
-def same_weight(entries: Sequence[Entry], limit: int = CLASH_LIMIT) -> list[Clash]:
-    """Pairs of equal-weight overlays that set the same field on a common cell: for each overlay and
-    field, its first `limit` partners earlier in Karpenter's order, and how many more. Earlier overlays
-    with identical cells for the field are tested once, so identical overlays cost O(overlays)."""
-    out: list[Clash] = []
-    for _, group in itertools.groupby(ordered(entries), key=lambda e: e.overlay.weight):
-        seen: dict[Field, dict[cellset.Cells, list[Entry]]] = {}
-        unions: dict[Field, cellset.Dense] = {}
-        for e in group:
-            for field, bits in e.fields().items():
-                union = unions.setdefault(field, _dense(e))
-                if union.intersects(bits):
-                    out += _first(e, field, bits, seen[field].items(), limit)
-                union.add(bits)
-                seen.setdefault(field, {}).setdefault(bits, []).append(e)
-    return out
-
-
-def clashes_with(target: Entry, others: Sequence[Entry], limit: int = CLASH_LIMIT) -> list[Clash]:
-    """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
-    must hold every overlay that shares a cell with it."""
-    weight = target.overlay.weight
-    seen: dict[Field, dict[cellset.Cells, list[Entry]]] = {}
-    for o in ordered(others):
-        if o.overlay.weight == weight and o.rank > target.rank:
-            for field, bits in o.fields().items():
-                seen.setdefault(field, {}).setdefault(bits, []).append(o)
-    out: list[Clash] = []
-    for field, bits in target.fields().items():
-        out += _first(target, field, bits, seen.get(field, {}).items(), limit)
-    return out
-
-
-def _first(e: Entry, field: Field, bits: cellset.Cells,
-           groups: Iterable[tuple[cellset.Cells, list[Entry]]], limit: int) -> list[Clash]:
-    """`e`'s clashes on `field` with the first `limit` overlapping earlier overlays (by rank), the
-    last one counting the rest."""
-    hits = [(bits & other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
-    total = sum(len(others) for _, others in hits)
-    first = heapq.nlargest(limit, ((o.rank, o.name, common) for common, others in hits for o in others[:limit]),
-                           key=lambda t: t[0])
-    found = [Clash(e.name, name, field, common) for _, name, common in first]
-    if total > limit:
-        found[-1] = dataclasses.replace(found[-1], more=total - limit)
-    return found

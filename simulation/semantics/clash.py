@@ -1,0 +1,75 @@
+"""The guard's stricter same-weight test: two overlays of one weight that set the same field on a common
+cell clash, whatever Karpenter's own test (merge) makes of them. Each overlay's clashes are listed up to a
+limit per field, and the rest counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from collections.abc import Iterable, Sequence
+
+from simulation.semantics import cellset, merge
+
+# Same-weight clashes reported per overlay and field; the rest are counted, not listed.
+LIMIT = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Clash:
+    """The guard's finding: two same-weight overlays set one field on a common cell. `more` counts the
+    further overlays `later` clashes with on that field beyond the ones reported."""
+
+    later: str
+    earlier: str
+    field: merge.Field
+    cells: cellset.Cells
+    more: int = 0
+
+
+def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clash]:
+    """Pairs of equal-weight overlays that set the same field on a common cell: for each overlay and
+    field, its first `limit` partners earlier in Karpenter's order, and how many more. Earlier overlays
+    with identical cells for the field are tested once, so identical overlays cost O(overlays)."""
+    out: list[Clash] = []
+    for _, group in itertools.groupby(merge.ordered(entries), key=lambda e: e.overlay.weight):
+        seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
+        unions: dict[merge.Field, cellset.Dense] = {}
+        for e in group:
+            for field, bits in e.fields().items():
+                union = unions.setdefault(field, cellset.Dense(e.cells.block))
+                if union.intersects(bits):
+                    out += _first(e, field, bits, seen[field].items(), limit)
+                union.add(bits)
+                seen.setdefault(field, {}).setdefault(bits, []).append(e)
+    return out
+
+
+def clashes_with(target: merge.Entry, others: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clash]:
+    """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
+    must hold every overlay that shares a cell with it."""
+    weight = target.overlay.weight
+    seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
+    for o in merge.ordered(others):
+        if o.overlay.weight == weight and o.rank > target.rank:
+            for field, bits in o.fields().items():
+                seen.setdefault(field, {}).setdefault(bits, []).append(o)
+    out: list[Clash] = []
+    for field, bits in target.fields().items():
+        out += _first(target, field, bits, seen.get(field, {}).items(), limit)
+    return out
+
+
+def _first(e: merge.Entry, field: merge.Field, bits: cellset.Cells,
+           groups: Iterable[tuple[cellset.Cells, list[merge.Entry]]], limit: int) -> list[Clash]:
+    """`e`'s clashes on `field` with the first `limit` overlapping earlier overlays (by rank), the
+    last one counting the rest."""
+    hits = [(bits & other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
+    total = sum(len(others) for _, others in hits)
+    first = heapq.nlargest(limit, ((o.rank, o.name, common) for common, others in hits for o in others[:limit]),
+                           key=lambda t: t[0])
+    found = [Clash(e.name, name, field, common) for _, name, common in first]
+    if total > limit:
+        found[-1] = dataclasses.replace(found[-1], more=total - limit)
+    return found
