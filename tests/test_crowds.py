@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
-from simulation.analysis import candidate, kinds
+from simulation.analysis import candidate, incremental, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests.strategies import instance_types, overlay_docs, pool_docs
@@ -127,6 +127,24 @@ def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: 
         assert {p for p in index.positions(mask) if kind(p) == kind(first)} == set(index.positions(members))
         seen |= members
     assert seen == mask
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), overlays=crowd(), pools=pool_docs(), mask=st.integers(min_value=0),
+       few=st.booleans())
+def test_prepared_runs_cut_where_the_kind_changes(catalog: cat.Catalog, overlays: list[dict[str, Any]],
+                                                  pools: list[dict[str, Any]], mask: int, few: bool) -> None:
+    """What Karpenter's loop gets of the prepared overlays a change reaches, taken one by one (`few`) or from
+    the index's arrays: their entries and names in its order, cut where the kind changes."""
+    index = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *overlays])], catalog).index
+    mask &= (1 << len(index.order)) - 1
+    with mock.patch.object(kinds, "FEW", 10**9 if few else -1):
+        positions, entries, names, cuts = incremental.prepared_runs(index, mask)
+    expected = index.positions(mask)
+    assert [int(p) for p in positions] == expected
+    assert entries == [index.order[p] for p in expected] and names == [index.order[p].name for p in expected]
+    kind = [index.by_kind.of[p] for p in expected]
+    assert cuts == [i for i in range(1, len(kind)) if kind[i] != kind[i - 1]]
 
 
 @settings(max_examples=300, deadline=None)

@@ -72,32 +72,44 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
                 changed[m.name] = m
                 frontier.append(m)
     # Every fresh overlay belongs, reached or not: Karpenter's loop decides it too.
-    return _runs(index, tables.ones(reached, len(index.order)),
-                 merge.ordered([*changed.values(), *(c for c in fresh if c.name not in changed)]))
+    return _runs(index, reached, merge.ordered([*changed.values(), *(c for c in fresh if c.name not in changed)]))
 
 
-def _runs(index: Index, at: tables.Ints, fresh: list[merge.Entry]) -> merge.Runs:
-    """The prepared entries at positions `at` (ascending) and the `fresh` ones (in Karpenter's order), in
-    Karpenter's order, cut into runs: the prepared where their kind changes (a crowd's thousands are one
-    run, taken from the index's arrays whole), each fresh one alone."""
-    entries: list[merge.Entry] = index.entry_array[at].tolist()
-    names: list[str] = index.name_array[at].tolist()
-    kinds = index.by_kind.of_array[at]
+def _runs(index: Index, reached: int, fresh: list[merge.Entry]) -> merge.Runs:
+    """The prepared entries in `reached` and the `fresh` ones (in Karpenter's order), in Karpenter's order, cut
+    into runs: the prepared where their kind changes, each fresh one alone."""
+    positions, entries, names, cuts = prepared_runs(index, reached)
     # Each fresh one goes where its rank places it among the prepared (none has a prepared one's rank: that
     # one is its old version, in `skip`), so the places ascend with the fresh ones' order.
-    places: list[int] = at.searchsorted([index.place(c.rank) for c in fresh]).tolist()
+    places = [bisect.bisect_left(positions, index.place(c.rank)) for c in fresh]
     # Last first: an insertion then never moves the places the ones before it take.
     for c, place in zip(reversed(fresh), reversed(places), strict=True):
         entries.insert(place, c)
         names.insert(place, c.name)
     # A cut before the x-th prepared one moves by the fresh ones placed before it; the fresh ones are cut
     # around, each at its place moved by the fresh ones before it.
-    cuts = {x + bisect.bisect_left(places, x) for x in (np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist()}
+    moved = {x + bisect.bisect_left(places, x) for x in cuts}
     for j, place in enumerate(places):
-        cuts.update((place + j, place + j + 1))
-    cuts.add(len(entries))
-    cuts.discard(0)
-    return merge.Runs(entries, names, sorted(cuts))
+        moved.update((place + j, place + j + 1))
+    moved.add(len(entries))
+    moved.discard(0)
+    return merge.Runs(entries, names, sorted(moved))
+
+
+def prepared_runs(index: Index, reached: int) -> tuple[Sequence[int] | tables.Ints, list[merge.Entry], list[str],
+                                                       list[int]]:
+    """The positions in `reached`, ascending; their entries and names; where their kind changes (the index
+    of each one whose kind differs from the one before it). A crowd's thousands are taken from the index's
+    arrays whole; a few, one by one (numpy's fixed cost is most of a small component's)."""
+    if reached.bit_count() <= kinds.FEW:
+        few = index.positions(reached)
+        of = index.by_kind.of
+        return (few, [index.order[p] for p in few], [index.names[p] for p in few],
+                [i for i in range(1, len(few)) if of[few[i]] != of[few[i - 1]]])
+    at = tables.ones(reached, len(index.order))
+    kind = index.by_kind.of_array[at]
+    return (at, index.entry_array[at].tolist(), index.name_array[at].tolist(),
+            (np.flatnonzero(kind[1:] != kind[:-1]) + 1).tolist())
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
