@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
-from simulation.analysis import candidate
+from simulation.analysis import candidate, incremental
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests.strategies import instance_types, overlay_docs, pool_docs
@@ -117,3 +118,18 @@ def test_prepare_reusing_a_previous_snapshot_equals_a_fresh_one(
     assert dict(reused.outcome.status) == dict(fresh.outcome.status)
     assert reused.entries.keys() == fresh.entries.keys()
     assert all(reused.entries[n].cells == fresh.entries[n].cells for n in fresh.entries)
+
+
+@pytest.mark.parametrize("gone", [(), ("b",)])
+def test_statuses_layer_the_settled_over_the_baseline(gone: tuple[str, ...]) -> None:
+    """The settled statuses and verdicts decide for the overlays they name (one settled as applied has no
+    verdict), the baseline's for the rest; a deleted overlay has neither."""
+    price = merge.Dropped(merge.PRICE, 0, "x")
+    baseline = merge.Merged((), {"a": merge.CONFLICT, "b": merge.CONFLICT, "c": merge.CONFLICT, "x": merge.APPLIED},
+                            {"a": price, "b": price, "c": price}, ())
+    local = merge.Merged((), {"a": merge.APPLIED, "c": merge.CONFLICT}, {"c": merge.Dropped(merge.PRICE, 1, "a")}, ())
+    status, verdicts = incremental._statuses(baseline, local, gone)
+    kept = {"b": merge.CONFLICT} if not gone else {}
+    assert dict(status) == {"a": merge.APPLIED, "c": merge.CONFLICT, "x": merge.APPLIED, **kept}
+    assert dict(verdicts) == {"c": merge.Dropped(merge.PRICE, 1, "a"), **({"b": price} if not gone else {})}
+    assert "a" not in verdicts and verdicts.get("a") is None and ("b" in verdicts) == (not gone)

@@ -14,7 +14,7 @@ import bisect
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,7 @@ class Delta:
 
 # The prepared snapshot's index (evaluate.Prepared holds one).
 Index = ix.Index
+_V = TypeVar("_V")
 
 
 def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
@@ -238,46 +239,41 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
 
 
 def _statuses(baseline: merge.Merged, local: merge.Merged,
-              gone: Sequence[str]) -> tuple[Mapping[str, merge.State], dict[str, merge.Dropped]]:
+              gone: Sequence[str]) -> tuple[Mapping[str, merge.State], Mapping[str, merge.Dropped]]:
     """Every overlay's status and verdict with the change: the baseline's, overridden by the settled
-    ones, without the `gone` (deleted). The statuses are layered, not copied: there are 10,000 of them."""
-    # Copied and patched in C: the baseline's verdicts are a crowd's thousands, the settled ones mostly the same
-    # names; only those settled as applied (no verdict) lose theirs.
-    verdicts = dict(baseline.verdicts)
-    for n in local.applied.union(gone):
-        verdicts.pop(n, None)
-    verdicts.update(local.verdicts)
+    ones, without the `gone` (deleted). Layered, not copied: there are 10,000 of each, and a crowd's
+    thousands settle when a copy displaces its winner."""
+    settled = local.status.keys()
+    verdicts = _Over(local.verdicts, baseline.verdicts, settled | set(gone) if gone else settled)
     if not gone:
-        layer = baseline.status if isinstance(baseline.status, dict) else dict(baseline.status)
-        return _Over(dict(local.status), layer), verdicts
+        return _Over(local.status, baseline.status, settled), verdicts
     status = {n: s for n, s in baseline.status.items() if n not in gone}
     status.update(local.status)
     return status, verdicts
 
 
-class _Over(Mapping[str, merge.State]):
-    """`top` over `base`, as collections.ChainMap reads them, with a `get` of one frame: the shadow
-    checks ask it for every winner they test."""
+class _Over(Mapping[str, _V]):
+    """`top` over `base`: a key `top` decides (`decided`) is top's alone, absent when top lacks it (an
+    overlay settled as applied has no verdict); any other is base's. Read with one dict test for the
+    decision and one lookup, as the shadow checks ask it for every winner they test."""
 
-    def __init__(self, top: dict[str, merge.State], base: dict[str, merge.State]) -> None:
-        self._top, self._base = top, base
+    def __init__(self, top: Mapping[str, _V], base: Mapping[str, _V], decided: AbstractSet[str]) -> None:
+        self._top, self._base, self._decided = top, base, decided
 
-    def __getitem__(self, key: str) -> merge.State:
-        found = self._top.get(key)
-        return self._base[key] if found is None else found
+    def __getitem__(self, key: str) -> _V:
+        return self._top[key] if key in self._decided else self._base[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        found = self._top.get(key)
-        return self._base.get(key, default) if found is None else found
+        return self._top.get(key, default) if key in self._decided else self._base.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._top or key in self._base
+        return key in self._top if key in self._decided else key in self._base
 
     def __iter__(self) -> Iterator[str]:
-        return iter({**self._base, **self._top})
+        return (k for k in {**self._base, **self._top} if k in self._top or k not in self._decided)
 
     def __len__(self) -> int:
-        return len(self._base) + sum(k not in self._base for k in self._top)
+        return sum(1 for _ in self)
 
 
 def _alone(baseline: merge.Merged, local: merge.Merged, name: str) -> bool:
