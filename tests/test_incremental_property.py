@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
-from simulation.analysis import candidate, incremental
+from simulation.analysis import candidate, incremental, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests.strategies import instance_types, overlay_docs, pool_docs
@@ -38,6 +38,13 @@ def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, 
     for doc in candidates:
         name = doc.obj["metadata"]["name"]
         assert fast.status[name] == slow.status[name]
+
+
+def test_incremental_equals_full_with_components_taken_whole() -> None:
+    """The same with every component taken from the index's arrays (incremental.prepared_runs), as a crowd of
+    thousands takes it: the drawn sets are small enough to be taken one by one."""
+    with mock.patch.object(kinds, "FEW", 0):
+        test_incremental_equals_full()
 
 
 _KARPENTER_IN_ORDER = merge.karpenter_in_order
