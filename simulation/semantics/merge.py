@@ -1,4 +1,4 @@
-"""The merge engine: Karpenter's overlay loop on cell bitsets (the guard's stricter test is in `clashes`).
+"""The merge engine: Karpenter's overlay loop on cell bitsets (the guard's stricter test is in `clash`).
 
 Karpenter (pkg/controllers/nodeoverlay) walks overlays by weight descending, then name
 descending. An overlay that conflicts with what is already stored is dropped whole; otherwise
