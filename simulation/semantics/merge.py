@@ -168,7 +168,8 @@ def share_tested(entries: Iterable[Entry]) -> dict[Signature, Signature]:
 
 def adopt_tested(entries: Iterable[Entry], shared: Mapping[Signature, Signature]) -> None:
     """Gives entries made after share_tested (a request's candidates) the canonical `tested` of their
-    alike prepared ones, where there are any: a copy joining a crowd then extends its run."""
+    alike prepared ones, where there are any: Karpenter's loop then finds a copy's verdict among its crowd's
+    by identity, not by comparing thousands of bits."""
     for e in entries:
         e.__dict__["tested"] = shared.get(e.tested, e.tested)
 
@@ -255,16 +256,17 @@ class Runs:
 def karpenter(entries: Sequence[Entry]) -> Merged:
     """Run Karpenter's loop over valid overlays (callers add Invalid ones themselves)."""
     runs = Runs.of(ordered(entries))
-    merged = karpenter_in_order(runs)
-    named = dataclasses.replace(merged, order=tuple(runs.names))
-    named.__dict__["applied"] = merged.applied
-    return named
+    return _loop(runs, tuple(runs.names))
 
 
 def karpenter_in_order(runs: Runs) -> Merged:
     """karpenter() over overlays already in its order and cut into runs: a request's few candidates placed
     among thousands of prepared ones need no sort of them all. The outcome's `order` is left empty: a
     request reads the prepared one's."""
+    return _loop(runs, ())
+
+
+def _loop(runs: Runs, order: tuple[str, ...]) -> Merged:
     status: dict[str, State] = {}
     verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
@@ -303,7 +305,7 @@ def karpenter_in_order(runs: Runs) -> Merged:
                 claims.append(Claim(e.name, field, taken.missing(bits)))
                 taken.add(bits)
         start = end
-    merged = Merged((), status, verdicts, tuple(claims))
+    merged = Merged(order, status, verdicts, tuple(claims))
     merged.__dict__["applied"] = frozenset(applied)
     return merged
 
