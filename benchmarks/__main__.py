@@ -11,8 +11,9 @@ from benchmarks import audit_bench, core_bench, schema_bench
 
 
 def main(argv: list[str]) -> int:
+    # The interpreter too: a build with PGO, LTO and a static libpython runs the same code a sixth faster.
     results: dict[str, Any] = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
-                           "processor": platform.machine()},
+                           "interpreter": sys._base_executable, "processor": platform.machine()},
                "core": core_bench.run(), "schema": schema_bench.run()}
     if "--core-only" not in argv:
         from benchmarks import peer_bench, webhook_bench
