@@ -2,7 +2,8 @@
 # they create .venv/ with the project and its tools first.
 # The interpreter the image ships (hack/image.sh): Debian's python3.11, whose binary is linked statically and
 # built with PGO and LTO. Tests and benchmarks run on it where the machine has it, so that they measure what
-# production runs (here it runs the core a sixth faster than pyenv's shared-library python3); elsewhere on python3.
+# production runs (here the core takes 0.88 of the time it takes on pyenv's shared-library python3, and the webhook
+# serves 1.13-1.19 times the admissions); elsewhere on python3.
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV := .venv
 BIN := $(VENV)/bin

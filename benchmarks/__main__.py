@@ -11,7 +11,7 @@ from benchmarks import audit_bench, core_bench, schema_bench
 
 
 def main(argv: list[str]) -> int:
-    # The interpreter too: a build with PGO, LTO and a static libpython runs the same code a sixth faster.
+    # The interpreter too: with PGO, LTO and a static libpython the same code takes about 0.88 of the time.
     results: dict[str, Any] = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
                            "interpreter": sys._base_executable, "processor": platform.machine()},
                "core": core_bench.run(), "schema": schema_bench.run()}
