@@ -3,8 +3,11 @@
 # The interpreter the image ships (hack/image.sh): Debian's python3.11, whose binary is linked statically and
 # built with PGO and LTO. Tests and benchmarks run on it where the machine has it, so that they measure what
 # production runs (here the core takes 0.88 of the time it takes on pyenv's shared-library python3, and the webhook
-# serves 1.13-1.19 times the admissions); elsewhere on python3.
-PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
+# serves 1.13-1.19 times the admissions); elsewhere (or without Debian's python3.11-venv) on python3.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(firstword $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' 2>/dev/null && echo /usr/bin/python3.11) \
+                      python3)
+endif
 VENV := .venv
 BIN := $(VENV)/bin
 # Named for the interpreter: choosing another one installs again.
