@@ -1,6 +1,7 @@
 """The incremental path against the full run on the cluster `make bench` generates: the real catalog, an
 overlay per NodePool and instance family, broad candidates that meet hundreds of them. With 70 NodePools a set
-of NodePools spans two 64-bit words, which the drawn clusters of the property tests (a few NodePools) never do."""
+of NodePools spans two 64-bit words: test_tables draws such sets for the tables alone, the incremental property
+tests' clusters (up to three NodePools) never have them."""
 
 from __future__ import annotations
 
