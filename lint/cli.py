@@ -25,7 +25,7 @@ from simulation import findings
 from simulation.analysis import effects, explain, hints
 from simulation.findings import Severity
 from simulation.semantics import catalog as cat
-from simulation.semantics import model
+from simulation.semantics import model, region
 from simulation.validation import crds
 from sources import context, files, kube
 from sources.objects import Loaded, Loader
@@ -97,6 +97,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crd", metavar="FILE",
                    help="the NodeOverlay CRD to validate against, e.g. Karpenter's own (default: the cluster's "
                         "with --cluster, else the embedded DRA-extended CRD)")
+    p.add_argument("--region", metavar="NAME",
+                   help="the cluster's region, e.g. eu-west-1 (default: the cluster's Nodes' with --cluster, else "
+                        "the one the inputs' zone and region requirements name, else the catalog's)")
     p.add_argument("--max-file-size", type=_size, default=files.DEFAULT_MAX_BYTES, metavar="BYTES",
                    help="refuse input files larger than this (default 10Mi)")
     p.add_argument("--cluster", action="store_true",
@@ -200,6 +203,19 @@ class _Run:
             (candidates if audit else existing).extend(self.loader.add_objects(objects, candidate=audit))
         return candidates, existing, notes
 
+    def placed(self, catalog: cat.Catalog, documents: Sequence[ev.Document], notes: list[str]) -> cat.Catalog:
+        """The catalog laid out in the run's region (semantics/region.py)."""
+        places = None
+        if self.args.cluster and self.args.region is None:
+            places, unread = kube.read_places(self.args.kubeconfig, self.args.context)
+            notes += unread
+        try:
+            chosen = region.choose(catalog, [d.obj for d in documents], self.args.region, places)
+        except region.RegionError as err:
+            raise UsageError(str(err)) from None
+        notes += chosen.notes
+        return chosen.catalog
+
     def crd(self, notes: list[str]) -> crds.Crd:
         raw = None
         if self.args.cluster and self.args.crd is None:
@@ -211,7 +227,8 @@ class _Run:
 
     def evaluate(self) -> tuple[Loaded, ev.Report, cat.Catalog, list[str]]:
         candidates, existing, notes = self.inputs()
-        catalog = self.catalog(candidates, existing)
+        catalog = self.placed(self.catalog(candidates, existing), [*candidates.documents, *existing.documents],
+                              notes)
         crd = self.crd(notes)
         prepared = ev.prepare(existing.documents, catalog, crd=crd)
         # The inputs and the prepared existing objects live to the end of the run: no collection need

@@ -121,6 +121,16 @@ ALL: Sequence[Code] = (
          "A requirement uses a label key that neither the instance types nor the NodePools define, so the "
          "requirement can only match through NotIn or DoesNotExist.",
          "Correct the key, or define the label on the NodePools it is meant to select."),
+    Code("possible-conflict", _W,
+         "same-weight overlays that set the same field and whose requirements can overlap, where the catalog "
+         "lacks a label one of them needs (another cloud's, a label of the user's own): the conflict test cannot "
+         "place them",
+         "Same-weight overlays that may conflict where the catalog cannot tell",
+         "The two overlays have the same weight, set the same field and have requirements that can hold "
+         "together, but one of them needs a label the catalog does not define, so whether they meet on a node "
+         "cannot be checked: in the cluster, Karpenter may mark one Conflict.",
+         "Lint against a catalog of your cloud and region (--catalog, --region), or give the two overlays "
+         "different weights or disjoint requirements."),
     Code("binding-key-scope", _W,
          "the same bindingKey in two overlays",
          "The same bindingKey in two overlays binds nothing",

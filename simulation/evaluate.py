@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, incremental, shadows
+from simulation.analysis import checks, dra, hints, incremental, shadows, unknowable
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, clash, merge, model
@@ -57,6 +57,8 @@ class Prepared:
     crd: crds.Crd | None = None
     # The label keys the grid defines (checks.known_keys): asked once per grid, not per request.
     known: frozenset[str] = frozenset()
+    # Valid overlays that match nothing because the catalog lacks a label they need (analysis/unknowable.py).
+    unknowable: frozenset[str] = frozenset()
 
 
 def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
@@ -86,8 +88,8 @@ def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
 
 def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry) -> tuple[findings.Finding, ...]:
     found = checks.unknown_labels(grid, e.overlay, keys)
-    if not e.cells:
-        found.append(checks.no_match(grid, e.overlay, keys))
+    if not e.cells and (unmatched := checks.no_match(grid, e.overlay, keys)) is not None:
+        found.append(unmatched)
     return tuple(found)
 
 
@@ -168,7 +170,8 @@ def _digested(snapshot: Prepared, overlays: Mapping[str, Checked], entries: Mapp
     constructor: replace's generic walk of thirteen fields costs more than the rest of _digest's glue on
     each request (tests/test_request_snapshot.py holds it to replace's answer)."""
     return Prepared(snapshot.catalog, snapshot.grid, snapshot.pools, overlays, entries, local, snapshot.outcome,
-                    snapshot.baseline, snapshot.keyed, snapshot.index, snapshot.ratchet, snapshot.crd, known)
+                    snapshot.baseline, snapshot.keyed, snapshot.index, snapshot.ratchet, snapshot.crd, known,
+                    snapshot.unknowable)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
@@ -196,6 +199,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
     snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd)
     snapshot = _digest(snapshot, reusable, changed)
+    snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
     index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
     report = _full(snapshot, index, ties=True, notes=())
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
@@ -240,12 +244,18 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
                                        # ChainMap writes to its first map only: the snapshot's is read.
                                        else _Changed(fresh, cast(dict[str, Checked], snapshot.overlays)))
     snapshot = _digest(snapshot, prepared, changed, layer=not whole, overlays=overlays)
+    if whole or snapshot.grid is not prepared.grid:
+        unknown = _unknowable(snapshot, snapshot.entries)
+    else:
+        unknown = prepared.unknowable.difference(changed) | _unknowable(snapshot, changed)
+    if unknown != snapshot.unknowable:
+        snapshot = dataclasses.replace(snapshot, unknowable=unknown)
     notes: tuple[str, ...] = ()
     if snapshot.pools[0].implicit:
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
     if whole:
         index = incremental.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
-        report = _full(snapshot, index, ties=bool(pool_docs), notes=notes)
+        report = _full(snapshot, index, ties=bool(pool_docs), notes=notes, subjects=changed)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed if n in judged}
@@ -310,7 +320,14 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
     return out
 
 
-def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...]) -> Report:
+def _unknowable(snapshot: Prepared, names: Iterable[str]) -> frozenset[str]:
+    entries = snapshot.entries
+    return frozenset(n for n in names if n in entries and not entries[n].cells
+                     and unknowable.unmatched(entries[n].overlay, snapshot.known))
+
+
+def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...],
+          subjects: Sequence[str] | None = None) -> Report:
     grid, entries = snapshot.grid, snapshot.entries
     found: list[findings.Finding] = []
     for name, c in snapshot.overlays.items():
@@ -330,6 +347,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
             found += [clamp] if clamp is not None else []
     found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
                               for n, e in sorted(entries.items()) if snapshot.overlays[n].keys])
+    found += unknowable.possible_conflicts(entries, snapshot.unknowable, subjects, grid.catalog)
     if ties:
         found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
     status = _statuses(snapshot, outcome.status, outcome.verdicts)
@@ -345,6 +363,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         snapshot.grid, prepared.index, entries, prepared.outcome, changed, old, fresh,
         lambda n: snapshot.overlays[n].raw, _keyed(snapshot, prepared, changed))
     found: list[findings.Finding] = list(result.findings)
+    found += unknowable.possible_conflicts(entries, snapshot.unknowable, changed, snapshot.grid.catalog)
     for name in changed:
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from simulation.semantics import model
+from simulation.semantics import model, region
 from simulation.validation import crds
 from sources import files
 
@@ -191,6 +191,15 @@ class Client:
             return None
         return with_kind(obj, resource) if isinstance(obj, dict) else None
 
+    def node_places(self) -> region.Named:
+        """The regions and zones the cluster's Nodes carry (one page of Nodes: a cluster is in one region)."""
+        core: Any = _kubernetes().client.CoreV1Api(self._api_client)
+        body = self._call("list nodes", core.list_node, limit=PAGE, _request_timeout=TIMEOUT_SECONDS,
+                          _preload_content=False)
+        items = json.loads(body.data).get("items") or []
+        labels = [item.get("metadata", {}).get("labels") or {} for item in items if isinstance(item, dict)]
+        return region.from_labels(labels)
+
     def crd(self, name: str) -> dict[str, Any] | None:
         """A CustomResourceDefinition as raw JSON (the client's models would drop or reject parts of an
         arbitrary schema); None when it is not installed."""
@@ -244,6 +253,19 @@ def read_all(client: Client) -> tuple[list[dict[str, Any]], list[str]]:
             notes.append(f"the cluster does not serve {resource.plural}.{resource.group}/{resource.version}; "
                          "assuming none exist")
     return objects, notes
+
+
+def read_places(kubeconfig: str | None = None, context: str | None = None) -> tuple[region.Named | None, list[str]]:
+    """Where the cluster's Nodes are, or None with a note saying why that could not be read."""
+    client = Client.connect(kubeconfig, context)
+    try:
+        return client.node_places(), []
+    except Unreachable:
+        raise
+    except KubeError as err:
+        return None, [f"cannot list Nodes ({err.status}): the region comes from the inputs"]
+    finally:
+        client.close()
 
 
 def read_crd(kubeconfig: str | None = None, context: str | None = None) -> tuple[dict[str, Any] | None, list[str]]:

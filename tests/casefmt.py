@@ -53,6 +53,7 @@ Folder layout
       - {nodepool: default, instanceType: p5.48xlarge, resource: nvidia.com/gpu, quantity: "32"}
     resourceSliceTemplates:             # optional: which overlay's templates apply per driver; null = none
       - {nodepool: default, instanceType: p5.48xlarge, driver: gpu.nvidia.com, overlay: gpu-slices}
+    region: eu-west-1                   # optional: ``--region`` (the cluster's region, as its Nodes say)
     exit: 1                             # optional: ``overlay-lint check`` exit status; by default 1 when
                                         # an expected finding has severity error, else 0
 
@@ -86,7 +87,7 @@ STATUSES = frozenset({"Applied", "Conflict", "Invalid"})
 SEVERITIES = frozenset({"error", "warning", "info"})
 _FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity"})
 _TOP_KEYS = frozenset(
-    {"description", "findings", "status", "prices", "capacity", "resourceSliceTemplates", "exit"}
+    {"description", "findings", "status", "prices", "capacity", "resourceSliceTemplates", "exit", "region"}
 )
 
 
@@ -186,6 +187,12 @@ class Case:
     capacity: tuple[ExpectedCapacity, ...]
     templates: tuple[ExpectedTemplates, ...]
     exit: int
+    region: str | None = None
+
+    @property
+    def options(self) -> list[str]:
+        """The command-line options every front end runs the case with."""
+        return ["--region", self.region] if self.region else []
 
     @property
     def instance_types(self) -> list[str]:
@@ -292,6 +299,8 @@ def load(folder: Path) -> Case:
     default_exit = 1 if any(f.severity == "error" for f in exp_findings) else 0
     exit_code = raw.get("exit", default_exit)
     _need(exit_code in (0, 1), expected_path, "exit: 0 or 1")
+    region = raw.get("region")
+    _need(region is None or isinstance(region, str), expected_path, "region: a string")
 
     existing = folder / EXISTING
     return Case(
@@ -306,6 +315,7 @@ def load(folder: Path) -> Case:
         capacity=capacity,
         templates=templates,
         exit=int(exit_code),
+        region=region,
     )
 
 

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from simulation.semantics import catalog as cat
-from simulation.semantics import model
+from simulation.semantics import model, region
 from sources import objects, positions
 from tests import casefmt
 from tests.webhook_support import Pki, default_catalog, linter_verdict, make_pki, review, serving
@@ -64,6 +64,8 @@ def admissions(case: casefmt.Case) -> list[Admission]:
         catalog = cat.from_documents(types) if types else default_catalog()
     except cat.CatalogError:
         return []
+    # The region the cluster's Nodes would report: the one the linter takes from the case's objects.
+    catalog = region.choose(catalog, [*inputs, *existing], case.region).catalog
 
     def kept(d: Any) -> bool:
         return isinstance(d, Mapping) and model.kind_of(d) in (model.NODEOVERLAY, model.NODEPOOL)

@@ -26,6 +26,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--catalog", type=Path, help="instance-type catalog (JSON format or InstanceType YAML); "
                                                 "default: the embedded AWS us-east-1 catalog")
+    p.add_argument("--region", help="the cluster's region, e.g. eu-west-1 (default: its Nodes' "
+                                    "topology.kubernetes.io/region, else the one the --state objects name, else "
+                                    "the catalog's)")
     p.add_argument("--crd", type=Path, help="pin the NodeOverlay CRD to validate against, e.g. Karpenter's own "
                                             "(default: the cluster's, followed as it changes; with --state, or "
                                             "when it cannot be read, the embedded DRA-extended CRD)")
@@ -101,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog, crd=args.crd,
+        region=args.region,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
         pending_ttl=args.pending_ttl, max_pending=args.max_pending, confirm_window=args.confirm_window,
         shutdown_timeout=args.shutdown_timeout, audit_interval=args.audit_interval,

@@ -23,6 +23,7 @@ class Config:
     catalog: Path | None = None
     # A pinned NodeOverlay CRD (default: the cluster's, followed; the embedded DRA-extended one with --state).
     crd: Path | None = None
+    region: str | None = None
     kubeconfig: Path | None = None
     state: tuple[Path, ...] = ()
     mode: Mode = "enforce"

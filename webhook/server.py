@@ -12,10 +12,12 @@ import logging
 import signal
 import ssl
 import time
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
+from simulation.semantics import region
+from sources import kube
 from webhook import audit, crdwatch, listener, loader
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
@@ -35,11 +37,23 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
     cluster's NodeOverlay CRD is followed (webhook/crdwatch.py)."""
     # One read of the --state files gives both the catalog's InstanceTypes and the objects.
     state = await asyncio.to_thread(loader.read_state, list(config.state)) if config.state else None
+    source = None
+    places = None
+    if state is None:
+        from webhook.informer import KubeSource
+
+        source = await asyncio.to_thread(KubeSource, config.kubeconfig)
+        if config.region is None:
+            places = await asyncio.to_thread(_places, source)
     catalog = await asyncio.to_thread(loader.catalog_for, config.catalog, state)
+    chosen = await asyncio.to_thread(region.choose, catalog, [d.obj for d in state.documents] if state else [],
+                                     config.region, places)
+    catalog = chosen.catalog
     crd = await asyncio.to_thread(loader.load_crd, config.crd)
     cache.set_catalog(catalog, crd)
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
-                                                 "catalog": catalog.description}})
+                                                 "catalog": catalog.description, "region": catalog.region,
+                                                 "zones": list(catalog.zones), "notes": list(chosen.notes)}})
     if crd is not None:
         in_use.pin(crd, crdwatch.Version("file"))
         # A rule the guard cannot evaluate is one the API server may still refuse an overlay for.
@@ -49,9 +63,8 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
         log.info("state loaded from files", extra={"fields": {
             "paths": [str(p) for p in config.state], **cache.live_counts()}})
         return None
-    from webhook.informer import KubeSource
-
-    source = await asyncio.to_thread(KubeSource, config.kubeconfig)
+    if source is None:
+        return None
 
     async def read(kind: str, name: str) -> Any:
         return await asyncio.to_thread(source.read, kind, name)
@@ -61,6 +74,18 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
         in_use.follow(source, asyncio.get_running_loop())
     source.start(asyncio.get_running_loop(), cache)
     return source
+
+
+def _places(source: Any) -> region.Named | None:
+    """Where the cluster's Nodes are; None (the region then comes from the catalog) where they cannot be listed."""
+    try:
+        return cast(region.Named, source.client.node_places())
+    except kube.Unreachable:
+        raise
+    except kube.KubeError as err:
+        log.warning("cannot list Nodes for the cluster's region; using the catalog's",
+                    extra={"fields": {"error": str(err)}})
+        return None
 
 
 async def _announce_ready(cache: Cache, started: float, collecting: tuple[int, int, int]) -> None:

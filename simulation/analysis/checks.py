@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
 from simulation.analysis import hints
+from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
 from simulation.semantics import requirements as reqs
 
@@ -173,14 +174,28 @@ def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> 
         key = reqs.NORMALIZED_LABELS.get(r.key, r.key)
         if key in keys:
             continue
-        message = (f"NodeOverlay {overlay.name}: no instance type or NodePool defines label {r.key!r}"
-                   f"{_hint(key, keys)}")
+        # An undefined key leaves the overlay unmatched unless its operator accepts undefined labels: that is
+        # the catalog not knowing the key, not the overlay selecting nothing, so no no-match is added.
+        unmatched = not reqs.Requirement.new(key, r.operator, r.values).accepts_undefined()
+        elsewhere = _elsewhere(grid, key)
+        message = (f"NodeOverlay {overlay.name}: label {r.key!r} is defined by no NodePool and no instance type "
+                   f"of the {grid.catalog or 'catalog'}{elsewhere or _hint(key, keys)}"
+                   + ("; the overlay matches nothing here" if unmatched else ""))
         out.append(findings.make("unknown-label", overlay.ref, ("spec", "requirements", i, "key"), message,
-                                 source=overlay.source))
+                                 source=overlay.source, detail={"catalog": grid.catalog}))
     return out
 
 
-def no_match(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> findings.Finding:
+def _elsewhere(grid: cells.Grid, key: str) -> str:
+    """Where a key the catalog lacks does come from: another cloud's provider."""
+    provider = cat.provider_of((key,))
+    if provider and provider != grid.provider:
+        return f"; it is a label of Karpenter's {provider} provider: lint with --catalog of {provider} instance types"
+    return ""
+
+
+def no_match(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> findings.Finding | None:
+    """Why the overlay matches no cell; None where an undefined key says it (unknown-label)."""
     reason = "no NodePool and instance type satisfy all of its requirements together"
     path: tuple[str | int, ...] = ("spec", "requirements")
     for i, r in enumerate(overlay.requirements):
@@ -188,18 +203,38 @@ def no_match(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> findin
         single = grid.match(reqs.from_specs([(r.key, r.operator, r.values)]))
         if single:
             continue
-        path = ("spec", "requirements", i)
         if key not in keys:
-            reason = f"label {r.key!r} is not defined anywhere{_hint(key, keys)}"
-        else:
-            known = _values(grid, key)
-            missing = [v for v in r.values if v not in known]
-            hint = _hint(missing[0], known) if missing and r.operator == reqs.IN else ""
-            reason = f"requirement {r.key} {r.operator} {list(r.values)} selects nothing{hint}"
+            return None
+        path = ("spec", "requirements", i)
+        reason = _selects_nothing(grid, r, key)
         break
     return findings.make("no-match", overlay.ref, path,
                          f"NodeOverlay {overlay.name} matches no NodePool/instance type/offering: {reason}",
                          source=overlay.source)
+
+
+def _selects_nothing(grid: cells.Grid, r: model.ReqSpec, key: str) -> str:
+    known = _values(grid, key)
+    missing = [v for v in r.values if v not in known]
+    said = f"requirement {r.key} {r.operator} {_listed(r.values)} selects nothing"
+    if r.operator != reqs.IN or not missing:
+        return said
+    if key == reqs.NODEPOOL:
+        pools = [p.name for p in grid.pools if not p.implicit]
+        return (f"NodePool {_listed(missing)} is not among the inputs (known: {_listed(pools) if pools else 'none'}; "
+                "give the NodePools, or --existing/--cluster)")
+    if key in (reqs.ZONE, reqs.REGION) and grid.region:
+        placed = {v: cat.zone_region(v, grid.provider) if key == reqs.ZONE else v for v in missing}
+        outside = [v for v, where in placed.items()
+                   if where is not None and where != grid.region and cat.is_region(where, grid.provider)]
+        if outside:
+            return (f"{_listed(outside)} is outside region {grid.region}, the region checked "
+                    "(--region chooses; see the note)")
+    return said + _hint(missing[0], known)
+
+
+def _listed(values: Iterable[str]) -> str:
+    return ", ".join(values)
 
 
 def _values(grid: cells.Grid, key: str) -> set[str]:

@@ -6,7 +6,8 @@ import dataclasses
 import importlib.resources
 import json
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation.semantics import quantity
@@ -51,17 +52,110 @@ class InstanceType:
         return out
 
 
+# Zone and region names of the clouds Karpenter runs on (a zone, then the region it belongs to):
+#   AWS   us-east-1a, us-gov-west-1b, us-east-1-bos-1a (Local Zones)  -> us-east-1
+#   GCP   us-central1-a                                               -> us-central1
+#   Azure eastus-1 (AKS zone labels are <region>-<n>)                 -> eastus
+_NAMING: Mapping[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    "AWS": (re.compile(r"([a-z]{2}(?:-[a-z]+)+-\d+)(?:-[a-z]+-\d+)?[a-z]"), re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")),
+    "GCP": (re.compile(r"([a-z]+-[a-z]+\d+)-[a-z]"), re.compile(r"[a-z]+-[a-z]+\d+")),
+    "Azure": (re.compile(r"([a-z][a-z0-9]+)-\d"), re.compile(r"[a-z][a-z0-9]+")),
+}
+
+
+def zone_region(zone: str, provider: str = "") -> str | None:
+    """The region a zone belongs to, where its cloud's naming (the provider's, else any) says so."""
+    for name, (zones, _) in _NAMING.items():
+        found = zones.fullmatch(zone) if provider in ("", name) else None
+        if found:
+            return found.group(1)
+    return None
+
+
+def is_region(name: str, provider: str = "") -> bool:
+    """Whether `name` is shaped as a region of the provider (of any cloud where the provider is unknown)."""
+    return any(regions.fullmatch(name) for p, (_, regions) in _NAMING.items() if provider in ("", p))
+
+
+# Label domains of Karpenter's cloud providers: a key in one names the cloud a catalog (or an overlay) is for.
+PROVIDER_DOMAINS: Mapping[str, str] = {
+    "karpenter.k8s.aws": "AWS", "karpenter.azure.com": "Azure", "karpenter.k8s.gcp": "GCP",
+    "karpenter.k8s.oracle": "OCI",
+}
+# The zones a provider's region usually has, where nothing names them: AWS us-east-1a, GCP us-central1-a,
+# Azure (AKS zone labels) eastus-1.
+_USUAL_ZONES: Mapping[str, tuple[str, ...]] = {
+    "GCP": ("-a", "-b", "-c"), "Azure": ("-1", "-2", "-3"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Catalog:
     types: tuple[InstanceType, ...]
     description: str
     assumptions: tuple[str, ...] = ()
+    provider: str = ""
+    region: str | None = None
+    # The offerings were laid out by the catalog format (every type in every zone), not listed one by one:
+    # the catalog can be laid out again in another region (in_region).
+    regional: bool = False
+    zones: tuple[str, ...] = ()
+    # Where the figures come from, one line.
+    source: str = ""
+    # The region whose prices these are, where they were moved to another region (all marked estimated).
+    priced_in: str | None = None
+
+    @property
+    def label(self) -> str:
+        """Names the catalog in findings: provider, region and source."""
+        where = " ".join(p for p in (self.provider or "unknown provider", self.region or "") if p)
+        return f"{where} catalog ({self.source or self.description})"
+
+
+def provider_of(keys: Iterable[str]) -> str:
+    """The cloud whose provider defines these label keys; "" where none does."""
+    counts: dict[str, int] = {}
+    for key in keys:
+        provider = PROVIDER_DOMAINS.get(key.partition("/")[0]) if "/" in key else None
+        if provider:
+            counts[provider] = counts.get(provider, 0) + 1
+    return max(sorted(counts), key=lambda p: counts[p]) if counts else ""
+
+
+def usual_zones(provider: str, region: str) -> tuple[str, ...]:
+    return tuple(region + suffix for suffix in _USUAL_ZONES.get(provider, ("a", "b", "c")))
+
+
+def in_region(catalog: Catalog, region: str, zones: Sequence[str]) -> Catalog:
+    """A regional catalog laid out in `region` with `zones`: the same types and base prices, offered there.
+    Prices of another region are Karpenter's own starting point (the AWS provider starts every region on
+    us-east-1's table), so they are kept and marked estimated."""
+    if not catalog.regional or (region == catalog.region and tuple(zones) == catalog.zones):
+        return catalog
+    moved = region != (catalog.priced_in or catalog.region)
+    types = []
+    for t in catalog.types:
+        labels = {**t.labels, reqs.REGION: region} if reqs.REGION in t.labels else dict(t.labels)
+        by_type = {o.capacity_type: o for o in t.offerings}
+        offerings = tuple(dataclasses.replace(o, zone=zone, estimated=o.estimated or (moved and o.price is not None))
+                          for o in by_type.values() for zone in zones)
+        types.append(InstanceType(t.name, labels, t.capacity, offerings))
+    priced_in = catalog.priced_in or catalog.region
+    return dataclasses.replace(
+        catalog, types=tuple(types), region=region, zones=tuple(zones),
+        priced_in=priced_in if moved else None,
+        description=f"{len(types)} instance types, region {region}"
+                    + (f" (prices of {priced_in}, estimated)" if moved else ""),
+        assumptions=(*catalog.assumptions,
+                     *((f"prices are {priced_in}'s, as Karpenter starts in a region before it reads that "
+                        "region's prices: every one is marked estimated",) if moved else ())))
 
 
 def default() -> Catalog:
     """The embedded AWS us-east-1 catalog (package data)."""
     text = importlib.resources.files("simulation").joinpath("data", DEFAULT_DATA).read_text("utf-8")
-    return from_json(json.loads(text))
+    catalog = from_json(json.loads(text))
+    return dataclasses.replace(catalog, source=f"embedded default, {catalog.source}")
 
 
 def from_json(data: Any) -> Catalog:
@@ -71,12 +165,21 @@ def from_json(data: Any) -> Catalog:
     if not isinstance(data, Mapping) or not isinstance(data.get("instanceTypes"), list):
         raise CatalogError("a JSON catalog is an object with an 'instanceTypes' list")
     region = str(data.get("region") or "us-east-1")
-    zones = tuple(f"{region}{z}" for z in "abc")
+    provider = data.get("provider")
+    if not isinstance(provider, str):
+        provider = provider_of(k for e in data["instanceTypes"][:50] if isinstance(e, Mapping)
+                               and isinstance(e.get("labels"), Mapping) for k in e["labels"])
+    zones = usual_zones(provider, region)
     types = [_json_type(i, entry, region, zones) for i, entry in enumerate(data["instanceTypes"])]
     source = data.get("source")
     description = f"{len(types)} instance types, region {region}"
     if isinstance(source, Mapping):
         description += "; source: " + "; ".join(f"{k}: {v}" for k, v in source.items() if k != "notes")
+    short = f"{len(types)} instance types" + (
+        f", {str(source['instanceTypes']).split(' ')[0]}"
+        if isinstance(source, Mapping) and source.get("instanceTypes") else "")
+    regional = not any(isinstance(e, Mapping) and isinstance(e.get("offerings"), list)
+                       for e in data["instanceTypes"])
     assumptions = (
         f"offerings in zones {', '.join(zones)} for {' and '.join(CAPACITY_TYPES)} "
         "(upstream publishes no zone availability)",
@@ -84,7 +187,8 @@ def from_json(data: Any) -> Catalog:
         f"every type carries label {reqs.REGION}={region}, as the AWS provider's requirements do",
         "types without an upstream on-demand price have unavailable offerings with no price",
     )
-    return _checked(Catalog(tuple(types), description, assumptions))
+    return _checked(Catalog(tuple(types), description, assumptions, provider, region, regional,
+                            zones if regional else (), short))
 
 
 def _json_type(index: int, entry: Any, region: str, zones: Sequence[str]) -> InstanceType:
@@ -129,7 +233,17 @@ def from_documents(docs: Sequence[Mapping[str, Any]]) -> Catalog:
         offerings = tuple(_offering(o, f"InstanceType {name} spec.offerings[{j}]")
                           for j, o in enumerate(raw_offerings))
         types.append(InstanceType(name, labels, capacity, offerings))
-    return _checked(Catalog(tuple(types), f"{len(types)} instance types from InstanceType documents"))
+    regions = {t.labels.get(reqs.REGION) for t in types} - {None}
+    zones = tuple(sorted({o.zone for t in types for o in t.offerings}))
+    return _checked(Catalog(tuple(types), f"{len(types)} instance types from InstanceType documents",
+                            provider=provider_of(k for t in types for k in t.labels),
+                            region=_one(regions or {zone_region(z) for z in zones}), zones=zones,
+                            source=f"{len(types)} InstanceType documents"))
+
+
+def _one(values: Iterable[str | None]) -> str | None:
+    found = set(values)
+    return found.pop() if len(found) == 1 else None
 
 
 def _offering(raw: Any, where: str) -> Offering:

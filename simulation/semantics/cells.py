@@ -57,6 +57,10 @@ class Grid:
     # Base prices of the block's slots sorted ascending, with prefix unions (price-clamped).
     prices: tuple[float, ...]
     price_prefix: tuple[int, ...]
+    # What findings say of the catalog: Catalog.label, its provider and region.
+    catalog: str = ""
+    provider: str = ""
+    region: str | None = None
 
     @property
     def pool_mask(self) -> int:
@@ -227,6 +231,7 @@ def build(catalog: cat.Catalog, pools: Sequence[model.NodePool]) -> Grid:
         labels={k: _label_index(v) for k, v in values.items()},
         present=present, first_slots=first,
         prices=tuple(p for p, _ in priced), price_prefix=tuple(prefix),
+        catalog=catalog.label, provider=catalog.provider, region=catalog.region,
     )
     return grid
 

@@ -71,6 +71,14 @@ class Field:
 PRICE = Field(Kind.PRICE)
 
 
+def declared(overlay: model.Overlay) -> tuple[Field, ...]:
+    """The fields an overlay sets wherever it applies: price (one field with priceAdjustment), each capacity
+    resource, each driver of its templates."""
+    return ((PRICE,) if overlay.price_update is not None else ()) \
+        + tuple(capacity_field(resource) for resource, _ in overlay.capacity) \
+        + tuple(driver_field(driver) for driver in overlay.drivers())
+
+
 def capacity_field(resource: str) -> Field:
     return Field(Kind.CAPACITY, resource)
 
@@ -147,12 +155,8 @@ class Entry:
         out: dict[Field, cellset.Cells] = {}
         if not self.cells:
             return out
-        if self.overlay.price_update is not None:
-            out[PRICE] = self.cells
-        for resource, _ in self.overlay.capacity:
-            out[capacity_field(resource)] = self.type_cells
-        for driver in self.overlay.drivers():
-            out[driver_field(driver)] = self.type_cells
+        for field in declared(self.overlay):
+            out[field] = self.cells if field == PRICE else self.type_cells
         return out
 
 

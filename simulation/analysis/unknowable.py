@@ -1,0 +1,81 @@
+"""Conflicts the catalog cannot tell: an overlay whose requirements name a label no NodePool and no instance type
+of the catalog defines matches no cell here (another cloud's label, a label of the user's own nodes), so the cell
+test of the guard (semantics/clash.py) can never see it meet another. Where such an overlay and another of the same
+weight set the same field and their requirements can hold together, that is a possible conflict: a warning that
+names the catalog, never a silent pass."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+
+from simulation import findings
+from simulation.analysis import shadows
+from simulation.semantics import clash, merge, model
+from simulation.semantics import requirements as reqs
+
+
+def unmatched(overlay: model.Overlay, keys: Set[str]) -> bool:
+    """Whether an undefined key leaves the overlay without a cell (its operator needs the label)."""
+    return any(reqs.NORMALIZED_LABELS.get(r.key, r.key) not in keys
+               and not reqs.Requirement.new(r.key, r.operator, r.values).accepts_undefined()
+               for r in overlay.requirements)
+
+
+def possible_conflicts(entries: Mapping[str, merge.Entry], unknowable: Set[str], subjects: Iterable[str] | None,
+                       catalog: str) -> list[findings.Finding]:
+    """The possible conflicts of `subjects` (None: of every overlay) among `entries`, each reported once, on
+    the overlay the catalog cannot place (of two such, the later name), at most clash.LIMIT per overlay."""
+    if not unknowable:
+        return []
+    pairs: dict[str, dict[str, tuple[merge.Field, ...]]] = {}
+    if subjects is None:
+        for name in sorted(unknowable):
+            _pair(entries, name, _same_weight(entries, name), unknowable, pairs)
+    else:
+        for name in subjects:
+            if name not in entries:
+                continue
+            if name in unknowable:
+                _pair(entries, name, _same_weight(entries, name), unknowable, pairs)
+            else:
+                for other in sorted(unknowable):
+                    if other in entries and entries[other].weight == entries[name].weight:
+                        _pair(entries, other, (name,), unknowable, pairs)
+    out: list[findings.Finding] = []
+    for name, partners in sorted(pairs.items()):
+        made = [_finding(entries[name].overlay, entries[other].overlay, fields, catalog)
+                for other, fields in sorted(partners.items())[:clash.LIMIT]]
+        out += shadows.first_few(made, len(partners))
+    return out
+
+
+def _same_weight(entries: Mapping[str, merge.Entry], name: str) -> list[str]:
+    weight = entries[name].weight
+    return [other for other, e in entries.items() if e.weight == weight and other != name]
+
+
+def _pair(entries: Mapping[str, merge.Entry], name: str, others: Iterable[str], unknowable: Set[str],
+          pairs: dict[str, dict[str, tuple[merge.Field, ...]]]) -> None:
+    mine = entries[name].overlay
+    fields = set(merge.declared(mine))
+    if not fields:
+        return
+    wanted = mine.requirement_map()
+    for other in others:
+        theirs = entries[other].overlay
+        shared = tuple(sorted((f for f in merge.declared(theirs) if f in fields), key=str))
+        if not shared or not reqs.intersects(wanted, theirs.requirement_map()):
+            continue
+        # Two the catalog cannot place: one finding, on the later name.
+        on, partner = (name, other) if other not in unknowable or other < name else (other, name)
+        pairs.setdefault(on, {})[partner] = shared
+
+
+def _finding(overlay: model.Overlay, other: model.Overlay, fields: tuple[merge.Field, ...],
+             catalog: str) -> findings.Finding:
+    named = ", ".join(map(str, fields))
+    message = (f"NodeOverlay {overlay.name} and {other.name} both set {named} at weight {overlay.weight} and their "
+               f"requirements can hold together, but the {catalog or 'catalog'} lacks a label one of them needs: "
+               "whether they meet on a node (a same-weight conflict) cannot be told here")
+    return findings.make("possible-conflict", overlay.ref, ("spec", "requirements"), message, related=[other.ref],
+                         source=overlay.source, detail={"fields": named})

@@ -1,0 +1,138 @@
+"""Which region a run speaks of, and the zones it has: from `--region`, else from what the inputs name (zone
+and region requirements and labels of NodePools and overlays), else the catalog's own. The catalog's offerings
+are then laid out in that region (catalog.in_region). Both front ends ask `choose`, so a pipeline step and the
+webhook judge one set of objects in one region."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from simulation.semantics import catalog as cat
+from simulation.semantics import model
+from simulation.semantics import requirements as reqs
+
+
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """Zones and regions the inputs name, NodePools' (the cluster's own) apart from overlays'."""
+
+    pool_regions: tuple[str, ...] = ()
+    overlay_regions: tuple[str, ...] = ()
+    pool_zones: tuple[str, ...] = ()
+    overlay_zones: tuple[str, ...] = ()
+
+    def regions(self) -> list[str]:
+        """Every region named, most named first (NodePools count before overlays), then by name."""
+        counts = collections.Counter(self.pool_regions)
+        ranked = sorted(counts, key=lambda r: (-counts[r], r))
+        later = collections.Counter(r for r in self.overlay_regions if r not in counts)
+        return ranked + sorted(later, key=lambda r: (-later[r], r))
+
+
+def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
+    """Zones and regions in NodePools' template labels and requirements and overlays' requirements (values of
+    `In`; NotIn names a place to avoid, not the one the cluster is in)."""
+    pool_regions: list[str] = []
+    overlay_regions: list[str] = []
+    pool_zones: list[str] = []
+    overlay_zones: list[str] = []
+    for obj in objects:
+        kind = model.kind_of(obj)
+        if kind == model.NODEPOOL:
+            pool = model.nodepool(obj)
+            pairs = [*pool.labels.items(),
+                     *((r.key, v) for r in pool.requirements if r.operator == reqs.IN for v in r.values)]
+            sink, zones = pool_regions, pool_zones
+        elif kind == model.NODEOVERLAY:
+            pairs = [(r.key, v) for r in model.overlay(obj).requirements if r.operator == reqs.IN for v in r.values]
+            sink, zones = overlay_regions, overlay_zones
+        else:
+            continue
+        for key, value in pairs:
+            key = reqs.NORMALIZED_LABELS.get(key, key)
+            # Only names shaped as the provider's count: `region In [test]` names no region.
+            if key == reqs.REGION and cat.is_region(value, provider):
+                sink.append(value)
+            elif key == reqs.ZONE and (region := cat.zone_region(value, provider)) is not None:
+                zones.append(value)
+                sink.append(region)
+    return Named(tuple(pool_regions), tuple(overlay_regions), tuple(pool_zones), tuple(overlay_zones))
+
+
+def from_labels(labels: Iterable[Mapping[str, Any]]) -> Named:
+    """Where Nodes with these labels are: their region and zone labels count as the cluster's own."""
+    regions: list[str] = []
+    zones: list[str] = []
+    for node in labels:
+        zone, where = node.get(reqs.ZONE), node.get(reqs.REGION)
+        if isinstance(zone, str):
+            zones.append(zone)
+        if isinstance(where, str):
+            regions.append(where)
+        elif isinstance(zone, str) and (guessed := cat.zone_region(zone)) is not None:
+            regions.append(guessed)
+    return Named(tuple(regions), (), tuple(zones))
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    catalog: cat.Catalog
+    notes: tuple[str, ...]
+
+
+class RegionError(ValueError):
+    """`--region` that the catalog cannot be laid out in; the message says why."""
+
+
+def choose(catalog: cat.Catalog, objects: Sequence[Mapping[str, Any]], explicit: str | None = None,
+           cluster: Named | None = None) -> Choice:
+    """The catalog in the region of the run: `explicit` (--region), else the cluster's (its Nodes), else the one
+    the objects name, else the catalog's own (said in a note). Zones are those named in that region, else the
+    region's usual ones."""
+    seen = named(objects, catalog.provider)
+    if cluster is not None:
+        seen = Named(cluster.pool_regions + seen.pool_regions, seen.overlay_regions,
+                     cluster.pool_zones + seen.pool_zones, seen.overlay_zones)
+    ranked = seen.regions()
+    notes: list[str] = []
+    if explicit is not None:
+        region, why = explicit, "--region"
+    elif ranked:
+        region = ranked[0]
+        why = "the region the cluster's Nodes are in" if cluster and cluster.pool_regions else \
+            "the region the inputs name"
+    else:
+        region, why = catalog.region or "", ""
+    others = [r for r in ranked if r != region]
+    if others:
+        notes.append(f"inputs also name region(s) {', '.join(others)}; checking in {region} ({why}); "
+                     "use --region to choose")
+    if not catalog.regional:
+        if explicit is not None and catalog.region and explicit != catalog.region:
+            raise RegionError(f"--region {explicit}: the catalog ({catalog.label}) lists its own offerings "
+                              f"in {catalog.region}; give a catalog of {explicit}")
+        if ranked and catalog.region and region != catalog.region:
+            notes.append(f"inputs name region {region}, but the catalog ({catalog.label}) lists offerings in "
+                         f"{catalog.region} only")
+        return Choice(catalog, tuple(notes))
+    zones = _zones(seen, region, catalog)
+    chosen = cat.in_region(catalog, region, zones) if region else catalog
+    if not why:
+        notes.append(f"region {catalog.region}, zones {', '.join(chosen.zones)}, as in the {catalog.label}: "
+                     "no input names a region or zone (--region chooses)")
+    elif region != catalog.region:
+        notes.append(f"region {region} ({why}), zones {', '.join(chosen.zones)}; prices are "
+                     f"{catalog.region}'s, marked estimated (~), as Karpenter itself starts before it reads "
+                     "the region's prices")
+    return Choice(chosen, tuple(notes))
+
+
+def _zones(seen: Named, region: str, catalog: cat.Catalog) -> tuple[str, ...]:
+    """The region's usual zones (the catalog's, in its own region) and every zone of the region the inputs
+    name: more zones than the cluster has can only add witnesses, fewer would hide a conflict."""
+    named = (z for z in (*seen.pool_zones, *seen.overlay_zones) if cat.zone_region(z, catalog.provider) == region)
+    usual = catalog.zones if region == catalog.region else cat.usual_zones(catalog.provider, region)
+    return tuple(sorted({*usual, *named}))
