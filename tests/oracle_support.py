@@ -22,7 +22,7 @@ from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
-from simulation.semantics import quantity
+from simulation.semantics import quantity, region
 from tests import casefmt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,11 +66,18 @@ def kind_name(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(obj.get("kind")), str(meta.get("name") if isinstance(meta, Mapping) else None)
 
 
-def project(objects: Objects, catalog: cat.Catalog | None) -> tuple[dict[str, Any], set[str]]:
-    """What `overlay-lint simulate --format json` prints for these objects (every touched cell),
-    and the overlays the API server would refuse (schema findings)."""
+def placed(objects: Objects, catalog: cat.Catalog | None, where: str | None = None) -> cat.Catalog:
+    """The catalog `overlay-lint` uses for these objects: their InstanceTypes or `catalog`, laid out in the region
+    they name (or `where`, as --region)."""
     types = [o for o in objects if o.get("kind") == "InstanceType"]
     chosen = cat.from_documents(types) if types else catalog or cat.default()
+    return region.choose(chosen, objects, where).catalog
+
+
+def project(objects: Objects, catalog: cat.Catalog | None, where: str | None = None) -> tuple[dict[str, Any], set[str]]:
+    """What `overlay-lint simulate --format json` prints for these objects (every touched cell),
+    and the overlays the API server would refuse (schema findings)."""
+    chosen = placed(objects, catalog, where)
     docs = [ev.Document(o, i) for i, o in enumerate(objects) if o.get("kind") != "InstanceType"]
     report = ev.evaluate(docs, ev.prepare([], chosen))
     refused = {f.obj.name for f in report.findings

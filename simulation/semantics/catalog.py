@@ -213,6 +213,19 @@ def _json_type(index: int, entry: Any, region: str, zones: Sequence[str]) -> Ins
     return InstanceType(name, labels, capacity, offerings)
 
 
+def to_json(catalog: Catalog) -> dict[str, Any]:
+    """The JSON catalog format with every offering listed: what from_json reads back as the same catalog."""
+    return {
+        "region": catalog.region, "provider": catalog.provider,
+        "source": {"catalog": catalog.label, "notes": "; ".join(catalog.assumptions)},
+        "instanceTypes": [
+            {"name": t.name, "labels": dict(t.labels), "allocatable": dict(t.capacity),
+             "offerings": [{"zone": o.zone, "capacityType": o.capacity_type, "price": o.price,
+                            "available": o.available, "estimated": o.estimated} for o in t.offerings]}
+            for t in catalog.types],
+    }
+
+
 def from_documents(docs: Sequence[Mapping[str, Any]]) -> Catalog:
     """InstanceType documents (karpenter.sh/v1alpha1, the "Instance Type Settings" RFC shape)."""
     types = []

@@ -131,8 +131,9 @@ def choose(catalog: cat.Catalog, objects: Sequence[Mapping[str, Any]], explicit:
 
 
 def _zones(seen: Named, region: str, catalog: cat.Catalog) -> tuple[str, ...]:
-    """The region's usual zones (the catalog's, in its own region) and every zone of the region the inputs
-    name: more zones than the cluster has can only add witnesses, fewer would hide a conflict."""
-    named = (z for z in (*seen.pool_zones, *seen.overlay_zones) if cat.zone_region(z, catalog.provider) == region)
+    """The region's usual zones (the catalog's, in its own region) and the zones of the region the NodePools (or
+    Nodes) name: more zones than the cluster has only add witnesses, fewer would hide a conflict. An overlay's
+    zone selects among them; it says nothing of where the cluster launches."""
+    named = (z for z in seen.pool_zones if cat.zone_region(z, catalog.provider) == region)
     usual = catalog.zones if region == catalog.region else cat.usual_zones(catalog.provider, region)
     return tuple(sorted({*usual, *named}))
