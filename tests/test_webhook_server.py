@@ -250,3 +250,58 @@ async def test_make_run_demo_review_is_denied(tmp_path: Path) -> None:
         status, out = await srv.post(s, "/validate", body)
     assert status == 200 and out["response"]["allowed"] is False
     assert "same-weight-conflict" in out["response"]["status"]["message"]
+
+
+EU_STATE = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: eu-general}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: topology.kubernetes.io/zone, operator: In, values: [eu-west-1a, eu-west-1b]}
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: eu-discount}
+spec:
+  weight: 10
+  requirements:
+    - {key: topology.kubernetes.io/zone, operator: In, values: [eu-west-1a]}
+  priceAdjustment: "-10%"
+"""
+
+
+async def _verdict(keys: Any, tmp_path: Path, *extra: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    state = tmp_path / "state.yaml"
+    state.write_text(EU_STATE, encoding="utf-8")
+    proc = await Process(server_args(keys, "--state", str(state), *extra), tmp_path / f"log{len(extra)}").start()
+    try:
+        ctx = client_context(keys.ca)
+        base = f"https://127.0.0.1:{proc.port}"
+        began = time.monotonic()
+        while (await _get(base + "/readyz", ctx))[0] != 200 and time.monotonic() - began < READY_BOUND:
+            await asyncio.sleep(0.05)
+        candidate = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "eu-flat"},
+                     "spec": {"weight": 10, "price": "0.2", "requirements": [
+                         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-west-1a"]}]}}
+        async with aiohttp.ClientSession() as session, \
+                session.post(base + "/validate", json=review(candidate), ssl=ctx) as r:
+            response: dict[str, Any] = (await r.json())["response"]
+    finally:
+        assert proc.stop() == 0
+    return response, proc.lines()
+
+
+async def test_the_region_comes_from_the_state_or_region_flag(tmp_path: Path) -> None:
+    """Issue 27 rows 1-2 through the webhook: the --state NodePool's zones put the catalog in eu-west-1, where two
+    weight-10 price overlays for eu-west-1a conflict; --region us-east-1 says the cluster is elsewhere."""
+    keys = make_pki(tmp_path / "pki")
+    denied, lines = await _verdict(keys, tmp_path)
+    assert denied["allowed"] is False and "eu-west-1a" in denied["status"]["message"]
+    loaded = next(line for line in lines if line.get("msg") == "catalog loaded")
+    assert loaded["region"] == "eu-west-1" and "eu-west-1a" in loaded["zones"]
+    allowed, lines = await _verdict(keys, tmp_path, "--region", "us-east-1")
+    assert allowed["allowed"] is True and any("no-match" in w for w in allowed.get("warnings", []))
+    assert next(line for line in lines if line.get("msg") == "catalog loaded")["region"] == "us-east-1"
