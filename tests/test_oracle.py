@@ -89,10 +89,11 @@ def test_comparison_catches_a_one_ulp_price_difference() -> None:
 
 
 def test_comparison_catches_an_allocatable_memory_difference() -> None:
-    cell = {"offerings": [], "capacity": {"memory": "14162Mi", "hugepages-2Mi": "4Gi"},
-            "allocatable": {"memory": "10066Mi", "hugepages-2Mi": "4Gi"}, "capacityOverlays": {}}
-    oracle: dict[str, Any] = {"offerings": [], "capacity": dict(cell["capacity"]),
-                              "baseCapacity": {"memory": "14162Mi"}, "allocatable": dict(cell["allocatable"])}
+    capacity = {"memory": "14162Mi", "hugepages-2Mi": "4Gi"}
+    allocatable = {"memory": "10066Mi", "hugepages-2Mi": "4Gi"}
+    cell = {"offerings": [], "capacity": capacity, "allocatable": allocatable, "capacityOverlays": {}}
+    oracle: dict[str, Any] = {"offerings": [], "capacity": dict(capacity), "baseCapacity": {"memory": "14162Mi"},
+                              "allocatable": dict(allocatable)}
     assert not compare_cell("p/t", cell, oracle)
     oracle["allocatable"] = {**oracle["allocatable"], "memory": "14162Mi"}
     assert compare_cell("p/t", cell, oracle)
