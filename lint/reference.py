@@ -144,10 +144,14 @@ def _cell() -> dict[str, Any]:
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": ["capacity", "capacityOverlays", "offerings", "resourceSliceTemplates"],
+        "required": ["capacity", "allocatable", "capacityOverlays", "offerings", "resourceSliceTemplates"],
         "properties": {
             "capacity": _names_to({"type": "string", "minLength": 1},
-                                  "resource -> quantity in Kubernetes' canonical form, overlays applied"),
+                                  "resource -> quantity in Kubernetes' canonical form: the catalog's (net of the "
+                                  "kubelet and system overhead), overlays applied"),
+            "allocatable": _names_to({"type": "string", "minLength": 1},
+                                     "resource -> quantity Karpenter schedules against: the capacity with every "
+                                     "hugepages-* quantity taken off the memory, clamped at 0"),
             "capacityOverlays": _names_to(overlay, "resource -> the overlay that set its capacity"),
             "offerings": {"type": "array", "items": {"$ref": "#/$defs/offering"}},
             "resourceSliceTemplates": _names_to(overlay, "DRA driver -> the overlay whose templates are in effect"),

@@ -79,6 +79,7 @@ def render(result: formats.Output, report: rp.Report, cells: Sequence[CellEffect
         _conflicts(located, limits),
         _findings(located, limits),
         _charts(report, cells, limits),
+        _memory(cells, limits),
         _matrix(report, limits),
         "</body></html>\n",
     ]
@@ -261,6 +262,28 @@ def _chart(pool: str, bars: Sequence[_Bar]) -> str:
                    f"{_e(views.price(b.base))} → {_e(views.price(b.price))}</text></g>")
     out.append("</svg>")
     return "".join(out)
+
+
+def _memory(cells: Sequence[CellEffect], limits: Limits) -> str:
+    """Cells where hugepages are in effect: the capacity's memory beside the allocatable memory."""
+    rows = [(c, mem) for c in cells if (mem := c.memory) is not None]
+    if not rows:
+        return ""
+    out = ['<section id="memory"><h2>Memory after hugepages</h2>',
+           "<p>Karpenter takes every hugepages-* capacity off the allocatable memory, clamped at 0.</p>",
+           "<table><tr><th>NodePool</th><th>instance type</th><th>memory (capacity)</th><th>hugepages</th>"
+           "<th>memory (allocatable)</th></tr>"]
+    for c, mem in rows[:limits.rows]:
+        left = "n zero" if mem.exhausted else "n"
+        out.append(f'<tr data-nodepool="{_e(c.pool)}" data-instance-type="{_e(c.instance_type)}">'
+                   f"<td>{_e(c.pool)}</td><td>{_e(c.instance_type)}</td>"
+                   f'<td class="n">{_e(c.capacity.get("memory", "0"))}</td>'
+                   f'<td class="n">{_e(views.memory_note(mem))}</td>'
+                   f'<td class="{left}" data-allocatable="{_e(mem.text)}">{_e(mem.text)}</td></tr>')
+    out.append("</table>")
+    out.append(_more(len(rows), limits.rows, "instance types"))
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def matched(report: rp.Report) -> dict[str, dict[str, int]]:

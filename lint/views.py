@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from simulation.analysis import report as rp
 from simulation.analysis.effects import CellEffect
+from simulation.semantics import allocatable, quantity
 
 
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
@@ -20,6 +21,12 @@ def price(value: Any, estimated: bool = False) -> str:
         return "-"
     text = f"{float(value):.10g}"
     return f"~{text}" if estimated else text
+
+
+def memory_note(mem: allocatable.Memory) -> str:
+    """How Karpenter got from the capacity's memory to the allocatable one."""
+    pages = quantity.canonical(mem.hugepages, quantity.BINARY_SI)
+    return f"hugepages {pages}" + (", clamped at 0" if mem.exhausted else "")
 
 
 def simulation_json(status: Mapping[str, rp.Status], cells: Sequence[CellEffect]) -> dict[str, Any]:
@@ -46,6 +53,9 @@ def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect
         resources = [f"{res}={qty}" + (f" ({by[res]})" if res in by else "")
                      for res, qty in cell.capacity.items()]
         out.write(f"  capacity: {', '.join(resources) or '-'}\n")
+        mem = cell.memory
+        if mem is not None:
+            out.write(f"  allocatable: memory={mem.text} (memory less {memory_note(mem)})\n")
         if cell.templates:
             drivers = ", ".join(f"{d} ({o})" for d, o in sorted(cell.templates.items()))
             out.write(f"  resourceSliceTemplates: {drivers}\n")
@@ -65,6 +75,10 @@ def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect
 def write_explanation(data: Mapping[str, Any], out: TextIO) -> None:
     pools = ", ".join(data.get("nodepools", [])) or "-"
     out.write(f"instance type {data['instanceType']} in NodePool(s) {pools}\n")
+    memory: Mapping[str, Mapping[str, str]] = data.get("memory", {})
+    for pool, figures in memory.items():
+        out.write(f"NodePool {pool}: memory capacity {figures['capacity']}, allocatable {figures['allocatable']} "
+                  f"(less hugepages {figures['hugepages']})\n")
     fields: Mapping[str, Sequence[Mapping[str, Any]]] = data.get("fields", {})
     if not fields:
         out.write("no overlay matches or nearly matches it\n")

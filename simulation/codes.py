@@ -104,6 +104,13 @@ ALL: Sequence[Code] = (
          "A field from the first NodeOverlay RFC, with its migration",
          "The object uses a field shape from the first NodeOverlay RFC that the current API no longer accepts.",
          "Migrate the field as the message describes."),
+    Code("hugepages-exhaust-memory", _E,
+         "an overlay's hugepages leave an instance type it selects with no allocatable memory",
+         "Hugepages leave an instance type with no allocatable memory",
+         "Karpenter takes every hugepages-* capacity of an instance type off its allocatable memory and clamps "
+         "the result at 0; on these types the hugepages in effect use all of it, so no pod that requests "
+         "memory fits and Karpenter will not launch them for such pods.",
+         "Lower the hugepages, or add a requirement that keeps the overlay off the instance types named."),
     Code("no-match", _W,
          "the overlay matches no cell (with a typo hint where a near label exists)",
          "The overlay matches no NodePool, instance type and offering",
@@ -149,6 +156,13 @@ ALL: Sequence[Code] = (
          "A priceAdjustment would make an offering's price negative; Karpenter clamps it to 0, which makes "
          "the offering look free.",
          "Use a smaller adjustment or a fixed price."),
+    Code("hugepages-most-memory", _W,
+         "an overlay's hugepages take more than half, but not all, of an instance type's allocatable memory",
+         "Hugepages take more than half of an instance type's allocatable memory",
+         "Karpenter takes every hugepages-* capacity of an instance type off its allocatable memory; on these "
+         "types the hugepages in effect take more than half of it, which leaves little for pods that request "
+         "ordinary memory.",
+         "Check that the hugepages are meant for these instance types, or keep the overlay off the smaller ones."),
     Code("ignored-values", _W,
          "Exists/DoesNotExist with values, which Karpenter ignores",
          "Exists/DoesNotExist with values, which Karpenter ignores",

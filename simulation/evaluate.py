@@ -19,10 +19,10 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, incremental, shadows, unknowable
+from simulation.analysis import checks, dra, hints, hugepages, incremental, shadows, unknowable
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
-from simulation.semantics import cells, clash, merge, model
+from simulation.semantics import cells, cellset, clash, merge, model
 from simulation.validation import crds, runtime, schema
 
 # The entry point's value types, defined below it so that the analyses of a report need not import it.
@@ -336,6 +336,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     everything = list(entries.values())
     outcome = merge.karpenter(everything)
     found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything))
+    pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
     for claim in outcome.claims:
         e = entries[claim.overlay]
         if not claim.cells:
@@ -345,6 +346,11 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
         elif claim.field == merge.PRICE:
             clamp = checks.clamped(grid, e, claim.cells)
             found += [clamp] if clamp is not None else []
+        elif hugepages.is_field(claim.field):
+            pages.setdefault(claim.overlay, {})[claim.field] = claim.cells
+    for name, mine in pages.items():
+        e = entries[name]
+        found += hugepages.check(grid, e, mine, index.near(e, set(), ()), outcome.status)
     found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
                               for n, e in sorted(entries.items()) if snapshot.overlays[n].keys])
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, subjects, grid.catalog)

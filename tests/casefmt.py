@@ -51,6 +51,8 @@ Folder layout
       - {nodepool: default, instanceType: m5.large, zone: us-east-1a, capacityType: on-demand, price: 0.096}
     capacity:                           # optional: effective capacity; quantity null = must be absent
       - {nodepool: default, instanceType: p5.48xlarge, resource: nvidia.com/gpu, quantity: "32"}
+    allocatable:                        # optional: what Karpenter schedules against (memory less hugepages)
+      - {nodepool: default, instanceType: m5.xlarge, resource: memory, quantity: 10066Mi}
     resourceSliceTemplates:             # optional: which overlay's templates apply per driver; null = none
       - {nodepool: default, instanceType: p5.48xlarge, driver: gpu.nvidia.com, overlay: gpu-slices}
     region: eu-west-1                   # optional: ``--region`` (the cluster's region, as its Nodes say)
@@ -87,7 +89,8 @@ STATUSES = frozenset({"Applied", "Conflict", "Invalid"})
 SEVERITIES = frozenset({"error", "warning", "info"})
 _FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity"})
 _TOP_KEYS = frozenset(
-    {"description", "findings", "status", "prices", "capacity", "resourceSliceTemplates", "exit", "region"}
+    {"description", "findings", "status", "prices", "capacity", "allocatable", "resourceSliceTemplates", "exit",
+     "region"}
 )
 
 
@@ -187,6 +190,7 @@ class Case:
     capacity: tuple[ExpectedCapacity, ...]
     templates: tuple[ExpectedTemplates, ...]
     exit: int
+    allocatable: tuple[ExpectedCapacity, ...] = ()
     region: str | None = None
 
     @property
@@ -198,7 +202,7 @@ class Case:
     def instance_types(self) -> list[str]:
         """Every instance type the simulation expectations name (``simulate --instance-type``)."""
         names = [p.instance_type for p in self.prices]
-        names += [c.instance_type for c in self.capacity]
+        names += [c.instance_type for c in (*self.capacity, *self.allocatable)]
         names += [t.instance_type for t in self.templates]
         return sorted(set(names))
 
@@ -211,7 +215,7 @@ class Case:
 
     @property
     def simulates(self) -> bool:
-        return bool(self.status or self.prices or self.capacity or self.templates)
+        return bool(self.status or self.prices or self.capacity or self.allocatable or self.templates)
 
     def unmatched(self, actual: Iterable[ActualFinding]) -> tuple[list[ExpectedFinding], list[ActualFinding]]:
         """Pair expected with actual findings one to one: (missing, unexpected)."""
@@ -294,6 +298,7 @@ def load(folder: Path) -> Case:
 
     prices = tuple(_price(p, expected_path) for p in raw.get("prices") or ())
     capacity = tuple(_capacity(c, expected_path) for c in raw.get("capacity") or ())
+    allocatable = tuple(_capacity(c, expected_path, "allocatable") for c in raw.get("allocatable") or ())
     templates = tuple(_templates(t, expected_path) for t in raw.get("resourceSliceTemplates") or ())
 
     default_exit = 1 if any(f.severity == "error" for f in exp_findings) else 0
@@ -315,6 +320,7 @@ def load(folder: Path) -> Case:
         capacity=capacity,
         templates=templates,
         exit=int(exit_code),
+        allocatable=allocatable,
         region=region,
     )
 
@@ -367,13 +373,13 @@ def _price(raw: Any, where: Path) -> ExpectedPrice:
     )
 
 
-def _capacity(raw: Any, where: Path) -> ExpectedCapacity:
-    r = _fields(raw, where, "capacity", ("nodepool", "instanceType", "resource", "quantity"))
+def _capacity(raw: Any, where: Path, what: str = "capacity") -> ExpectedCapacity:
+    r = _fields(raw, where, what, ("nodepool", "instanceType", "resource", "quantity"))
     qty = r["quantity"]
     _need(
         qty is None or isinstance(qty, (str, int)),
         where,
-        f"capacity {dict(r)}: quantity is a string (or null for absent)",
+        f"{what} {dict(r)}: quantity is a string (or null for absent)",
     )
     return ExpectedCapacity(
         str(r["nodepool"]), str(r["instanceType"]), str(r["resource"]), None if qty is None else str(qty)

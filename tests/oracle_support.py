@@ -145,13 +145,18 @@ def compare_cell(where: str, ours: Mapping[str, Any] | None, theirs: Mapping[str
             problems.append(f"{where} {key}: price core {mine['price']!r} ({price_bits(float(mine['price']))}), "
                             f"Karpenter {other['price']!r} ({other['priceBits']})")
     problems += [f"{where} {key}: offering missing in the core" for key in their_offerings]
-    our_capacity = dict(ours.get("capacity") or {})
-    their_capacity = dict(theirs.get("capacity") or {})
-    for res in sorted(set(our_capacity) | set(their_capacity)):
-        a, b = our_capacity.get(res), their_capacity.get(res)
+    return problems + _figures(where, "capacity", ours, theirs) + _figures(where, "allocatable", ours, theirs)
+
+
+def _figures(where: str, key: str, ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
+    """The resource lists under `key` (capacity, allocatable): the same quantities in the same text."""
+    problems = []
+    our_figures, their_figures = dict(ours.get(key) or {}), dict(theirs.get(key) or {})
+    for res in sorted(set(our_figures) | set(their_figures)):
+        a, b = our_figures.get(res), their_figures.get(res)
         exact = a is not None and b is not None and quantity.parse(a) == quantity.parse(b)
         if not exact or a != b:
-            problems.append(f"{where} capacity {res}: core {a!r}, Karpenter {b!r}")
+            problems.append(f"{where} {key} {res}: core {a!r}, Karpenter {b!r}")
     return problems
 
 

@@ -2,22 +2,25 @@
 
 It mirrors pkg/controllers/nodeoverlay/controller.go and store.go statement by statement
 (nested loops over NodePools, instance types and offerings, a dict-based store with
-lowestWeight bookkeeping) and shares nothing with the fast engine but the requirement
-algebra, the data types and Karpenter's price arithmetic (whose figures the fixture corpus
-checks against upstream's own test values).
+lowestWeight bookkeeping), and pkg/cloudprovider/types.go's computeAllocatable for the
+memory hugepages leave; it shares nothing with the fast engine but the requirement
+algebra, the data types (quantities included) and Karpenter's price arithmetic (whose
+figures the fixture corpus checks against upstream's own test values).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
-from simulation.semantics import model
+from simulation.semantics import model, quantity
 from simulation.semantics import requirements as reqs
 
 WELL_KNOWN = reqs.WELL_KNOWN_LABELS
+HUGEPAGES = "hugepages-"
 
 
 @dataclasses.dataclass
@@ -31,6 +34,8 @@ class CapacityUpdate:
     update: dict[str, str]
     lowest_resources: dict[str, str] | None
     lowest_weight: int
+    # resource -> the overlay whose value is stored (what the store does not keep, for the findings)
+    writers: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -64,6 +69,10 @@ class Result:
     status: dict[str, str]
     prices: dict[tuple[str, str, str, str], float | None]
     capacity: dict[tuple[str, str], dict[str, str]]
+    # (pool, type) -> allocatable memory, where the effective capacity holds hugepages
+    memory: dict[tuple[str, str], Decimal] = dataclasses.field(default_factory=dict)
+    # (overlay, code): hugepages-exhaust-memory / hugepages-most-memory where its hugepages are stored
+    hugepages: set[tuple[str, str]] = dataclasses.field(default_factory=set)
 
 
 def run(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
@@ -104,9 +113,18 @@ def _result(store: dict[str, dict[str, TypeUpdate]], status: dict[str, str], poo
             catalog: cat.Catalog) -> Result:
     prices: dict[tuple[str, str, str, str], float | None] = {}
     capacity: dict[tuple[str, str], dict[str, str]] = {}
+    memory: dict[tuple[str, str], Decimal] = {}
+    pages: set[tuple[str, str]] = set()
     for pool in pools:
         for it in catalog.types:
             upd = store.get(pool.name, {}).get(it.name)
+            stored = upd.capacity if upd is not None and upd.capacity is not None else CapacityUpdate({}, None, 0)
+            figures = _hugepages_step({**it.capacity, **stored.update})
+            if figures is not None and it.offerings:
+                memory[(pool.name, it.name)] = figures[0]
+                for resource, writer in stored.writers.items():
+                    if resource.startswith(HUGEPAGES) and (code := _code(*figures)) is not None:
+                        pages.add((writer, code))
             if upd is None:
                 continue
             for of in it.offerings:
@@ -115,7 +133,30 @@ def _result(store: dict[str, dict[str, TypeUpdate]], status: dict[str, str], poo
                     prices[(pool.name, it.name, of.zone, of.capacity_type)] = effects.adjusted(of.price, pu.update)
             if upd.capacity is not None and upd.capacity.update:
                 capacity[(pool.name, it.name)] = dict(upd.capacity.update)
-    return Result(status, prices, capacity)
+    return Result(status, prices, capacity, memory, pages)
+
+
+def _hugepages_step(capacity: dict[str, str]) -> tuple[Decimal, Decimal, Decimal] | None:
+    """computeAllocatable's loop, as written there: each hugepages quantity off the memory, negative set to 0.
+    (allocatable memory, memory before, hugepages), or None when there is no hugepages resource."""
+    before = quantity.parse(capacity.get("memory", "0"))
+    memory, total, seen = before, Decimal(0), False
+    for name, q in capacity.items():
+        if name.startswith(HUGEPAGES):
+            seen = True
+            memory -= quantity.parse(q)
+            total += quantity.parse(q)
+            if memory < 0:
+                memory = Decimal(0)
+    return (memory, before, total) if seen else None
+
+
+def _code(memory: Decimal, before: Decimal, total: Decimal) -> str | None:
+    if total > 0 and memory == 0:
+        return "hugepages-exhaust-memory"
+    if memory > 0 and 2 * total > before:
+        return "hugepages-most-memory"
+    return None
 
 
 def _entry(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str) -> TypeUpdate:
@@ -164,6 +205,8 @@ def _store_capacity(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str,
     upd = _entry(store, pool, it)
     assert upd.capacity is not None
     for resource, q in o.capacity:
-        upd.capacity.update.setdefault(resource, q)
+        if resource not in upd.capacity.update:
+            upd.capacity.update[resource] = q
+            upd.capacity.writers[resource] = o.name
     upd.capacity.lowest_resources = dict(o.capacity)
     upd.capacity.lowest_weight = o.weight

@@ -29,7 +29,10 @@ def instance_types(draw: Any) -> cat.Catalog:
         pairs = draw(st.lists(st.tuples(st.sampled_from(ZONES), st.sampled_from(CAPACITY_TYPES)),
                               min_size=0, max_size=4, unique=True))
         offerings = tuple(cat.Offering(z, c, draw(st.sampled_from([0.5, 1.25, 3.0]))) for z, c in pairs)
-        types.append(cat.InstanceType(f"it{i}", labels, {"cpu": "2"}, offerings))
+        # Memory the hugepages below can take some of, most of, or all of; a few types have their own.
+        resources = {"cpu": "2", "memory": draw(st.sampled_from(["2Gi", "3Gi"]))}
+        resources.update(draw(st.sampled_from([{}, {}, {"hugepages-1Gi": "1Gi"}])))
+        types.append(cat.InstanceType(f"it{i}", labels, resources, offerings))
     return cat.Catalog(tuple(types), "generated")
 
 
@@ -68,7 +71,8 @@ def overlay_docs(draw: Any) -> list[dict[str, Any]]:
             spec["priceAdjustment"] = draw(st.sampled_from(["+10%", "-25%"]))
         elif price is not None:
             spec["priceAdjustment"] = price
-        capacity = draw(st.sampled_from([None, {}, {"r1": "1"}, {"r2": "2"}, {"r1": "3", "r2": "1"}]))
+        capacity = draw(st.sampled_from([None, {}, {"r1": "1"}, {"r2": "2"}, {"r1": "3", "r2": "1"},
+                                         {"hugepages-2Mi": "1Gi"}, {"hugepages-1Gi": "2Gi", "r1": "1"}]))
         if capacity is not None:
             spec["capacity"] = capacity
         docs.append({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",

@@ -7,7 +7,8 @@ For every case folder:
   the exit status must match;
 - ``overlay-lint simulate input.yaml [existing.yaml] --instance-type T ... --format json``:
   ``overlays[name].status``, the offerings' ``price`` (matched by zone and capacity type),
-  ``capacity[resource]`` and ``resourceSliceTemplates[driver]`` must match what the case expects.
+  ``capacity[resource]``, ``allocatable[resource]`` and ``resourceSliceTemplates[driver]`` must match
+  what the case expects.
   ``simulate`` has no ``--existing``: the cluster after admission is the existing objects with the
   candidates replacing those of the same name, so existing.yaml is passed as a second input after
   input.yaml (of two objects with one name the first is used, the second reported and ignored).
@@ -149,7 +150,8 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
     problems = [
         *_status_problems(case, document.get("overlays") or {}),
         *_price_problems(case, pools),
-        *_capacity_problems(case, pools),
+        *_capacity_problems(case.capacity, pools, "capacity"),
+        *_capacity_problems(case.allocatable, pools, "allocatable"),
         *_template_problems(case, pools),
     ]
     if problems:
@@ -196,23 +198,24 @@ def _price_problems(case: casefmt.Case, pools: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _capacity_problems(case: casefmt.Case, pools: dict[str, Any]) -> list[str]:
+def _capacity_problems(rows: Sequence[casefmt.ExpectedCapacity], pools: dict[str, Any], key: str) -> list[str]:
+    """`key`: the cell's map the rows describe (capacity, or allocatable)."""
     problems = []
-    for q in case.capacity:
+    for q in rows:
         where = f"{q.nodepool}/{q.instance_type} {q.resource}"
         c = _cell(pools, q.nodepool, q.instance_type)
         if c is None:
-            problems.append(f"capacity {where}: no such cell in the simulation")
+            problems.append(f"{key} {where}: no such cell in the simulation")
             continue
-        capacity = c.get("capacity") or {}
+        figures = c.get(key) or {}
         if q.quantity is None:
-            if q.resource in capacity:
-                problems.append(f"capacity {where}: {capacity[q.resource]!r}, expected absent")
-        elif q.resource not in capacity:
-            problems.append(f"capacity {where}: absent, expected {q.quantity!r}")
-        elif not _same_quantity(capacity[q.resource], q.quantity):
+            if q.resource in figures:
+                problems.append(f"{key} {where}: {figures[q.resource]!r}, expected absent")
+        elif q.resource not in figures:
+            problems.append(f"{key} {where}: absent, expected {q.quantity!r}")
+        elif not _same_quantity(figures[q.resource], q.quantity):
             problems.append(
-                f"capacity {where}: {capacity[q.resource]!r} (overlay "
+                f"{key} {where}: {figures[q.resource]!r} (overlay "
                 f"{(c.get('capacityOverlays') or {}).get(q.resource)}), expected {q.quantity!r}"
             )
     return problems

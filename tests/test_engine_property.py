@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from simulation import evaluate as ev
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge, model
+from simulation.semantics import merge, model, quantity
 from tests import reference
 from tests.strategies import instance_types, overlay_docs, pool_docs
 
@@ -30,7 +31,10 @@ def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str,
 
     prices: dict[tuple[str, str, str, str], float | None] = {}
     capacity: dict[tuple[str, str], dict[str, str]] = {}
-    for cell in effects.effects(report):
+    memory: dict[tuple[str, str], Decimal] = {}
+    for cell in effects.effects(report, [p.name for p in pool_models]):
+        if any(r.startswith(reference.HUGEPAGES) for r in cell.capacity):
+            memory[(cell.pool, cell.instance_type)] = quantity.parse(cell.allocatable["memory"])
         for o in cell.offerings:
             if o["priceOverlay"] is not None:
                 prices[(cell.pool, cell.instance_type, o["zone"], o["capacityType"])] = o["price"]
@@ -43,3 +47,6 @@ def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str,
         assert (got is None and value is None) or (got is not None and value is not None
                                                    and math.isclose(got, value, rel_tol=1e-12))
     assert capacity == expected.capacity
+    assert memory == expected.memory
+    codes = {"hugepages-exhaust-memory", "hugepages-most-memory"}
+    assert {(f.obj.name, f.code) for f in report.findings if f.code in codes} == expected.hugepages

@@ -5,8 +5,9 @@ hack/karpenter-oracle.sh, which `make test` runs first) and through this project
 
 Compared: each overlay's status (Applied / Conflict / Invalid); per NodePool and instance type,
 every offering's effective price to the last bit (both sides compute in IEEE-754 doubles with
-correctly rounded parsing, so there is no excuse for a difference) and every capacity resource
-as an exact quantity in the same canonical text.
+correctly rounded parsing, so there is no excuse for a difference) and every capacity and
+allocatable resource (Karpenter's ``InstanceType.Allocatable()``: hugepages off the memory) as an
+exact quantity in the same canonical text.
 
 Deliberate differences, each asserted rather than skipped (see README, "Karpenter as the oracle"):
 
@@ -101,6 +102,17 @@ def test_comparison_catches_a_one_ulp_price_difference() -> None:
     assert not compare_cell("p/t", cell, oracle)
     oracle["capacity"] = {"cpu": "1000m"}
     assert compare_cell("p/t", cell, oracle), "the same quantity in another form is a difference"
+
+
+def test_comparison_catches_an_allocatable_memory_difference() -> None:
+    capacity = {"memory": "14162Mi", "hugepages-2Mi": "4Gi"}
+    allocatable = {"memory": "10066Mi", "hugepages-2Mi": "4Gi"}
+    cell = {"offerings": [], "capacity": capacity, "allocatable": allocatable, "capacityOverlays": {}}
+    oracle: dict[str, Any] = {"offerings": [], "capacity": dict(capacity), "baseCapacity": {"memory": "14162Mi"},
+                              "allocatable": dict(allocatable)}
+    assert not compare_cell("p/t", cell, oracle)
+    oracle["allocatable"] = {**oracle["allocatable"], "memory": "14162Mi"}
+    assert compare_cell("p/t", cell, oracle)
 
 
 def test_oracle_reports_karpenter_conflict(tmp_path: Path) -> None:

@@ -104,3 +104,25 @@ async def test_mutate_of_a_generate_name_create(tmp_path: Path) -> None:
         assert resp["allowed"] is True and resp["patchType"] == "JSONPatch"
         notes = apply_patch(obj, json.loads(base64.b64decode(resp["patch"])))["metadata"]["annotations"]
         assert notes[patch.STATUS] == "Applied"
+
+
+async def test_mutate_names_the_least_allocatable_memory(tmp_path: Path) -> None:
+    """The annotation's figures are the whole effective capacity's: a stored overlay's hugepages count too."""
+    stored = overlay("stored-1gi", family="c5")
+    stored["spec"]["capacity"] = {"hugepages-1Gi": "1Gi"}
+    async with serving(tmp_path, [stored]) as srv, aiohttp.ClientSession() as session:
+        added = overlay("added-2mi", family="c5")
+        added["spec"]["capacity"] = {"hugepages-2Mi": "1Gi"}
+        _, out = await srv.post(session, "/mutate", review(added))
+        notes = apply_patch(added, json.loads(base64.b64decode(out["response"]["patch"])))["metadata"][
+            "annotations"
+        ]
+        # c5.large: 3114Mi less 2Gi of hugepages.
+        assert notes[patch.MEMORY] == ("1066Mi allocatable of 3114Mi capacity less 2Gi hugepages on "
+                                       "nodepool default, instance type c5.large")
+        priced = overlay("priced", family="c5", price="1")
+        _, out = await srv.post(session, "/mutate", review(priced))
+        notes = apply_patch(priced, json.loads(base64.b64decode(out["response"]["patch"])))["metadata"][
+            "annotations"
+        ]
+        assert patch.MEMORY not in notes

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulation.analysis import effects
+from simulation.semantics import quantity
 
 PREFIX = "overlay-guard.io/"
 STATUS = PREFIX + "status"
@@ -18,6 +19,7 @@ OFFERINGS = PREFIX + "offerings-matched"
 IN_EFFECT = PREFIX + "fields-in-effect"
 SHADOWED = PREFIX + "shadowed-fields"
 EXAMPLE = PREFIX + "example-cell"
+MEMORY = PREFIX + "least-allocatable-memory"
 
 
 def summary(effect: effects.OverlayEffect) -> dict[str, str]:
@@ -26,6 +28,11 @@ def summary(effect: effects.OverlayEffect) -> dict[str, str]:
            IN_EFFECT: ",".join(effect.in_effect), SHADOWED: ",".join(effect.shadowed)}
     if effect.example is not None:
         out[EXAMPLE] = effect.example
+    if effect.memory is not None:
+        witness, mem = effect.memory
+        pages = quantity.canonical(mem.hugepages, quantity.BINARY_SI)
+        out[MEMORY] = (f"{mem.text} allocatable of {quantity.canonical(mem.capacity, quantity.BINARY_SI)} capacity "
+                       f"less {pages} hugepages on {witness.describe()}")
     return out
 
 

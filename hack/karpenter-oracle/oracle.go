@@ -120,8 +120,11 @@ type offeringResult struct {
 }
 
 type typeResult struct {
-	Capacity        map[string]string `json:"capacity"`
-	BaseCapacity    map[string]string `json:"baseCapacity"`
+	Capacity     map[string]string `json:"capacity"`
+	BaseCapacity map[string]string `json:"baseCapacity"`
+	// What the scheduler fits pods against: InstanceType.Allocatable() of the decorated type
+	// (computeAllocatable: capacity less the empty overhead, hugepages taken off the memory).
+	Allocatable     map[string]string `json:"allocatable"`
 	CapacityOverlay bool              `json:"capacityOverlaid"`
 	Offerings       []offeringResult  `json:"offerings"`
 }
@@ -180,7 +183,7 @@ func (c *cluster) effects(nodePools []v1.NodePool) (map[string]map[string]typeRe
 
 func describe(it, base *cloudprovider.InstanceType) typeResult {
 	r := typeResult{Capacity: quantities(it.Capacity), BaseCapacity: quantities(base.Capacity),
-		CapacityOverlay: it.IsCapacityOverlayApplied()}
+		Allocatable: quantities(it.Allocatable()), CapacityOverlay: it.IsCapacityOverlayApplied()}
 	for i, of := range it.Offerings {
 		r.Offerings = append(r.Offerings, offeringResult{
 			Zone:         of.Zone(),

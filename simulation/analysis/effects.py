@@ -6,7 +6,10 @@ import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from simulation import findings
+from simulation.analysis import hugepages
 from simulation.analysis import report as rp
+from simulation.semantics import allocatable as alloc
 from simulation.semantics import cells, cellset, merge, quantity
 from simulation.semantics import requirements as reqs
 
@@ -26,13 +29,22 @@ def adjusted(base: float | None, change: str) -> float | None:
 class CellEffect:
     pool: str
     instance_type: str
+    # The catalog's resources (net of the kubelet and system overhead) with the overlays' applied.
     capacity: Mapping[str, str]
     capacity_overlays: Mapping[str, str]
     offerings: tuple[Mapping[str, Any], ...]
     templates: Mapping[str, str]
+    # What Karpenter schedules against: the capacity with hugepages taken off the memory.
+    allocatable: Mapping[str, str]
+
+    @property
+    def memory(self) -> alloc.Memory | None:
+        """The hugepages step on this cell's memory; None when it holds no hugepages."""
+        return alloc.memory(self.capacity)
 
     def to_json(self) -> dict[str, Any]:
-        return {"capacity": dict(self.capacity), "capacityOverlays": dict(self.capacity_overlays),
+        return {"capacity": dict(self.capacity), "allocatable": dict(self.allocatable),
+                "capacityOverlays": dict(self.capacity_overlays),
                 "offerings": [dict(o) for o in self.offerings],
                 "resourceSliceTemplates": dict(self.templates)}
 
@@ -87,7 +99,7 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[merge
                           "price": price, "priceOverlay": winner, "estimated": o.estimated,
                           "available": o.available})
     return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
-                      cap_overlays, tuple(offerings), templates)
+                      cap_overlays, tuple(offerings), templates, alloc.allocatable(capacity))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +114,8 @@ class OverlayEffect:
     example: str | None = None
     in_effect: tuple[str, ...] = ()
     shadowed: tuple[str, ...] = ()
+    # Where its hugepages are in effect: the cell left the least allocatable memory, and its figures.
+    memory: tuple[findings.Witness, alloc.Memory] | None = None
 
 
 def overlay_effect(report: rp.Report, name: str) -> OverlayEffect:
@@ -117,5 +131,12 @@ def overlay_effect(report: rp.Report, name: str) -> OverlayEffect:
         # A Conflict overlay applies nowhere, so none of its fields is said to be either.
         fields = {str(f) for f in entry.fields()}
         in_effect = {str(c.field) for c in report.outcome.claims if c.overlay == name and c.cells}
+    memory = None
+    if status == merge.APPLIED and hugepages.fields(entry):
+        claimed = report.outcome.claimed
+        claims = {f: claimed.get((name, f), merge.EMPTY) for f in hugepages.fields(entry)}
+        # The report's own entries: an admission's report holds the claims of its candidates only.
+        neighbours = [n for n in report.entries.values() if hugepages.fields(n)]
+        memory = hugepages.least(report.grid, entry, claims, neighbours, report.outcome.status)
     return OverlayEffect(status, entry.type_cells.bit_count(), entry.cells.bit_count(), example,
-                         tuple(sorted(fields & in_effect)), tuple(sorted(fields - in_effect)))
+                         tuple(sorted(fields & in_effect)), tuple(sorted(fields - in_effect)), memory)

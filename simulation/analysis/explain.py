@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from simulation.analysis import effects
 from simulation.analysis import report as rp
-from simulation.semantics import cellset, merge, model
+from simulation.semantics import cellset, merge, model, quantity
 from simulation.semantics import requirements as reqs
 
 
@@ -59,7 +60,21 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
             else:
                 row = _won_or_lost(base, o, field, claims, mask if field == merge.PRICE else type_mask)
             rows.setdefault(str(field), []).append(row)
-    return {"instanceType": instance_type, "nodepools": chosen, "fields": rows}
+    return {"instanceType": instance_type, "nodepools": chosen, "fields": rows,
+            "memory": _memory(report, chosen, instance_type)}
+
+
+def _memory(report: rp.Report, pools: list[str], instance_type: str) -> dict[str, dict[str, str]]:
+    """Per NodePool where hugepages are in effect: the capacity's memory, the hugepages, and the allocatable
+    memory Karpenter schedules against."""
+    out = {}
+    for cell in effects.effects(report, pools, [instance_type]):
+        mem = cell.memory
+        if mem is not None:
+            out[cell.pool] = {"capacity": cell.capacity.get("memory", "0"),
+                              "hugepages": quantity.canonical(mem.hugepages, quantity.BINARY_SI),
+                              "allocatable": mem.text}
+    return out
 
 
 def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: merge.Field,

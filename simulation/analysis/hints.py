@@ -172,6 +172,14 @@ def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen |
     return Hint(text, detail)
 
 
+# --- hugepages ------------------------------------------------------------------------------------
+
+def hugepages(resource: str, instance_type: str, memory: str, pages: str) -> str:
+    """For hugepages that take a type's memory: shrink them, or keep the overlay off such types."""
+    return (f"lower spec.capacity.{resource} (the hugepages in effect total {pages} against {memory} of memory on "
+            f"{instance_type}), or add a requirement that keeps the overlay off {instance_type} and types as small")
+
+
 # --- object errors ----------------------------------------------------------------------------------
 
 def _dig(obj: Any, path: Sequence[str | int]) -> Any:

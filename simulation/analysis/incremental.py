@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from simulation import findings
-from simulation.analysis import candidate, checks, dra, kinds, shadows, tables
+from simulation.analysis import candidate, checks, dra, hugepages, kinds, shadows, tables
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
 
@@ -231,7 +232,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:
-            out += _effect(grid, c, reach, claims)
+            out += _effect(grid, c, reach, claims, functools.partial(index.near, c, skip, candidates), status)
         out += [f for f in (reach.shadowed(grid, field) for field in c.fields()) if f]
         out += _scope(c, entries, raw, keys)
     out += shadows.others(view, single=len(changed) == 1)
@@ -282,14 +283,21 @@ def _alone(baseline: merge.Merged, local: merge.Merged, name: str) -> bool:
 
 
 def _effect(grid: cells.Grid, c: merge.Entry, reach: candidate.Scan | candidate.Tables,
-            claims: list[merge.Claim]) -> list[findings.Finding]:
-    """Appends an applied candidate's claims; returns its price-clamped finding, if any."""
+            claims: list[merge.Claim], near: Callable[[], list[merge.Entry]],
+            status: Mapping[str, merge.State]) -> list[findings.Finding]:
+    """Appends an applied candidate's claims; returns its price-clamped and hugepages findings, if any.
+    `near`: its neighbours, asked for only when it holds hugepages somewhere."""
     out = []
+    pages: dict[merge.Field, cellset.Cells] = {}
     for field in c.fields():
         mine = reach.claim(field)
         claims.append(merge.Claim(c.name, field, mine))
         if field == merge.PRICE and (clamp := checks.clamped(grid, c, mine)) is not None:
             out.append(clamp)
+        elif mine and hugepages.is_field(field):
+            pages[field] = mine
+    if pages:
+        out += hugepages.check(grid, c, pages, near(), status)
     return out
 
 

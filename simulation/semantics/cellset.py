@@ -124,7 +124,7 @@ class Cells:
 
     def bits(self) -> Iterator[int]:
         """Flat indices of every cell, lowest first (O(cells): for listing, not for testing)."""
-        cells = sorted((pool * self.block + slot) for p, b in self.parts for pool in _ones(p) for slot in _ones(b))
+        cells = sorted((pool * self.block + slot) for p, b in self.parts for pool in ones(p) for slot in ones(b))
         yield from cells
 
 
@@ -133,7 +133,8 @@ def low_bit(bits: int) -> int:
     return (bits & -bits).bit_length() - 1
 
 
-def _ones(bits: int) -> Iterator[int]:
+def ones(bits: int) -> Iterator[int]:
+    """The indices of the set bits, lowest first."""
     while bits:
         low = bits & -bits
         yield low.bit_length() - 1
@@ -152,28 +153,28 @@ class Dense:
     def add(self, cells: Cells) -> None:
         blocks = self._blocks
         for pools, bits in cells.parts:
-            for p in _ones(pools):
+            for p in ones(pools):
                 blocks[p] = blocks.get(p, 0) | bits
 
     def remove(self, cells: Cells) -> None:
         blocks = self._blocks
         for pools, bits in cells.parts:
-            for p in _ones(pools):
+            for p in ones(pools):
                 if p in blocks:
                     blocks[p] &= ~bits
 
     def common(self, cells: Cells) -> Cells:
         """`cells` & this union."""
         blocks = self._blocks
-        return Cells.grouped(((1 << p, blocks.get(p, 0) & bits) for pools, bits in cells.parts for p in _ones(pools)),
+        return Cells.grouped(((1 << p, blocks.get(p, 0) & bits) for pools, bits in cells.parts for p in ones(pools)),
                              self._block)
 
     def missing(self, cells: Cells) -> Cells:
         """`cells` - this union."""
         blocks = self._blocks
         return Cells.grouped(((1 << p, bits & ~blocks.get(p, 0)) for pools, bits in cells.parts
-                              for p in _ones(pools)), self._block)
+                              for p in ones(pools)), self._block)
 
     def intersects(self, cells: Cells) -> bool:
         blocks = self._blocks
-        return any(blocks.get(p, 0) & bits for pools, bits in cells.parts for p in _ones(pools))
+        return any(blocks.get(p, 0) & bits for pools, bits in cells.parts for p in ones(pools))
