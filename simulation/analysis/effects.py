@@ -30,9 +30,13 @@ class CellEffect:
     capacity_overlays: Mapping[str, str]
     offerings: tuple[Mapping[str, Any], ...]
     templates: Mapping[str, str]
+    # Whether the NodePool can launch some offering of the type: Karpenter's overlay store holds the
+    # cell either way (SPEC §3 "Cells"), so it is marked, never dropped.
+    launchable: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"capacity": dict(self.capacity), "capacityOverlays": dict(self.capacity_overlays),
+        return {"launchable": self.launchable, "capacity": dict(self.capacity),
+                "capacityOverlays": dict(self.capacity_overlays),
                 "offerings": [dict(o) for o in self.offerings],
                 "resourceSliceTemplates": dict(self.templates)}
 
@@ -85,9 +89,10 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[merge
             price = adjusted(o.price, change) if change is not None else o.price
         offerings.append({"zone": o.zone, "capacityType": o.capacity_type, "basePrice": o.price,
                           "price": price, "priceOverlay": winner, "estimated": o.estimated,
-                          "available": o.available})
+                          "available": o.available, "launchable": grid.launches(first_bit + slot)})
     return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
-                      cap_overlays, tuple(offerings), templates)
+                      cap_overlays, tuple(offerings), templates,
+                      any(o["launchable"] for o in offerings))
 
 
 @dataclasses.dataclass(frozen=True)
