@@ -295,7 +295,7 @@ def _simulate(run: _Run) -> int:
         run.out.write(json.dumps(views.simulation_json(report.status, cells), indent=2))
         run.out.write("\n")
     else:
-        views.write_simulation(report.status, cells, run.out)
+        views.write_simulation(report.status, cells, run.out, named=bool(run.args.instance_type))
     return status
 
 

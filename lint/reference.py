@@ -122,11 +122,17 @@ def _price(description: str) -> dict[str, Any]:
     return {"type": ["number", "null"], "minimum": 0, "description": description}
 
 
+def _launchable(what: str) -> dict[str, Any]:
+    return {"type": "boolean", "description": f"false where the NodePool's requirements and template labels never "
+                                              f"launch {what}: Karpenter's overlay store still holds it"}
+
+
 def _offering() -> dict[str, Any]:
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": ["zone", "capacityType", "basePrice", "price", "priceOverlay", "estimated", "available"],
+        "required": ["zone", "capacityType", "basePrice", "price", "priceOverlay", "estimated", "available",
+                     "launchable"],
         "properties": {
             "zone": {"type": "string", "minLength": 1},
             "capacityType": {"type": "string", "minLength": 1},
@@ -135,6 +141,7 @@ def _offering() -> dict[str, Any]:
             "priceOverlay": {"type": ["string", "null"], "description": "the overlay whose price is in effect"},
             "estimated": {"type": "boolean", "description": "the base price is an estimate, not published upstream"},
             "available": {"type": "boolean", "description": "false where the offering has no price to launch at"},
+            "launchable": _launchable("the offering"),
         },
     }
 
@@ -144,8 +151,10 @@ def _cell() -> dict[str, Any]:
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": ["capacity", "allocatable", "capacityOverlays", "offerings", "resourceSliceTemplates"],
+        "required": ["launchable", "capacity", "allocatable", "capacityOverlays", "offerings",
+                     "resourceSliceTemplates"],
         "properties": {
+            "launchable": _launchable("any offering of the instance type"),
             "capacity": _names_to({"type": "string", "minLength": 1},
                                   "resource -> quantity in Kubernetes' canonical form: the catalog's (net of the "
                                   "kubelet and system overhead), overlays applied"),

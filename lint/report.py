@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import html
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from lint import formats, views
 from simulation.analysis import report as rp
@@ -201,16 +202,25 @@ class _Bar:
         return float(self.offering["price"])  # type: ignore[arg-type]
 
 
-def _bars(cells: Iterable[CellEffect]) -> list[_Bar]:
-    """Per instance type, the offering whose price an overlay changes most; largest changes first."""
-    bars = []
+def _priced(cell: CellEffect) -> list[Mapping[str, Any]]:
+    """The offerings whose price an overlay changes and that could be launched at it."""
+    return [o for o in cell.offerings if o.get("priceOverlay") and o.get("available", True)
+            and o.get("basePrice") is not None and o.get("price") is not None]
+
+
+def _bars(cells: Iterable[CellEffect]) -> tuple[list[_Bar], int]:
+    """Per instance type the NodePool launches, the offering it launches whose price an overlay changes
+    most, largest changes first; and how many types with a price change it never launches."""
+    bars, held = [], 0
     for cell in cells:
-        priced = [o for o in cell.offerings if o.get("priceOverlay") and o.get("available", True)
-                  and o.get("basePrice") is not None and o.get("price") is not None]
-        if priced:
-            top = max(priced, key=lambda o: abs(float(o["price"]) - float(o["basePrice"])))
+        priced = _priced(cell)
+        launched = [o for o in priced if o.get("launchable", True)]
+        if launched:
+            top = max(launched, key=lambda o: abs(float(o["price"]) - float(o["basePrice"])))
             bars.append(_Bar(cell.instance_type, top))
-    return sorted(bars, key=lambda b: (-abs(b.price - b.base), b.instance_type))
+        elif priced:
+            held += 1
+    return sorted(bars, key=lambda b: (-abs(b.price - b.base), b.instance_type)), held
 
 
 def _charts(report: rp.Report, cells: Sequence[CellEffect], limits: Limits) -> str:
@@ -223,13 +233,16 @@ def _charts(report: rp.Report, cells: Sequence[CellEffect], limits: Limits) -> s
            f'<span style="background:{PRICE_COLOR}"></span>effective price (USD per hour): per instance type, '
            f"the offering whose price changes most; the {limits.bars} largest changes</p>"]
     for pool in pools[:limits.pools]:
-        bars = _bars(by_pool.get(pool, ()))
+        bars, held = _bars(by_pool.get(pool, ()))
         out.append(f'<div class="pool" data-nodepool="{_e(pool)}"><h3>NodePool {_e(pool)}</h3>')
         if bars:
             out.append(_chart(pool, bars[:limits.bars]))
             out.append(_more(len(bars), limits.bars, "instance types with a price change"))
         else:
-            out.append("<p>No overlay changes a price in this NodePool.</p>")
+            out.append("<p>No overlay changes a price this NodePool launches at.</p>")
+        if held:
+            out.append(f'<p class="more" data-held="{held}">and {held} instance type{"s" if held > 1 else ""} '
+                       f"with a price change {_e(views.HELD)}</p>")
         out.append("</div>")
     out.append(_more(len(pools), limits.pools, "NodePools"))
     out.append("</section>")
@@ -286,13 +299,16 @@ def _memory(cells: Sequence[CellEffect], limits: Limits) -> str:
     return "\n".join(out)
 
 
-def matched(report: rp.Report) -> dict[str, dict[str, int]]:
-    """Overlay -> NodePool -> (NodePool, instance type) cells its requirements match (valid overlays)."""
-    pools = [p.name for p in report.grid.pools]
+def matched(report: rp.Report, launched: bool = False) -> dict[str, dict[str, int]]:
+    """Overlay -> NodePool -> (NodePool, instance type) cells its requirements match (valid overlays);
+    `launched`: only those of types the NodePool launches."""
+    grid = report.grid
+    pools = [p.name for p in grid.pools]
+    launches = grid.type_cells(grid.launched)
     out: dict[str, dict[str, int]] = {}
     for name, entry in report.entries.items():
         counts = out.setdefault(name, {})
-        for pool_bits, block in entry.type_cells.parts:
+        for pool_bits, block in (entry.type_cells & launches if launched else entry.type_cells).parts:
             n = block.bit_count()
             for index, pool in enumerate(pools):
                 if pool_bits >> index & 1:
@@ -303,10 +319,11 @@ def matched(report: rp.Report) -> dict[str, dict[str, int]]:
 def _matrix(report: rp.Report, limits: Limits) -> str:
     pools = [p.name for p in report.grid.pools]
     shown = pools[:limits.pools]
-    counts = matched(report)
+    counts, launched = matched(report), matched(report, launched=True)
     names = sorted(report.status)
     out = ['<section id="matrix"><h2>Matched cells: overlays &times; NodePools</h2>',
-           "<p>(NodePool, instance type) cells each overlay's requirements select.</p>",
+           "<p>(NodePool, instance type) cells each overlay's requirements select; where the NodePool "
+           "launches fewer of them, how many it launches (Karpenter's overlay store holds the rest).</p>",
            "<table><tr><th>overlay</th>" + "".join(f"<th>{_e(p)}</th>" for p in shown) + "</tr>"]
     for name in names[:limits.matrix_rows]:
         status = report.status[name].state
@@ -315,9 +332,10 @@ def _matrix(report: rp.Report, limits: Limits) -> str:
             if name not in counts:
                 row.append(f'<td class="zero" data-nodepool="{_e(pool)}">{status}</td>')
                 continue
-            n = counts[name].get(pool, 0)
+            n, m = counts[name].get(pool, 0), launched[name].get(pool, 0)
             zero = ' class="n zero"' if n == 0 else ' class="n"'
-            row.append(f'<td{zero} data-nodepool="{_e(pool)}" data-cells="{n}">{n}</td>')
+            text = f"{n} ({m} launched)" if m < n else str(n)
+            row.append(f'<td{zero} data-nodepool="{_e(pool)}" data-cells="{n}" data-launched="{m}">{text}</td>')
         out.append("".join(row) + "</tr>")
     out.append("</table>")
     out.append(_more(len(names), limits.matrix_rows, "overlays"))

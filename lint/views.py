@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -37,7 +38,14 @@ def simulation_json(status: Mapping[str, rp.Status], cells: Sequence[CellEffect]
             "nodepools": pools}
 
 
-def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], out: TextIO) -> None:
+HELD = "held by Karpenter's overlay store, never launched by this NodePool"
+NAMES_SHOWN = 5
+
+
+def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], out: TextIO,
+                     named: bool = False) -> None:
+    """`named`: the user named the instance types, so those a NodePool never launches are shown whole
+    (marked); otherwise each NodePool's are one line after its own."""
     if status:
         rows = [["OVERLAY", "STATUS", "REASON"], *([n, s.state, s.reason] for n, s in sorted(status.items()))]
         out.writelines(line + "\n" for line in table(rows))
@@ -47,34 +55,63 @@ def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect
         out.write("\nno instance type is changed by an overlay\n")
         return
     estimated = False
-    for cell in cells:
-        out.write(f"\nNodePool {cell.pool}, instance type {cell.instance_type}\n")
-        by = cell.capacity_overlays
-        resources = [f"{res}={qty}" + (f" ({by[res]})" if res in by else "")
-                     for res, qty in cell.capacity.items()]
-        out.write(f"  capacity: {', '.join(resources) or '-'}\n")
-        mem = cell.memory
-        if mem is not None:
-            out.write(f"  allocatable: memory={mem.text} (memory less {memory_note(mem)})\n")
-        if cell.templates:
-            drivers = ", ".join(f"{d} ({o})" for d, o in sorted(cell.templates.items()))
-            out.write(f"  resourceSliceTemplates: {drivers}\n")
-        rows = [["ZONE", "CAPACITY TYPE", "BASE PRICE", "PRICE", "PRICE OVERLAY"]]
-        for o in cell.offerings:
-            est = bool(o.get("estimated"))
-            estimated |= est
-            available = o.get("available", True)
-            rows.append([str(o["zone"]), str(o["capacityType"]), price(o["basePrice"], est),
-                         price(o["price"], est) if available else "unavailable",
-                         str(o["priceOverlay"] or "-")])
-        out.writelines(line + "\n" for line in table(rows, "  "))
+    for pool, group in itertools.groupby(cells, key=lambda c: c.pool):
+        held: list[str] = []
+        for cell in group:
+            if cell.launchable or named:
+                estimated |= _write_cell(cell, out)
+            else:
+                held.append(cell.instance_type)
+        if held:
+            names = ", ".join(held[:NAMES_SHOWN]) + (f" and {len(held) - NAMES_SHOWN} more"
+                                                       if len(held) > NAMES_SHOWN else "")
+            out.write(f"\nNodePool {pool}: {len(held)} more instance type{'s' if len(held) > 1 else ''} "
+                      f"{HELD}: {names}; --instance-type NAME shows one\n")
     if estimated:
         out.write("\n~ marks an estimated base price (not published upstream)\n")
+
+
+def _write_cell(cell: CellEffect, out: TextIO) -> bool:
+    """One (NodePool, instance type); whether it printed an estimated price. Of a type the NodePool
+    launches, the offerings it never launches are one line under the table."""
+    mark = "" if cell.launchable else f" ({HELD})"
+    out.write(f"\nNodePool {cell.pool}, instance type {cell.instance_type}{mark}\n")
+    by = cell.capacity_overlays
+    resources = [f"{res}={qty}" + (f" ({by[res]})" if res in by else "")
+                 for res, qty in cell.capacity.items()]
+    out.write(f"  capacity: {', '.join(resources) or '-'}\n")
+    mem = cell.memory
+    if mem is not None:
+        out.write(f"  allocatable: memory={mem.text} (memory less {memory_note(mem)})\n")
+    if cell.templates:
+        drivers = ", ".join(f"{d} ({o})" for d, o in sorted(cell.templates.items()))
+        out.write(f"  resourceSliceTemplates: {drivers}\n")
+    estimated = False
+    rows = [["ZONE", "CAPACITY TYPE", "BASE PRICE", "PRICE", "PRICE OVERLAY"]]
+    held = []
+    for o in cell.offerings:
+        if cell.launchable and not o.get("launchable", True):
+            held.append(f"{o['zone']}/{o['capacityType']}")
+            continue
+        est = bool(o.get("estimated"))
+        estimated |= est
+        available = o.get("available", True)
+        rows.append([str(o["zone"]), str(o["capacityType"]), price(o["basePrice"], est),
+                     price(o["price"], est) if available else "unavailable",
+                     str(o["priceOverlay"] or "-")])
+    out.writelines(line + "\n" for line in table(rows, "  "))
+    if held:
+        out.write(f"  {len(held)} more offering{'s' if len(held) > 1 else ''} {HELD}: {', '.join(held)}\n")
+    return estimated
 
 
 def write_explanation(data: Mapping[str, Any], out: TextIO) -> None:
     pools = ", ".join(data.get("nodepools", [])) or "-"
     out.write(f"instance type {data['instanceType']} in NodePool(s) {pools}\n")
+    out.write(f"launched by: {', '.join(data.get('launchedBy', [])) or '-'}\n")
+    never = data.get("neverLaunchedBy", [])
+    if never:
+        out.write(f"never launched by: {', '.join(never)} (Karpenter's overlay store holds it there all the same)\n")
     memory: Mapping[str, Mapping[str, str]] = data.get("memory", {})
     for pool, figures in memory.items():
         out.write(f"NodePool {pool}: memory capacity {figures['capacity']}, allocatable {figures['allocatable']} "
@@ -85,7 +122,8 @@ def write_explanation(data: Mapping[str, Any], out: TextIO) -> None:
         return
     for field, entries in fields.items():
         out.write(f"\n{field}:\n")
-        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "CELLS", "WHY"]]
+        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "CELLS", "LAUNCHED", "WHY"]]
         rows += [[str(e.get("outcome", "")), str(e.get("overlay", "")), str(e.get("weight", "")),
-                  str(e.get("status", "")), str(e.get("cells", "")), str(e.get("why", ""))] for e in entries]
+                  str(e.get("status", "")), str(e.get("cells", "")), str(e.get("launched", "")),
+                  str(e.get("why", ""))] for e in entries]
         out.writelines(line + "\n" for line in table(rows, "  "))

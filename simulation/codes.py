@@ -145,11 +145,14 @@ ALL: Sequence[Code] = (
          "not bind them together.",
          "Move the templates that must share devices into one overlay, or use distinct keys."),
     Code("nodepool-weight-tie", _W,
-         "two NodePools with equal weight can launch the same instance type/offering",
-         "Two NodePools with equal weight can launch the same offering",
-         "Two NodePools of equal weight can launch the same instance type and offering, so which one Karpenter "
-         "picks, and which overlays apply, is not decided by weight.",
-         "Give the NodePools different weights or make their requirements disjoint."),
+         "two NodePools with equal weight can launch the same instance type/offering; Karpenter tries the "
+         "name later in the alphabet first",
+         "Two NodePools with equal weight can launch the same offering: Karpenter picks one by name",
+         "Two NodePools of equal weight can launch the same instance type and offering. Karpenter orders "
+         "NodePools by weight, then by name descending, so it tries the one whose name sorts later first: "
+         "which one launches, and which overlays apply, is decided by a name, not by price or intent.",
+         "Give the NodePools distinct weights (the one to try first the higher) or make their requirements "
+         "disjoint."),
     Code("price-clamped", _W,
          "an adjustment drives some offering's price below 0",
          "A price adjustment drives some offering's price below 0",

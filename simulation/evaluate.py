@@ -302,7 +302,8 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
               names: Iterable[str] | None = None) -> dict[str, rp.Status]:
     out: dict[str, rp.Status] = {}
     # Verdicts repeat (a thousand alike overlays dropped for meeting one): each is worded once.
-    said: dict[merge.Dropped, rp.Status] = {}
+    said: dict[object, rp.Status] = {}
+    grid = snapshot.grid
     for name in snapshot.overlays if names is None else names:
         c = snapshot.overlays[name]
         if c.invalid:
@@ -310,10 +311,19 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
             out[name] = rp.Status(merge.INVALID, first.message)
         elif status.get(name) == merge.CONFLICT:
             v = verdicts[name]
-            known = said.get(v)
+            # A price met on an offering its NodePool never launches is named, where one exists, by an
+            # offering of both overlays that one launches: every such offering is a meeting too (both are
+            # stored at one weight there). A capacity meeting holds only where the other was the last
+            # stored, which the verdict does not keep: its own cell is named.
+            other = snapshot.entries.get(v.other)
+            moved = v.field == merge.PRICE and other is not None and not grid.launches(v.bit)
+            key: object = (v, name) if moved else v
+            known = said.get(key)
             if known is None:
-                w = snapshot.grid.witness_at(v.bit, with_offering=v.field == merge.PRICE)
-                known = said[v] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {w.describe()}")
+                w = (grid.witness(snapshot.entries[name].cells & other.cells) if moved and other is not None
+                     else grid.witness_at(v.bit, with_offering=v.field == merge.PRICE))
+                where = w.describe() if w is not None else "-"
+                known = said[key] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {where}")
             out[name] = known
         else:
             out[name] = rp.Status(merge.APPLIED)

@@ -44,11 +44,16 @@ Folder layout
         field: spec.price               # JSON path as the guard prints it
         related: [NodeOverlay/overlay-b]  # optional: when given, compared exactly (order-insensitive)
         severity: error                 # optional: defaults to the code's severity (docs/design.md §5)
+        detail: {first: team-b}         # optional: these detail entries, exactly (others unchecked)
+        witness: {nodepool: spot, instanceType: r6i.large, capacityType: spot}
+                                        # optional: these witness parts (nodepool, instanceType, zone,
+                                        # capacityType), exactly (others unchecked)
     status:                             # optional: overlay name -> Applied | Conflict | Invalid
       overlay-a: Conflict
       overlay-b: Applied
     prices:                             # optional: effective offering prices (float, 1e-9 relative)
       - {nodepool: default, instanceType: m5.large, zone: us-east-1a, capacityType: on-demand, price: 0.096}
+      # optional `launchable: false|true`: whether the NodePool can launch the offering (simulate marks it)
     capacity:                           # optional: effective capacity; quantity null = must be absent
       - {nodepool: default, instanceType: p5.48xlarge, resource: nvidia.com/gpu, quantity: "32"}
     allocatable:                        # optional: what Karpenter schedules against (memory less hugepages)
@@ -87,7 +92,8 @@ EXPECTED = "expected.yaml"
 
 STATUSES = frozenset({"Applied", "Conflict", "Invalid"})
 SEVERITIES = frozenset({"error", "warning", "info"})
-_FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity"})
+_FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity", "detail", "witness"})
+_WITNESS_KEYS = frozenset({"nodepool", "instanceType", "zone", "capacityType"})
 _TOP_KEYS = frozenset(
     {"description", "findings", "status", "prices", "capacity", "allocatable", "resourceSliceTemplates", "exit",
      "region"}
@@ -105,6 +111,8 @@ class ExpectedFinding:
     field: str | None
     related: tuple[str, ...] | None
     severity: str
+    detail: tuple[tuple[str, str], ...] = ()
+    witness: tuple[tuple[str, str], ...] = ()
 
     def matches(self, actual: ActualFinding) -> bool:
         return (
@@ -113,12 +121,16 @@ class ExpectedFinding:
             and (self.field is None or self.field == actual.field)
             and (self.related is None or tuple(sorted(self.related)) == tuple(sorted(actual.related)))
             and self.severity == actual.severity
+            and set(self.detail) <= set(actual.detail)
+            and set(self.witness) <= set(actual.witness)
         )
 
     def describe(self) -> str:
         parts = [self.code, self.object or "*", self.field if self.field is not None else "*", self.severity]
         if self.related is not None:
             parts.append("related=" + ",".join(sorted(self.related)))
+        parts += [f"detail.{k}={v}" for k, v in self.detail]
+        parts += [f"witness.{k}={v}" for k, v in self.witness]
         return " ".join(parts)
 
 
@@ -131,24 +143,32 @@ class ActualFinding:
     field: str
     related: tuple[str, ...]
     severity: str
+    detail: tuple[tuple[str, str], ...] = ()
+    witness: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ActualFinding:
         """From the JSON shape of ``overlay-lint check --format json`` (docs/design.md §5)."""
         obj = raw.get("object") or {}
         related = tuple(f"{r.get('kind')}/{r.get('name')}" for r in raw.get("related") or ())
+        witness = dict(raw.get("witness") or {})
+        witness.update(witness.pop("offering", None) or {})
         return cls(
             code=str(raw.get("code")),
             object=f"{obj.get('kind')}/{obj.get('name')}",
             field=str(raw.get("field", "")),
             related=related,
             severity=str(raw.get("severity")),
+            detail=tuple(sorted((str(k), str(v)) for k, v in (raw.get("detail") or {}).items())),
+            witness=tuple(sorted((str(k), str(v)) for k, v in witness.items())),
         )
 
     def describe(self) -> str:
         parts = [self.code, self.object, self.field, self.severity]
         if self.related:
             parts.append("related=" + ",".join(sorted(self.related)))
+        parts += [f"detail.{k}={v}" for k, v in self.detail]
+        parts += [f"witness.{k}={v}" for k, v in self.witness]
         return " ".join(parts)
 
 
@@ -159,6 +179,7 @@ class ExpectedPrice:
     zone: str
     capacity_type: str
     price: float
+    launchable: bool | None = None  # None: unchecked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,7 +368,21 @@ def _finding(raw: Any, where: Path) -> ExpectedFinding:
     )
     severity = raw.get("severity", str(core_findings.CODES[code]))
     _need(severity in SEVERITIES, where, f"finding {dict(raw)}: severity one of {sorted(SEVERITIES)}")
-    return ExpectedFinding(code, obj, field, tuple(related) if related is not None else None, severity)
+    detail = _strings(raw.get("detail"), where, f"finding {dict(raw)}: detail", None)
+    witness = _strings(raw.get("witness"), where, f"finding {dict(raw)}: witness", _WITNESS_KEYS)
+    return ExpectedFinding(code, obj, field, tuple(related) if related is not None else None, severity,
+                           detail, witness)
+
+
+def _strings(raw: Any, where: Path, what: str, keys: frozenset[str] | None) -> tuple[tuple[str, str], ...]:
+    """An optional mapping of strings to strings (of `keys` only, when given), sorted into pairs."""
+    if raw is None:
+        return ()
+    _need(isinstance(raw, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()),
+          where, f"{what} is a mapping of strings")
+    unknown = set(raw) - keys if keys is not None else set()
+    _need(not unknown, where, f"{what}: unknown keys {sorted(unknown)}")
+    return tuple(sorted(raw.items()))
 
 
 def _fields(raw: Any, where: Path, what: str, keys: Sequence[str]) -> Mapping[str, Any]:
@@ -361,15 +396,20 @@ def _fields(raw: Any, where: Path, what: str, keys: Sequence[str]) -> Mapping[st
 
 
 def _price(raw: Any, where: Path) -> ExpectedPrice:
-    r = _fields(raw, where, "price", ("nodepool", "instanceType", "zone", "capacityType", "price"))
+    keys = ("nodepool", "instanceType", "zone", "capacityType", "price")
+    optional = ("launchable",) if isinstance(raw, Mapping) and "launchable" in raw else ()
+    r = _fields(raw, where, "price", keys + optional)
     price = r["price"]
     _need(
         isinstance(price, (int, float)) and not isinstance(price, bool),
         where,
         f"price {dict(r)}: price is a number",
     )
+    launchable = r.get("launchable")
+    _need(launchable is None or isinstance(launchable, bool), where, f"price {dict(r)}: launchable is a boolean")
     return ExpectedPrice(
-        str(r["nodepool"]), str(r["instanceType"]), str(r["zone"]), str(r["capacityType"]), float(price)
+        str(r["nodepool"]), str(r["instanceType"]), str(r["zone"]), str(r["capacityType"]), float(price),
+        launchable,
     )
 
 

@@ -87,8 +87,13 @@ def pool_docs(draw: Any) -> list[dict[str, Any]]:
         # "family", "custom" and "cpu" are instance-type labels too: keys defined on two levels.
         labels = draw(st.dictionaries(st.sampled_from(["team", "family", "custom", "cpu"]),
                                       st.sampled_from(["t1", "t2", "a", "2", "16"]), max_size=3))
+        # Template requirements narrow what the NodePool launches, never the cells (SPEC §3 "Cells").
+        template: dict[str, Any] = {"metadata": {"labels": labels}}
+        requirements = draw(st.lists(requirement(), max_size=2))
+        if requirements:
+            template["spec"] = {"requirements": requirements}
         docs.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": f"p{i}"},
-                     "spec": {"template": {"metadata": {"labels": labels}}}})
+                     "spec": {"template": template}})
     return docs
 
 

@@ -195,6 +195,8 @@ def _price_problems(case: casefmt.Case, pools: dict[str, Any]) -> list[str]:
                 f"price {where}: {offers[0].get('price')!r} (overlay "
                 f"{offers[0].get('priceOverlay')}), expected {p.price!r}"
             )
+        elif p.launchable is not None and offers[0].get("launchable") is not p.launchable:
+            problems.append(f"price {where}: launchable {offers[0].get('launchable')!r}, expected {p.launchable!r}")
     return problems
 
 

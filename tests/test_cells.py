@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simulation import findings
 from simulation.semantics import catalog as cat
-from simulation.semantics import cells, cellset
+from simulation.semantics import cells, cellset, model
 from simulation.semantics import requirements as reqs
 from tests import core_support as cs
 from tests.core_support import ARCH, CPU, FAMILY
@@ -130,6 +131,36 @@ def test_witness_names_the_lowest_cell(small_catalog: cat.Catalog) -> None:
     without = g.witness(chosen, with_offering=False)
     assert without is not None and without.offering is None
     assert g.witness(g.match(reqs.from_specs([(FAMILY, "In", ["none"])]))) is None
+
+
+def _launch_pools() -> tuple[model.NodePool, ...]:
+    return (cs.nodepool("spot-m", None, (reqs.CAPACITY_TYPE, "In", ["spot"]), (FAMILY, "In", ["m"])),
+            cs.nodepool("arm", {ARCH: "arm64"}),
+            cs.nodepool("any"))
+
+
+def test_launched_cells_follow_requirements_and_template_labels(small_catalog: cat.Catalog) -> None:
+    g = cs.grid(small_catalog, *_launch_pools())
+    assert cs.selected(g, g.launched) == {
+        ("spot-m", "m.small", "z-b", "spot"), ("spot-m", "m.large", "z-a", "spot"),
+        ("arm", "a.odd", "z-b", "on-demand"),
+        *(("any", *c) for c in EVERY)}
+    assert g.launches(g.launched.lowest()) and not g.launches(g.all_cells().lowest())
+    # The requirements narrow what the NodePool launches, never what an overlay matches.
+    assert g.match({}) == g.all_cells()
+
+
+def test_witness_prefers_a_cell_its_nodepool_launches(small_catalog: cat.Catalog) -> None:
+    g = cs.grid(small_catalog, *_launch_pools())
+    spot_m, arm = g.at(0, g.present), g.at(1, g.present)
+    assert g.witness(spot_m) == findings.Witness("spot-m", "m.small", findings.Offering("z-b", "spot"))
+    assert g.witness(spot_m | arm) == g.witness(spot_m)
+    # Without the offering: a type the NodePool launches some offering of, named by its first cell.
+    assert g.witness(g.type_cells(arm), with_offering=False) == findings.Witness("arm", "a.odd")
+    assert g.witness(g.type_cells(spot_m), with_offering=False) == findings.Witness("spot-m", "m.small")
+    # No launched cell in the set: the lowest, as before.
+    odd = g.match(reqs.from_specs([(reqs.NODEPOOL, "In", ["spot-m"]), (FAMILY, "In", ["a"])]))
+    assert g.witness(odd) == findings.Witness("spot-m", "a.odd", findings.Offering("z-b", "on-demand"))
 
 
 def test_types_without_offerings_hold_no_cells() -> None:

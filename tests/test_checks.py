@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from simulation import findings
 from simulation.analysis import checks
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash, merge, model
@@ -159,3 +160,14 @@ def test_weight_ties(small_catalog: cat.Catalog, pools: list[model.NodePool], ti
     found = checks.weight_ties(cs.grid(small_catalog, *pools), pools)
     assert [(f.obj.name, f.related[0].name) for f in found] == ties
     assert all(f.code == "nodepool-weight-tie" and f.path == ("spec", "weight") for f in found)
+    # Karpenter's OrderByWeight: of equal weights, the name later in the alphabet is tried first.
+    assert [(dict(f.detail)["first"], dict(f.detail)["then"]) for f in found] == ties
+    assert all(f.hint and dict(f.detail)["tieBreak"] == "name" for f in found)
+
+
+def test_weight_tie_witness_is_an_offering_both_launch_in_the_first(small_catalog: cat.Catalog) -> None:
+    pools = [cs.nodepool("a-on-demand", None, (reqs.CAPACITY_TYPE, "In", ["on-demand"])),
+             cs.nodepool("b-family-m", None, (FAMILY, "In", ["m"]))]
+    found, = checks.weight_ties(cs.grid(small_catalog, *pools), pools)
+    assert (found.obj.name, dict(found.detail)["first"], dict(found.detail)["weight"]) == ("b-family-m",) * 2 + ("0",)
+    assert found.witness == findings.Witness("b-family-m", "m.small", findings.Offering("z-a", "on-demand"))

@@ -50,3 +50,29 @@ def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str,
     assert memory == expected.memory
     codes = {"hugepages-exhaust-memory", "hugepages-most-memory"}
     assert {(f.obj.name, f.code) for f in report.findings if f.code in codes} == expected.hugepages
+
+
+def _verdicts(report: ev.Report) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Statuses and every listed cell's effect, without what says whether a NodePool launches it."""
+    cells = []
+    for cell in effects.effects(report):
+        data = {**cell.to_json(), "pool": cell.pool, "type": cell.instance_type}
+        del data["launchable"]
+        data["offerings"] = [{k: v for k, v in o.items() if k != "launchable"} for o in data["offerings"]]
+        cells.append(data)
+    return {n: s.state for n, s in report.status.items()}, cells
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), overlays=overlay_docs(), pools=pool_docs())
+def test_nodepool_requirements_change_no_verdict(catalog: cat.Catalog, overlays: list[dict[str, Any]],
+                                                 pools: list[dict[str, Any]]) -> None:
+    """Karpenter's overlay store ignores a NodePool's template requirements (SPEC §3 "Cells"): statuses,
+    winners and prices are those of the same NodePools without them; only what is marked launchable moves."""
+    bare = [{**p, "spec": {"template": {"metadata": p["spec"]["template"]["metadata"]}}} for p in pools]
+
+    def run(with_pools: list[dict[str, Any]]) -> ev.Report:
+        docs = [ev.Document(o, i) for i, o in enumerate([*with_pools, *overlays])]
+        return ev.evaluate(docs, ev.prepare([], catalog))
+
+    assert _verdicts(run(pools)) == _verdicts(run(bare))

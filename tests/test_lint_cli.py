@@ -270,6 +270,27 @@ def test_simulate_and_explain_report_input_errors_on_stderr(tmp_path: pathlib.Pa
     assert code == 1 and "parse-error" in err and "NodePool(s) ml" in out
 
 
+SPOT_R6I = str(ROOT / "tests" / "cases" / "nodepool-launch-spot-r6i" / "input.yaml")
+
+
+def _offering_rows(text: str) -> list[str]:
+    return [line.split()[1] for line in text.splitlines() if line.startswith("  us-west-2a ")]
+
+
+def test_simulate_text_marks_what_a_nodepool_never_launches() -> None:
+    """Of a spot-only r6i-only NodePool, the on-demand offering and the g5 type are not ordinary rows; named
+    with --instance-type, a type it never launches is shown whole under a marked header."""
+    code, out, _ = run("simulate", SPOT_R6I, catalog=False)
+    headers = [line for line in out.splitlines() if line.startswith("NodePool spot-r6i, instance type")]
+    assert code == 0 and headers == ["NodePool spot-r6i, instance type r6i.large"]
+    assert _offering_rows(out) == ["spot"]
+    assert "g5.xlarge" in out.splitlines()[-1] and "us-west-2a/on-demand" in out
+    code, out, _ = run("simulate", SPOT_R6I, "--instance-type", "g5.xlarge", catalog=False)
+    header, = (line for line in out.splitlines() if line.startswith("NodePool spot-r6i, instance type"))
+    assert header.startswith("NodePool spot-r6i, instance type g5.xlarge (")
+    assert _offering_rows(out) == ["on-demand", "spot"]
+
+
 def test_simulate_text_without_changes(tmp_path: pathlib.Path) -> None:
     code, out, _ = run("simulate", write(tmp_path, "np.yaml", nodepool("p")))
     assert code == 0 and "no NodeOverlays" in out and "no instance type is changed" in out

@@ -164,6 +164,23 @@ def test_matrix_counts_matched_cells(tmp_path: pathlib.Path) -> None:
     assert check_against_simulation(page, simulated) == 4  # m5.large and m5.xlarge in a, c5.large in a and b
 
 
+def test_what_a_nodepool_never_launches_is_marked(tmp_path: pathlib.Path) -> None:
+    spot_r6i = nodepool("spot-r6i")
+    spot_r6i["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["r6i"]}]
+    path = write(tmp_path, spot_r6i,
+                 overlay("cheaper", 5, [types("r6i.large", "g5.xlarge", "p5.48xlarge")], priceAdjustment="-10%"))
+    page = report(tmp_path, path)
+    dom = Elements(page)
+    bars = list(dom.with_attr("data-price", "g"))
+    assert [(b["data-type"], b["data-capacity-type"]) for b in bars] == [("r6i.large", "spot")]
+    assert [a["data-held"] for a in dom.with_attr("data-held")] == ["2"]  # g5.xlarge and p5.48xlarge
+    cell, = (a for _, a in _matrix_cells(dom))
+    assert (cell["data-cells"], cell["data-launched"]) == ("3", "1")
+    assert check_against_simulation(page, simulate(path)) == 1
+
+
 def _matrix_cells(dom: Elements) -> Iterator[tuple[str, dict[str, str]]]:
     row = ""
     for tag, attrs in dom.found:

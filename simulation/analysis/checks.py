@@ -249,24 +249,26 @@ def _values(grid: cells.Grid, key: str) -> set[str]:
 
 
 def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findings.Finding]:
-    """Equal-weight NodePools that can launch the same offering: Karpenter's choice between
-    them is not something the operator controls."""
-    reach = {}
-    for pool in pools:
-        specs = [(r.key, r.operator, r.values) for r in pool.requirements]
-        specs += [(k, reqs.IN, (v,)) for k, v in pool.labels.items()]
-        reach[pool.name] = grid.launchable(reqs.from_specs(specs))
+    """Equal-weight NodePools that can launch the same offering. Karpenter tries NodePools by weight, then
+    by name descending (pkg/utils/nodepool OrderByWeight), so of a tie the name later in the alphabet is
+    tried first: chosen by name, not by price or by what the operator meant."""
+    at = {pool.name: p for p, pool in enumerate(grid.pools)}
     out = []
     ordered = sorted(pools, key=lambda p: p.name)
-    for i, a in enumerate(ordered):
-        for b in ordered[i + 1:]:
-            common = reach[a.name] & reach[b.name]
-            if a.weight != b.weight or not common:
+    for i, then in enumerate(ordered):
+        for first in ordered[i + 1:]:
+            common = grid.launch_blocks[at[then.name]] & grid.launch_blocks[at[first.name]]
+            if then.weight != first.weight or not common:
                 continue
-            w = grid.witness(grid.at(0, common))
-            witness = findings.Witness(b.name, w.instance_type, w.offering) if w else None
-            message = (f"NodePool {b.name} and {a.name} both have weight {a.weight} and can both launch "
-                       f"{w.instance_type if w else '-'}; which one Karpenter picks is not defined by weight")
-            out.append(findings.make("nodepool-weight-tie", b.ref, ("spec", "weight"), message,
-                                     related=[a.ref], witness=witness, source=b.source))
+            witness = grid.witness(grid.at(at[first.name], common))
+            what = witness.instance_type if witness is not None else "-"
+            message = (f"NodePool {first.name} and {then.name} both have weight {first.weight} and can both launch "
+                       f"{what}; Karpenter tries {first.name} first only because its name sorts later, "
+                       f"not by price or intent")
+            hint = (f"Give {first.name} and {then.name} distinct weights (the higher is tried first), "
+                    f"or make their requirements disjoint.")
+            detail = {"first": first.name, "then": then.name, "weight": str(first.weight), "tieBreak": "name"}
+            out.append(findings.make("nodepool-weight-tie", first.ref, ("spec", "weight"), message,
+                                     related=[then.ref], witness=witness, source=first.source, detail=detail,
+                                     hint=hint))
     return out

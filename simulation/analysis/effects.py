@@ -36,6 +36,9 @@ class CellEffect:
     templates: Mapping[str, str]
     # What Karpenter schedules against: the capacity with hugepages taken off the memory.
     allocatable: Mapping[str, str]
+    # Whether the NodePool can launch some offering of the type: Karpenter's overlay store holds the
+    # cell either way (SPEC §3 "Cells"), so it is marked, never dropped.
+    launchable: bool = True
 
     @property
     def memory(self) -> alloc.Memory | None:
@@ -43,7 +46,8 @@ class CellEffect:
         return alloc.memory(self.capacity)
 
     def to_json(self) -> dict[str, Any]:
-        return {"capacity": dict(self.capacity), "allocatable": dict(self.allocatable),
+        return {"launchable": self.launchable, "capacity": dict(self.capacity),
+                "allocatable": dict(self.allocatable),
                 "capacityOverlays": dict(self.capacity_overlays),
                 "offerings": [dict(o) for o in self.offerings],
                 "resourceSliceTemplates": dict(self.templates)}
@@ -97,9 +101,10 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[merge
             price = adjusted(o.price, change) if change is not None else o.price
         offerings.append({"zone": o.zone, "capacityType": o.capacity_type, "basePrice": o.price,
                           "price": price, "priceOverlay": winner, "estimated": o.estimated,
-                          "available": o.available})
+                          "available": o.available, "launchable": grid.launches(first_bit + slot)})
     return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
-                      cap_overlays, tuple(offerings), templates, alloc.allocatable(capacity))
+                      cap_overlays, tuple(offerings), templates, alloc.allocatable(capacity),
+                      any(o["launchable"] for o in offerings))
 
 
 @dataclasses.dataclass(frozen=True)

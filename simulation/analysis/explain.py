@@ -36,6 +36,8 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
     chosen_pools = sum(1 << p for p, name in enumerate(pools) if name in chosen)
     mask = cellset.Cells.product(chosen_pools, ((1 << n) - 1) << (t * grid.slots), grid.block)
     type_mask = grid.type_cells(mask)
+    launched = grid.launched & mask
+    by_pool = launched.pools()
     claims = report.outcome.claimed
     rows: dict[str, list[dict[str, Any]]] = {}
     overlays = sorted(report.overlays.values(), key=lambda c: (c.overlay.weight, c.overlay.name), reverse=True)
@@ -47,7 +49,7 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
         matched = entry.cells & mask if entry is not None else merge.EMPTY
         for field in _fields(o):
             base = {"overlay": o.name, "weight": o.weight, "status": status,
-                    "cells": matched.bit_count()}
+                    "cells": matched.bit_count(), "launched": (matched & launched).bit_count()}
             if entry is None:
                 row = {**base, "outcome": "invalid", "why": reason}
             elif not matched:
@@ -60,8 +62,12 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
             else:
                 row = _won_or_lost(base, o, field, claims, mask if field == merge.PRICE else type_mask)
             rows.setdefault(str(field), []).append(row)
-    return {"instanceType": instance_type, "nodepools": chosen, "fields": rows,
-            "memory": _memory(report, chosen, instance_type)}
+    # Karpenter's overlay store holds the type in every NodePool (SPEC §3 "Cells"); which of them can
+    # launch it is said beside, and each row counts its cells a NodePool launches.
+    return {"instanceType": instance_type, "nodepools": chosen,
+            "launchedBy": [name for p, name in enumerate(pools) if by_pool >> p & 1],
+            "neverLaunchedBy": [name for p, name in enumerate(pools) if chosen_pools >> p & 1 and not by_pool >> p & 1],
+            "fields": rows, "memory": _memory(report, chosen, instance_type)}
 
 
 def _memory(report: rp.Report, pools: list[str], instance_type: str) -> dict[str, dict[str, str]]:

@@ -105,7 +105,14 @@ class Grid:
         return self.first_slots * ((1 << (self.slots - 1)) - 1), self.first_slots << (self.slots - 1)
 
     def witness(self, cells: cellset.Cells, with_offering: bool = True) -> findings.Witness | None:
-        return self.witness_at(cells.lowest(), with_offering) if cells else None
+        """A cell of the set to name: the lowest one its NodePool launches (of a type it launches, without
+        the offering), else the lowest. Every finding's witness is picked here, so all paths agree."""
+        if not cells:
+            return None
+        if self._launches_everything:
+            return self.witness_at(cells.lowest(), with_offering)
+        launched = self.launched if with_offering else self._launched_types
+        return self.witness_at(_lowest_common(cells, launched), with_offering)
 
     def witness_at(self, bit: int, with_offering: bool = True) -> findings.Witness:
         # self.locate, inline: a report builds a witness per conflict.
@@ -165,6 +172,32 @@ class Grid:
     @once.Once
     def _pool_index(self) -> Mapping[str, int]:
         return {pool.name: p for p, pool in enumerate(self.pools)}
+
+    @once.Once
+    def launch_blocks(self) -> tuple[int, ...]:
+        """Per NodePool, in pool order: the offering slots it can launch. Karpenter's overlay store still
+        holds the others (its requirements do not narrow the cells, SPEC §3): outputs mark them, and
+        witnesses avoid them."""
+        return tuple(self.launchable(pool.launch_requirements()) for pool in self.pools)
+
+    @once.Once
+    def launched(self) -> cellset.Cells:
+        """The cells their NodePool can launch."""
+        return self.per_pool(self.launch_blocks)
+
+    def launches(self, bit: int) -> bool:
+        pool, slot = divmod(bit, self.block)
+        return bool(self.launch_blocks[pool] >> slot & 1)
+
+    @once.Once
+    def _launched_types(self) -> cellset.Cells:
+        """Every slot of each type its NodePool launches some offering of: a type-level witness may be any."""
+        fill = (1 << self.slots) - 1
+        return self.per_pool([self._first_of_types(b) * fill & self.present for b in self.launch_blocks])
+
+    @once.Once
+    def _launches_everything(self) -> bool:
+        return all(b == self.present for b in self.launch_blocks)
 
     def launchable(self, requirements: Mapping[str, reqs.Requirement]) -> int:
         """One block: the offerings a NodePool with these requirements can launch
@@ -247,6 +280,18 @@ def _label_index(by_value: dict[str, int]) -> LabelIndex:
         prefix.append(prefix[-1] | bits)
     return LabelIndex(by_value=dict(by_value), defined=_union(by_value.values()),
                       numbers=tuple(n for n, _ in numeric), prefix=tuple(prefix))
+
+
+def _lowest_common(cells: cellset.Cells, preferred: cellset.Cells) -> int:
+    """The lowest cell of `cells` in `preferred`, else the lowest of `cells` (non-empty); no set is built."""
+    best = -1
+    for p, b in cells.parts:
+        for q, c in preferred.parts:
+            if p & q and b & c:
+                bit = cellset.low_bit(p & q) * cells.block + cellset.low_bit(b & c)
+                if best < 0 or bit < best:
+                    best = bit
+    return cells.lowest() if best < 0 else best
 
 
 def _union(parts: object) -> int:

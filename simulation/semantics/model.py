@@ -82,6 +82,13 @@ class NodePool:
     def ref(self) -> findings.ObjectRef:
         return findings.ObjectRef(NODEPOOL, self.name)
 
+    def launch_requirements(self) -> dict[str, reqs.Requirement]:
+        """What a node this NodePool launches must satisfy: its template's requirements (minValues aside)
+        and each template label as `In [value]`, as Karpenter's NodeClaimTemplate combines them."""
+        specs = [(r.key, r.operator, r.values) for r in self.requirements]
+        specs += [(k, reqs.IN, (v,)) for k, v in self.labels.items()]
+        return reqs.from_specs(specs)
+
 
 IMPLICIT_NODEPOOL = NodePool("default", 0, {}, (), None, implicit=True)
 
