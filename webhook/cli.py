@@ -26,9 +26,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--catalog", type=Path, help="instance-type catalog (JSON format or InstanceType YAML); "
                                                 "default: the embedded AWS us-east-1 catalog")
-    p.add_argument("--crd", type=Path, help="pin the NodeOverlay CRD to validate against, e.g. Karpenter's own "
-                                            "(default: the cluster's, followed as it changes; with --state, or "
-                                            "when it cannot be read, the embedded DRA-extended CRD)")
+    p.add_argument("--crd", metavar="FILE|dra",
+                   help="pin the NodeOverlay CRD to validate against: a CRD file, or dra for the embedded "
+                        "DRA-extended one (default: the cluster's, followed as it changes; with --state, or when "
+                        "it cannot be read, Karpenter's own, embedded)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", type=Path, help="watch the cluster of this kubeconfig "
                                                         "(default: in-cluster configuration)")
