@@ -55,6 +55,8 @@ Folder layout
       - {nodepool: default, instanceType: p5.48xlarge, driver: gpu.nvidia.com, overlay: gpu-slices}
     exit: 1                             # optional: ``overlay-lint check`` exit status; by default 1 when
                                         # an expected finding has severity error, else 0
+    crd: dra                            # optional: the NodeOverlay CRD every front end checks against
+                                        # (``--crd dra``: the DRA-extended one); by default Karpenter's own
 
 A finding without ``object`` or ``field`` leaves that part unchecked; only ``parse-error`` cases
 (which have no object to name) use that.
@@ -74,6 +76,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from simulation import findings as core_findings
+from simulation.validation import crds
+from sources import context
 
 CASES_DIR = Path(__file__).parent / "cases"
 ENV_EXTRA_ROOTS = "OVERLAY_GUARD_CASES"
@@ -86,8 +90,10 @@ STATUSES = frozenset({"Applied", "Conflict", "Invalid"})
 SEVERITIES = frozenset({"error", "warning", "info"})
 _FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity"})
 _TOP_KEYS = frozenset(
-    {"description", "findings", "status", "prices", "capacity", "resourceSliceTemplates", "exit"}
+    {"description", "findings", "status", "prices", "capacity", "resourceSliceTemplates", "exit", "crd"}
 )
+# The `crd:` a case may choose: the embedded DRA-extended CRD (a case carries no CRD file of its own).
+CRDS = frozenset({"dra"})
 
 
 class CaseFormatError(ValueError):
@@ -186,6 +192,17 @@ class Case:
     capacity: tuple[ExpectedCapacity, ...]
     templates: tuple[ExpectedTemplates, ...]
     exit: int
+    # The `--crd` value every front end is given (None: the default, Karpenter's own CRD).
+    crd: str | None = None
+
+    @property
+    def crd_args(self) -> list[str]:
+        """The case's CRD as options of ``overlay-lint`` and ``overlay-webhook``."""
+        return ["--crd", self.crd] if self.crd is not None else []
+
+    def compiled_crd(self) -> crds.Crd | None:
+        """The case's CRD as ``--crd`` reads it, for the tests that call the core (None: the default)."""
+        return context.read_crd(self.crd) if self.crd is not None else None
 
     @property
     def instance_types(self) -> list[str]:
@@ -292,6 +309,8 @@ def load(folder: Path) -> Case:
     default_exit = 1 if any(f.severity == "error" for f in exp_findings) else 0
     exit_code = raw.get("exit", default_exit)
     _need(exit_code in (0, 1), expected_path, "exit: 0 or 1")
+    crd = raw.get("crd")
+    _need(crd is None or crd in CRDS, expected_path, f"crd: one of {sorted(CRDS)} (or absent: Karpenter's own)")
 
     existing = folder / EXISTING
     return Case(
@@ -306,6 +325,7 @@ def load(folder: Path) -> Case:
         capacity=capacity,
         templates=templates,
         exit=int(exit_code),
+        crd=crd,
     )
 
 

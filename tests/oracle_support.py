@@ -23,6 +23,7 @@ from simulation import findings
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
 from simulation.semantics import quantity
+from simulation.validation import crds
 from tests import casefmt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,13 +67,14 @@ def kind_name(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(obj.get("kind")), str(meta.get("name") if isinstance(meta, Mapping) else None)
 
 
-def project(objects: Objects, catalog: cat.Catalog | None) -> tuple[dict[str, Any], set[str]]:
-    """What `overlay-lint simulate --format json` prints for these objects (every touched cell),
+def project(objects: Objects, catalog: cat.Catalog | None,
+            crd: crds.Crd | None = None) -> tuple[dict[str, Any], set[str]]:
+    """What `overlay-lint simulate [--crd] --format json` prints for these objects (every touched cell),
     and the overlays the API server would refuse (schema findings)."""
     types = [o for o in objects if o.get("kind") == "InstanceType"]
     chosen = cat.from_documents(types) if types else catalog or cat.default()
     docs = [ev.Document(o, i) for i, o in enumerate(objects) if o.get("kind") != "InstanceType"]
-    report = ev.evaluate(docs, ev.prepare([], chosen))
+    report = ev.evaluate(docs, ev.prepare([], chosen, crd=crd))
     refused = {f.obj.name for f in report.findings
                if f.obj.kind == "NodeOverlay" and dict(f.detail).get("layer") == "apiserver"
                and f.severity == findings.Severity.ERROR}

@@ -2,7 +2,7 @@
 
 For every case folder:
 
-- ``overlay-lint check input.yaml [--existing existing.yaml] --format json``: the findings must be
+- ``overlay-lint check input.yaml [--existing existing.yaml] [--crd dra] --format json``: the findings must be
   exactly the expected set (code, object, field, severity, and related where the case gives it) and
   the exit status must match;
 - ``overlay-lint simulate input.yaml [existing.yaml] --instance-type T ... --format json``:
@@ -92,7 +92,7 @@ def _ids(cases: Sequence[casefmt.Case]) -> list[str]:
 
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_check(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["check", str(case.input), *_existing_args(case), "--format", "json"]
+    argv = ["check", str(case.input), *_existing_args(case), *case.crd_args, "--format", "json"]
     code, document, err = _run(capsys, argv)
     assert isinstance(document, dict) and isinstance(document.get("findings"), list), document
     OUTPUT_SCHEMA.validate(document)
@@ -140,7 +140,7 @@ def test_simulate(case: casefmt.Case, capsys: pytest.CaptureFixture[str]) -> Non
     argv = ["simulate", str(case.input), *([str(case.existing)] if case.existing is not None else [])]
     for name in case.instance_types:
         argv += ["--instance-type", name]
-    argv += ["--format", "json"]
+    argv += [*case.crd_args, "--format", "json"]
     code, document, err = _run(capsys, argv)
     # 1 only says the input had problems (reported on stderr); the simulation is still printed.
     assert code in (0, 1), f"`overlay-lint {' '.join(argv)}` exited {code}:\n{err}"

@@ -53,7 +53,7 @@ def case_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[An
     dirs, ours = [], {}
     for case in CASES:
         objects = cluster_after_admission(case)
-        ours[case.name] = project(objects, catalog)
+        ours[case.name] = project(objects, catalog, case.compiled_crd())
         _, refused = ours[case.name]
         admitted = [o for o in objects if not (o.get("kind") == "NodeOverlay" and kind_name(o)[1] in refused)]
         dirs.append(write_objects(base / case.name, admitted))
