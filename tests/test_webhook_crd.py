@@ -223,3 +223,8 @@ async def test_the_cache_waits_for_the_crd_and_swaps_it_without_a_restart(small_
         source.answer.set()
         source.stop.set()
         await cache.close()
+
+
+def test_a_pinned_crd_names_its_source() -> None:
+    # The gauge's source: `--crd dra` is the embedded DRA-extended CRD, anything else a file.
+    assert [crdwatch.pinned(v).source for v in ("dra", "./dra", "crd.yaml")] == ["dra", "file", "file"]
