@@ -65,8 +65,8 @@ bench: install karpenter-oracle
 	$(BIN)/python -m benchmarks
 
 demo: install
-	-$(BIN)/overlay-lint check examples/
-	$(BIN)/overlay-lint simulate examples/ --instance-type p5.48xlarge
+	-$(BIN)/overlay-lint check examples/ --crd dra
+	$(BIN)/overlay-lint simulate examples/ --crd dra --instance-type p5.48xlarge
 
 helm:
 	@bash hack/helm.sh >/dev/null
@@ -83,11 +83,12 @@ certs: install
 	$(BIN)/python -m certs --out $(CERTS_DIR) --namespace overlay-guard
 
 # The webhook on localhost with fresh certificates, the embedded catalog and examples/ as the
-# cluster state; prints a curl that sends a conflicting AdmissionReview. Ctrl-C stops it.
+# cluster state (with the DRA-extended CRD, which examples/dra-gpu-rdma.yaml needs); prints a curl that
+# sends a conflicting AdmissionReview. Ctrl-C stops it.
 run: certs
 	$(BIN)/python -m webhook.demo --certs $(CERTS_DIR) --state examples/ --port 9443
 	$(BIN)/overlay-webhook --tls-cert-file $(CERTS_DIR)/tls.crt --tls-private-key-file $(CERTS_DIR)/tls.key \
-		--host 127.0.0.1 --port 9443 --metrics-port 8080 --state examples/
+		--host 127.0.0.1 --port 9443 --metrics-port 8080 --state examples/ --crd dra
 
 # The OCI image without a Docker daemon: dist/overlay-guard-<version>.oci.tar from Debian's packages and
 # the locked wheels (hack/image.sh); cached in ${OVERLAY_GUARD_CACHE:-$HOME/.cache/overlay-guard}/image.

@@ -82,8 +82,8 @@ def _workloads() -> Iterator[tuple[str, Callable[[int], dict[str, Any]], int]]:
 
 
 def run() -> dict[str, Any]:
-    crd = crds.embedded()
-    raw = crds.raw_embedded()
+    crd = crds.dra()
+    raw = crds.raw_dra()
     [compile_ms] = _medians_ms([lambda _: crds.load(raw, "bench")], 5)
     baseline = crds.load(_without_rules(raw), "bench without rules")
     out: dict[str, Any] = {"compile_crd_ms": compile_ms, "rules": len(crd.rules()), "overlays": {}}

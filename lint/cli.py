@@ -94,9 +94,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog", metavar="FILE",
                    help="instance types: a JSON catalog or YAML InstanceType documents "
                         "(default: embedded AWS us-east-1 data)")
-    p.add_argument("--crd", metavar="FILE",
-                   help="the NodeOverlay CRD to validate against, e.g. Karpenter's own (default: the cluster's "
-                        "with --cluster, else the embedded DRA-extended CRD)")
+    p.add_argument("--crd", metavar="FILE|dra",
+                   help="the NodeOverlay CRD to validate against: a CRD file, or dra for the embedded "
+                        "DRA-extended one (spec.dynamicResources) (default: the cluster's with --cluster, else "
+                        "Karpenter's own, embedded)")
     p.add_argument("--region", metavar="NAME",
                    help="the cluster's region, e.g. eu-west-1 (default: the cluster's Nodes' with --cluster, else "
                         "the one the inputs' zone and region requirements name, else the catalog's)")

@@ -9,7 +9,8 @@ import re
 from collections.abc import Sequence
 
 SHELLS = ("bash", "zsh")
-# Metavars whose values are files or directories; everything else is free text.
+# Metavars whose values are files or directories; everything else is free text. A metavar may list
+# alternatives (`FILE|dra`): the lowercase ones are words offered as they are.
 _FILE_METAVARS = frozenset({"FILE", "PATH"})
 
 
@@ -21,6 +22,8 @@ class Option:
     repeatable: bool
     choices: tuple[str, ...] = ()
     files: bool = False
+    # Words offered besides files (`--crd dra`).
+    words: tuple[str, ...] = ()
     # Values kubectl can list (kubeconfig contexts).
     contexts: bool = False
 
@@ -35,12 +38,12 @@ class Command:
 
 
 def _option(action: argparse.Action) -> Option:
-    metavar = action.metavar if isinstance(action.metavar, str) else ""
+    alternatives = action.metavar.split("|") if isinstance(action.metavar, str) else []
     choices = tuple(str(c) for c in action.choices) if action.choices else ()
     return Option(strings=tuple(action.option_strings), help=action.help or "",
                   takes_value=action.nargs != 0, repeatable=bool(getattr(action, "repeatable", False)),
-                  choices=choices, files=metavar in _FILE_METAVARS,
-                  contexts=action.dest == "context")
+                  choices=choices, files=any(a in _FILE_METAVARS for a in alternatives),
+                  words=tuple(a for a in alternatives if a.islower()), contexts=action.dest == "context")
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -107,7 +110,8 @@ def bash(parser: argparse.ArgumentParser) -> str:
             if option.choices:
                 action = f'COMPREPLY=($(compgen -W "{_words(option.choices)}" -- "$cur"))'
             elif option.files:
-                action = 'COMPREPLY=($(compgen -f -- "$cur"))'
+                words = f'$(compgen -W "{_words(option.words)}" -- "$cur") ' if option.words else ""
+                action = f'COMPREPLY=({words}$(compgen -f -- "$cur"))'
             elif option.contexts:
                 action = 'COMPREPLY=($(compgen -W "$(kubectl config get-contexts -o name 2>/dev/null)" -- "$cur"))'
             else:
@@ -149,7 +153,7 @@ def _zsh_spec(option: Option) -> str:
     if option.choices:
         action = f"({' '.join(option.choices)})"
     elif option.files:
-        action = "_files"
+        action = f"{{compadd -- {_words(option.words)}; _files}}" if option.words else "_files"
     elif option.contexts:
         action = '{compadd -- ${(f)"$(kubectl config get-contexts -o name 2>/dev/null)"}}'
     else:

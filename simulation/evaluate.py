@@ -53,7 +53,7 @@ class Prepared:
     index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index({}))
     # Identities of the baseline's error findings, for ratcheting.
     ratchet: frozenset[tuple[Any, ...]] = frozenset()
-    # The NodeOverlay CRD the schema layer checks against (None: the embedded one).
+    # The NodeOverlay CRD the schema layer checks against (None: Karpenter's own, embedded).
     crd: crds.Crd | None = None
     # The label keys the grid defines (checks.known_keys): asked once per grid, not per request.
     known: frozenset[str] = frozenset()
@@ -65,7 +65,7 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     obj = doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
     overlay = model.overlay(obj, doc.source)
     ref = overlay.ref
-    crd = crd or crds.embedded()
+    crd = crd or crds.karpenter()
     # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
     validated = schema.as_validated(obj, crd)
     layer = schema.check(obj, ref, doc.source, crd, validated=validated)
@@ -178,7 +178,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
             crd: crds.Crd | None = None) -> Prepared:
     """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
     unchanged overlays keep their checks, and their cells too while the NodePools are the same.
-    `crd`: the NodeOverlay CRD to validate against (default: the embedded DRA-extended one)."""
+    `crd`: the NodeOverlay CRD to validate against (default: Karpenter's own, crds.karpenter())."""
     docs = [dataclasses.replace(d, candidate=False) if d.candidate else d for d in existing]
     pools = _pools(docs)
     if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:

@@ -1,5 +1,5 @@
 """What a run checks against: the catalog (`--catalog`, InstanceType documents among the inputs, or the
-default) and the NodeOverlay CRD (`--crd`, the cluster's with `--cluster`, or the embedded one)."""
+default) and the NodeOverlay CRD (`--crd`, the cluster's with `--cluster`, or Karpenter's own, embedded)."""
 
 from __future__ import annotations
 
@@ -72,28 +72,35 @@ def choose(catalog_path: str | None, documents: Sequence[tuple[Mapping[str, Any]
     return cat.default()
 
 
-# --- the NodeOverlay CRD: `--crd`, the cluster's, or the embedded DRA-extended one --------------------
+# --- the NodeOverlay CRD: `--crd`, the cluster's, or Karpenter's own (embedded) --------------------------
 
-def read_crd(path: str) -> crds.Crd:
-    """The NodeOverlay CRD in a YAML or JSON file; the file may hold other CRDs too (all of Karpenter's)."""
+# `--crd dra`: the embedded DRA-extended CRD (a file of that name is `--crd ./dra`).
+DRA = "dra"
+
+
+def read_crd(value: str) -> crds.Crd:
+    """`--crd`: `dra`, or the NodeOverlay CRD in a YAML or JSON file, which may hold other CRDs too (all of
+    Karpenter's)."""
+    if value == DRA:
+        return crds.dra()
     documents = []
-    for parsed in tree.documents(_read_config(path, "--crd")[1]):
+    for parsed in tree.documents(_read_config(value, "--crd")[1]):
         if parsed.problem is not None:
             line, column = parsed.problem.position
-            raise files.InputError(f"--crd {path}:{line}:{column}: {parsed.problem.message}")
+            raise files.InputError(f"--crd {value}:{line}:{column}: {parsed.problem.message}")
         documents.append(syntax.plain_json(parsed.value))
     try:
-        return crds.load_from(documents, f"--crd {path}")
+        return crds.load_from(documents, f"--crd {value}")
     except crds.CrdError as err:
         raise files.InputError(str(err)) from None
 
 
-def choose_crd(path: str | None, cluster_crd: Mapping[str, Any] | None) -> crds.Crd:
-    """`--crd` first, then the cluster's (with `--cluster`), else the embedded DRA-extended CRD."""
-    if path is not None:
-        return read_crd(path)
+def choose_crd(value: str | None, cluster_crd: Mapping[str, Any] | None) -> crds.Crd:
+    """`--crd` first, then the cluster's (with `--cluster`), else Karpenter's own, embedded."""
+    if value is not None:
+        return read_crd(value)
     if cluster_crd is None:
-        return crds.embedded()
+        return crds.karpenter()
     try:
         return crds.load(syntax.plain_json(cluster_crd), f"the cluster's {crds.NAME}")
     except crds.CrdError as err:

@@ -277,7 +277,7 @@ def read_crd(kubeconfig: str | None = None, context: str | None = None) -> tuple
     except Unreachable:
         raise
     except KubeError as err:
-        return None, [f"cannot read the CRD {crds.NAME} ({err.status}); checking against the embedded "
-                      "DRA-extended CRD"]
+        return None, [f"cannot read the CRD {crds.NAME} ({err.status}); checking against "
+                      f"{crds.karpenter().origin} (--crd chooses another)"]
     finally:
         client.close()

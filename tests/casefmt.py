@@ -63,6 +63,8 @@ Folder layout
     region: eu-west-1                   # optional: ``--region`` (the cluster's region, as its Nodes say)
     exit: 1                             # optional: ``overlay-lint check`` exit status; by default 1 when
                                         # an expected finding has severity error, else 0
+    crd: dra                            # optional: the NodeOverlay CRD every front end checks against
+                                        # (``--crd dra``: the DRA-extended one); by default Karpenter's own
 
 A finding without ``object`` or ``field`` leaves that part unchecked; only ``parse-error`` cases
 (which have no object to name) use that.
@@ -82,6 +84,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from simulation import findings as core_findings
+from simulation.validation import crds
+from sources import context
 
 CASES_DIR = Path(__file__).parent / "cases"
 ENV_EXTRA_ROOTS = "OVERLAY_GUARD_CASES"
@@ -96,8 +100,10 @@ _FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity", "de
 _WITNESS_KEYS = frozenset({"nodepool", "instanceType", "zone", "capacityType"})
 _TOP_KEYS = frozenset(
     {"description", "findings", "status", "prices", "capacity", "allocatable", "resourceSliceTemplates", "exit",
-     "region"}
+     "region", "crd"}
 )
+# The `crd:` a case may choose: the embedded DRA-extended CRD (a case carries no CRD file of its own).
+CRDS = frozenset({"dra"})
 
 
 class CaseFormatError(ValueError):
@@ -213,11 +219,22 @@ class Case:
     exit: int
     allocatable: tuple[ExpectedCapacity, ...] = ()
     region: str | None = None
+    # The `--crd` value every front end is given (None: the default, Karpenter's own CRD).
+    crd: str | None = None
 
     @property
     def options(self) -> list[str]:
-        """The command-line options every front end runs the case with."""
-        return ["--region", self.region] if self.region else []
+        """The command-line options every front end runs the case with: its region and its CRD."""
+        return [*(["--region", self.region] if self.region else []), *self.crd_args]
+
+    @property
+    def crd_args(self) -> list[str]:
+        """The case's CRD as options of ``overlay-lint`` and ``overlay-webhook``."""
+        return ["--crd", self.crd] if self.crd is not None else []
+
+    def compiled_crd(self) -> crds.Crd | None:
+        """The case's CRD as ``--crd`` reads it, for the tests that call the core (None: the default)."""
+        return context.read_crd(self.crd) if self.crd is not None else None
 
     @property
     def instance_types(self) -> list[str]:
@@ -327,6 +344,8 @@ def load(folder: Path) -> Case:
     _need(exit_code in (0, 1), expected_path, "exit: 0 or 1")
     region = raw.get("region")
     _need(region is None or isinstance(region, str), expected_path, "region: a string")
+    crd = raw.get("crd")
+    _need(crd is None or crd in CRDS, expected_path, f"crd: one of {sorted(CRDS)} (or absent: Karpenter's own)")
 
     existing = folder / EXISTING
     return Case(
@@ -343,6 +362,7 @@ def load(folder: Path) -> Case:
         exit=int(exit_code),
         allocatable=allocatable,
         region=region,
+        crd=crd,
     )
 
 

@@ -23,6 +23,7 @@ from simulation import findings
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
 from simulation.semantics import quantity, region
+from simulation.validation import crds
 from tests import casefmt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,12 +75,13 @@ def placed(objects: Objects, catalog: cat.Catalog | None, where: str | None = No
     return region.choose(chosen, objects, where).catalog
 
 
-def project(objects: Objects, catalog: cat.Catalog | None, where: str | None = None) -> tuple[dict[str, Any], set[str]]:
-    """What `overlay-lint simulate --format json` prints for these objects (every touched cell),
+def project(objects: Objects, catalog: cat.Catalog | None, where: str | None = None,
+            crd: crds.Crd | None = None) -> tuple[dict[str, Any], set[str]]:
+    """What `overlay-lint simulate [--region] [--crd] --format json` prints for these objects (every touched cell),
     and the overlays the API server would refuse (schema findings)."""
     chosen = placed(objects, catalog, where)
     docs = [ev.Document(o, i) for i, o in enumerate(objects) if o.get("kind") != "InstanceType"]
-    report = ev.evaluate(docs, ev.prepare([], chosen))
+    report = ev.evaluate(docs, ev.prepare([], chosen, crd=crd))
     refused = {f.obj.name for f in report.findings
                if f.obj.kind == "NodeOverlay" and dict(f.detail).get("layer") == "apiserver"
                and f.severity == findings.Severity.ERROR}

@@ -1,12 +1,13 @@
 """Plain helpers of the API-server-layer tests (no tests here): an overlay that uses every field the
-CRD defines correctly, edits at dotted paths, and the schema check with its findings as (code, field)."""
+DRA-extended CRD defines correctly, edits at dotted paths, and the schema check under that CRD with its
+findings as (code, field)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from simulation import findings
-from simulation.validation import schema
+from simulation.validation import crds, schema
 
 REF = findings.ObjectRef("NodeOverlay", "test")
 TPL = "spec.dynamicResources.resourceSliceTemplates"
@@ -19,7 +20,7 @@ LONG = "d" * 60 + ".com"  # a DNS subdomain longer than a qualified name's 63-ch
 
 
 def valid() -> dict[str, Any]:
-    """An overlay that uses every field the CRD defines, correctly."""
+    """An overlay that uses every field the DRA-extended CRD defines, correctly."""
     return {
         "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
         "metadata": {"name": "test", "labels": {"team": "ml"}, "annotations": {"note": "x"}},
@@ -68,7 +69,7 @@ DELETE = object()
 
 
 def run(obj: Any) -> list[findings.Finding]:
-    return schema.check(obj, REF, 7)
+    return schema.check(obj, REF, 7, crds.dra())
 
 
 def codes(found: list[findings.Finding]) -> set[tuple[str, str]]:

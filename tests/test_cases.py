@@ -2,7 +2,7 @@
 
 For every case folder:
 
-- ``overlay-lint check input.yaml [--existing existing.yaml] --format json``: the findings must be
+- ``overlay-lint check input.yaml [--existing existing.yaml] [--crd dra] --format json``: the findings must be
   exactly the expected set (code, object, field, severity, and related where the case gives it) and
   the exit status must match;
 - ``overlay-lint simulate input.yaml [existing.yaml] --instance-type T ... --format json``:

@@ -10,6 +10,7 @@ import pytest
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import dra
+from simulation.validation import crds
 
 PCIE = "resource.k8s.io/pcieRoot"
 TPL = ("spec", "dynamicResources", "resourceSliceTemplates")
@@ -146,7 +147,7 @@ def test_each_violation_is_reported_once(obj: dict[str, Any],
                                          expected: list[tuple[str, tuple[str | int, ...]]]) -> None:
     # Through the whole per-object check: some rules are the CRD's (schema.py), the rest dra.py's,
     # and together they must report each problem exactly once.
-    got = [f for f in ev.check_overlay(ev.Document(obj, 3)).findings if f.code in DRA_CODES]
+    got = [f for f in ev.check_overlay(ev.Document(obj, 3), crds.dra()).findings if f.code in DRA_CODES]
     assert sorted((f.code, f.path) for f in got) == sorted(expected)
     for f in got:
         assert f.source == 3 and f.obj == ref() and f.severity == findings.Severity.ERROR

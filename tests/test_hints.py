@@ -32,8 +32,9 @@ def overlay(name: str, weight: int, *, family: str | None = None, pool: str | No
             "spec": {"weight": weight, "requirements": reqs, "priceAdjustment": adjustment}}
 
 
-def check(*paths: str, existing: str | None = None, catalog: str | None = CATALOG) -> tuple[int, dict[str, Any]]:
-    argv = ["check", *paths, "--format", "json"]
+def check(*paths: str, existing: str | None = None, catalog: str | None = CATALOG,
+          crd: str | None = None) -> tuple[int, dict[str, Any]]:
+    argv = ["check", *paths, "--format", "json", *(["--crd", crd] if crd else [])]
     argv += ["--existing", existing] if existing else []
     argv += ["--catalog", catalog] if catalog else []
     out, err = io.StringIO(), io.StringIO()
@@ -144,7 +145,7 @@ def _flatten(docs: list[Any]) -> list[Any]:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_corpus_errors_have_hints_and_conflict_hints_work(case: casefmt.Case, tmp_path: pathlib.Path) -> None:
     existing = str(case.existing) if case.existing is not None else None
-    _, data = check(str(case.input), existing=existing, catalog=None)
+    _, data = check(str(case.input), existing=existing, catalog=None, crd=case.crd)
     for f in data["findings"]:
         if f["severity"] == "error":
             assert f.get("hint"), f"{f['code']} {f['field']} has no hint: {f['message']}"
@@ -153,7 +154,7 @@ def test_corpus_errors_have_hints_and_conflict_hints_work(case: casefmt.Case, tm
             inputs, changed = _with_hint_applied(case, finding, option)
             if changed is None:
                 continue
-            after = _check_inputs(tmp_path, option, inputs)
+            after = _check_inputs(tmp_path, option, inputs, case.crd)
             assert pair(finding) not in {pair(f) for f in conflicts(after)}, (option, finding["hint"])
             new = {pair(f) for f in conflicts(after) if changed in pair(f)} - {pair(f) for f in conflicts(data)}
             assert not new, (option, finding["hint"])
@@ -178,12 +179,13 @@ def _with_hint_applied(case: casefmt.Case, finding: dict[str, Any],
     return inputs, changed
 
 
-def _check_inputs(tmp_path: pathlib.Path, option: str, inputs: dict[str, list[Any]]) -> dict[str, Any]:
+def _check_inputs(tmp_path: pathlib.Path, option: str, inputs: dict[str, list[Any]],
+                  crd: str | None) -> dict[str, Any]:
     paths = {k: tmp_path / f"{option}-{k}.json" for k in inputs}
     for k, docs in inputs.items():
         paths[k].write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
     _, after = check(str(paths["input"]), existing=str(paths["existing"]) if "existing" in paths else None,
-                     catalog=None)
+                     catalog=None, crd=crd)
     return after
 
 

@@ -24,6 +24,7 @@ from ruamel.yaml import YAML
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = "examples"
 CONFLICT = "examples/conflict-spot-gpu-pricing.yaml"
+DRA = "examples/dra-gpu-rdma.yaml"
 
 
 def _yaml(path: pathlib.Path) -> Any:
@@ -147,9 +148,10 @@ def test_github_action_finds_the_conflict_and_writes_sarif(installer: dict[str, 
 
 
 def test_github_action_inputs(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
-    # Only warnings in these: clean at fail-on error, failing at warning; a catalog and an output name.
-    inputs = {"paths": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml", "sarif-file": "out.sarif",
-              "catalog": str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml"),
+    # Only warnings in these: clean at fail-on error, failing at warning; a catalog, the DRA-extended CRD
+    # (Karpenter's own refuses the DRA example) and an output name.
+    inputs = {"paths": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml {DRA}", "sarif-file": "out.sarif",
+              "catalog": str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml"), "crd": "dra",
               "existing": f"{EXAMPLES}/team-chargeback.yaml"}
     done, outputs = _run_action(installer, tmp_path, inputs)
     assert _codes(done) == [("Install overlay-lint", 0), ("Run overlay-lint", 0), ("upload 2.1.0", None)], (
@@ -195,8 +197,8 @@ def test_gitlab_template_fails_on_the_conflict_with_a_junit_report(installer: di
 
 def test_gitlab_template_clean_run(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     result, report = _run_gitlab(installer, tmp_path, {
-        "OVERLAY_LINT_PATHS": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml",
-        "OVERLAY_LINT_EXISTING": f"{EXAMPLES}/team-chargeback.yaml"})
+        "OVERLAY_LINT_PATHS": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml {DRA}",
+        "OVERLAY_LINT_CRD": "dra", "OVERLAY_LINT_EXISTING": f"{EXAMPLES}/team-chargeback.yaml"})
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     assert ET.parse(report).getroot().get("failures") == "0"
 

@@ -189,6 +189,9 @@ def test_bash_completes_commands_options_and_values(bash_script: pathlib.Path) -
     assert "examples/" in _bash_complete(bash_script, ["check", "exam"]) or "examples" in _bash_complete(
         bash_script, ["check", "exam"])
     assert "--instance-type" in _bash_complete(bash_script, ["explain", "--inst"])
+    # --crd takes a file or the word dra.
+    offered = _bash_complete(bash_script, ["report", "--crd", "d"])
+    assert "dra" in offered and ("docs" in offered or "docs/" in offered)
 
 
 def test_completion_follows_the_parser(bash_script: pathlib.Path) -> None:

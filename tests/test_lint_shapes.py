@@ -131,7 +131,8 @@ def _input(tmp_path: pathlib.Path, document: str) -> str:
 def test_bad_shape_is_a_finding_and_the_rest_is_checked(tmp_path: pathlib.Path, case: str) -> None:
     document, code, field, line, words = CASES[case]
     path = _input(tmp_path, document)
-    status, data, err = run(path)
+    # The DRA-extended CRD, so that the shapes inside spec.dynamicResources are checked.
+    status, data, err = run(path, "--crd", "dra")
     assert status == 1 and err == "", err
     found = [f for f in data["findings"] if f["code"] == code and (field is None or f["field"] == field)]
     assert found, data["findings"]

@@ -58,7 +58,7 @@ def case_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[An
     ours = {}
     for case in CASES:
         objects = cluster_after_admission(case)
-        ours[case.name] = project(objects, catalog, case.region)
+        ours[case.name] = project(objects, catalog, case.region, case.compiled_crd())
         _, refused = ours[case.name]
         admitted = [o for o in objects if not (o.get("kind") == "NodeOverlay" and kind_name(o)[1] in refused)]
         used = placed(objects, catalog, case.region)

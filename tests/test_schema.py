@@ -40,17 +40,17 @@ def test_package_data_is_a_relative_symlink_to_the_manifest() -> None:
     assert link.is_symlink()
     assert os.readlink(link) == "../../manifests/crd/karpenter.sh_nodeoverlays.yaml"
     assert link.resolve() == (ROOT / "manifests" / "crd" / "karpenter.sh_nodeoverlays.yaml").resolve()
-    raw = crds.raw_embedded()
+    raw = crds.raw_dra()
     assert (raw["kind"], raw["spec"]["scope"]) == ("CustomResourceDefinition", "Cluster")
 
 
 def test_every_cel_rule_of_the_crd_is_evaluated() -> None:
-    rules = crds.embedded().rules()
-    assert len(rules) == 30 and crds.embedded().unchecked() == []
+    rules = crds.dra().rules()
+    assert len(rules) == 30 and crds.dra().unchecked() == []
 
 
 def openapi_schema() -> dict[str, Any]:
-    return dict(crds.embedded().openapi)
+    return dict(crds.dra().openapi)
 
 
 def test_upstream_fields_and_quirks_are_kept() -> None:
@@ -63,7 +63,7 @@ def test_upstream_fields_and_quirks_are_kept() -> None:
     assert values["type"] == "array" and "maxLength" in values and "pattern" in values
     assert "pattern" not in values["items"]
     gt = "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value"
-    assert gt in {rule.message for rule in crds.embedded().rules()}
+    assert gt in {rule.message for rule in crds.dra().rules()}
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:

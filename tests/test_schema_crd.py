@@ -1,5 +1,6 @@
-"""The schema layer follows the CRD it is given: Karpenter's own (no DRA extension), the embedded DRA-extended
-one, or any other NodeOverlay CRD, whose CEL rules are evaluated by the CEL library with no rule-specific code."""
+"""The schema layer follows the CRD it is given: Karpenter's own (no DRA extension, the default), the embedded
+DRA-extended one (`--crd dra`), or any other NodeOverlay CRD, whose CEL rules are evaluated by the CEL library
+with no rule-specific code."""
 
 from __future__ import annotations
 
@@ -15,16 +16,26 @@ from simulation import findings
 from simulation.evaluate import Document, check_overlay
 from simulation.validation import celexpr, crds, schema
 from tests import tools
-from tests.schema_support import valid, with_edits
+from tests.schema_support import edit, valid, with_edits
 
 REF = findings.ObjectRef("NodeOverlay", "test")
 DRA_CODES = {"invalid-binding-key", "invalid-attribute-binding", "invalid-resource-slice-template"}
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, Any]:
+    """Karpenter's NodeOverlay CRD as its release ships it (hack/karpenter-crds.sh, cached)."""
+    path = Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml"
+    loaded: dict[str, Any] = YAML(typ="safe", pure=True).load(path.read_text())
+    return loaded
+
+
 @pytest.fixture(scope="module")
 def karpenter() -> crds.Crd:
-    path = Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml"
-    return crds.load(YAML(typ="safe", pure=True).load(path.read_text()), str(path))
+    return crds.karpenter()
 
 
 def plain() -> dict[str, Any]:
@@ -40,24 +51,49 @@ def fields(found: list[findings.Finding]) -> set[tuple[str, str]]:
 
 # --- Karpenter's own CRD ----------------------------------------------------------------------------
 
-def test_karpenter_crd_is_the_embedded_one_without_the_dra_extension(karpenter: crds.Crd) -> None:
+def _openapi(raw: Mapping[str, Any]) -> Any:
+    [version] = [v for v in raw["spec"]["versions"] if v["name"] == crds.VERSION]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def test_the_default_crd_is_karpenter_own_as_shipped(shipped: dict[str, Any]) -> None:
+    # Derived from the DRA-extended CRD by removing the extension: nothing else may differ.
+    assert _openapi(crds.raw_karpenter()) == _openapi(shipped)
+    assert crds.karpenter().origin.endswith(crds.KARPENTER_RELEASE)
+
+
+def test_the_release_is_the_one_the_oracle_and_the_crd_fetcher_pin() -> None:
+    release = crds.KARPENTER_RELEASE
+    assert f"sigs.k8s.io/karpenter {release}\n" in (ROOT / "hack/karpenter-oracle/go.mod").read_text()
+    assert f'version="${{KARPENTER_VERSION:-{release}}}"' in (ROOT / "hack/karpenter-crds.sh").read_text()
+
+
+def test_karpenter_crd_is_the_dra_one_without_the_extension(karpenter: crds.Crd) -> None:
     assert karpenter.defines("spec", "requirements") and not karpenter.defines(*crds.DRA_FIELD)
-    assert crds.embedded().defines(*crds.DRA_FIELD)
+    assert crds.dra().defines(*crds.DRA_FIELD)
     assert karpenter.unchecked() == []
-    assert {r.text for r in karpenter.rules()} < {r.text for r in crds.embedded().rules()}
+    assert {r.text for r in karpenter.rules()} < {r.text for r in crds.dra().rules()}
+    # No rule or required entry of the extension is left behind.
+    assert "dynamicResources" not in str(crds.raw_karpenter()) and "dynamicResources" in str(crds.raw_dra())
 
 
-def test_dynamic_resources_is_an_unknown_field_under_karpenter_crd(karpenter: crds.Crd) -> None:
-    found = schema.check(valid(), REF, None, karpenter)
-    assert fields(found) == {("schema", "spec.dynamicResources")}
-    assert 'unknown field "dynamicResources"' in found[0].message and "DRA" in found[0].message
+def test_dynamic_resources_under_karpenter_crd_is_one_schema_error_saying_how_to_choose_the_extension() -> None:
+    # The default CRD, through the whole per-object check.
+    found = check_overlay(Document(valid(), 0)).findings
+    assert fields(list(found)) == {("schema", "spec.dynamicResources")} and len(found) == 1
+    [f] = found
+    assert f.severity == findings.Severity.ERROR
+    # The hint names the ways to choose it, and each exists.
+    assert "--crd dra" in f.hint and "manifests/components/dra-crd" in f.hint and "draCRD.enabled=true" in f.hint
+    assert (ROOT / "manifests/components/dra-crd/kustomization.yaml").is_file()
+    assert "draCRD:\n  enabled: false" in (ROOT / "charts/overlay-guard/values.yaml").read_text()
 
 
 def test_dra_checks_run_only_where_the_crd_defines_the_field(karpenter: crds.Crd) -> None:
     # A bindingKey used once breaks a DRA rule; under Karpenter's CRD only the unknown field is reported.
     obj = with_edits(("spec.dynamicResources.resourceSliceTemplates[1].spec.devices", [{"name": "nic-0"}]))
     doc = Document(obj, 0)
-    assert {f.code for f in check_overlay(doc).findings} & DRA_CODES
+    assert {f.code for f in check_overlay(doc, crds.dra()).findings} & DRA_CODES
     found = check_overlay(doc, karpenter).findings
     assert {(f.code, f.field) for f in found} == {("schema", "spec.dynamicResources")}
 
@@ -73,16 +109,12 @@ def test_dra_checks_run_only_where_the_crd_defines_the_field(karpenter: crds.Crd
 ])
 def test_both_crds_give_the_same_findings_outside_the_extension(karpenter: crds.Crd, dotted: str, value: Any,
                                                                 expected: tuple[str, str]) -> None:
-    from tests.schema_support import edit
-
     answers = [fields(schema.check(edit(plain(), dotted, value), REF, None, crd))
-               for crd in (karpenter, crds.embedded())]
+               for crd in (karpenter, crds.dra())]
     assert answers == [{expected}, {expected}]
 
 
 def test_no_draft_dra_name_is_suggested_where_the_crd_has_no_dra_field(karpenter: crds.Crd) -> None:
-    from tests.schema_support import edit
-
     found = schema.check(edit(plain(), "spec.resourceSlices", []), REF, None, karpenter)
     assert "did you mean" not in found[0].message
 
@@ -90,7 +122,7 @@ def test_no_draft_dra_name_is_suggested_where_the_crd_has_no_dra_field(karpenter
 # --- loading a CRD ----------------------------------------------------------------------------------
 
 def _crd(**changes: Any) -> dict[str, Any]:
-    raw = copy.deepcopy(dict(crds.raw_embedded()))
+    raw = copy.deepcopy(dict(crds.raw_dra()))
     for dotted, value in changes.items():
         node: Any = raw
         *parents, last = dotted.split("__")
@@ -145,7 +177,7 @@ def test_message_expression_field_path_and_default_message() -> None:
 
 def test_an_evaluation_error_rejects_with_the_rule_message_and_the_error() -> None:
     obj = with_edits(("spec.requirements[0].values", None))  # In without values: CEL's "no such key"
-    found = schema.check(obj, REF, None)
+    found = schema.check(obj, REF, None, crds.dra())
     assert [f.field for f in found] == ["spec.requirements[0]"]
     assert "must have a value defined" in found[0].message and "no such key" in found[0].message
 
@@ -181,9 +213,9 @@ def test_past_a_size_limit_no_rule_is_evaluated() -> None:
     # 5,000 requirements, each breaking a rule: the API server stops at maxItems, and so does the guard
     # (the CRD's size limits are what bound the rules' cost).
     obj = with_edits(("spec.requirements", [{"key": "a", "operator": "In"}] * 5000))
-    assert fields(schema.check(obj, REF, None)) == {("schema", "spec.requirements")}
+    assert fields(schema.check(obj, REF, None, crds.dra())) == {("schema", "spec.requirements")}
     obj = with_edits(("spec.requirements", [{"key": "a", "operator": "In"}] * 100))
-    assert len(schema.check(obj, REF, None)) == 100
+    assert len(schema.check(obj, REF, None, crds.dra())) == 100
 
 
 def test_a_value_the_library_cannot_take_fails_the_rule_never_the_caller() -> None:
@@ -193,12 +225,12 @@ def test_a_value_the_library_cannot_take_fails_the_rule_never_the_caller() -> No
 
 
 def test_rules_compile_once_per_crd_never_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    crd = crds.embedded()
+    crd = crds.dra()
     compiled: list[str] = []
     real = celexpr.compile_expression
     monkeypatch.setattr(celexpr, "compile_expression", lambda source: compiled.append(source) or real(source))
     assert schema.check(valid(), REF, None, crd) == [] and compiled == []
-    crds.load(crds.raw_embedded(), "again")
+    crds.load(crds.raw_dra(), "again")
     assert len(compiled) >= len(crd.rules())
 
 
@@ -229,11 +261,31 @@ def test_lint_crd_option_selects_the_schema(tmp_path: Path) -> None:
     code, out, err = _lint("check", overlay, "--crd", karpenter_file)
     assert code == 1, err
     assert [(f["code"], f["field"]) for f in out["findings"]] == [("schema", "spec.dynamicResources")]
-    # Options go anywhere; a file with all of Karpenter's CRDs will do; the default is the embedded CRD.
+    # Options go anywhere; a file with all of Karpenter's CRDs will do; the default is Karpenter's CRD.
     bundle = _write(tmp_path, "crds.yaml", *(YAML(typ="safe", pure=True).load(p.read_text()) for p in
                                               sorted(Path(tools.karpenter_crds()).glob("*.yaml"))))
     assert _lint("check", "--crd", bundle, overlay)[:2] == (code, out)
-    assert _lint("check", overlay)[0] == 0
+    assert _lint("check", overlay)[:2] == (code, out)
+    # `dra` is the embedded DRA-extended CRD in every command that evaluates; a file named dra is ./dra.
+    for command in ("check", "simulate"):
+        assert _lint(command, overlay, "--crd", "dra")[0] == 0
+    # explain and report tell what the overlay does: nothing under Karpenter's CRD, which refuses it.
+    import io
+
+    from lint import cli
+
+    p5 = _write(tmp_path, "p5.yaml", edit(valid(), "spec.requirements", [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]))
+    for command, rest in (("explain", ["--instance-type", "p5.48xlarge"]), ("report", ["-o", str(tmp_path / "r")])):
+        shown = []
+        for crd in ([], ["--crd", "dra"]):
+            out, err = io.StringIO(), io.StringIO()
+            assert cli.main([command, p5, *crd, *rest], stdout=out, stderr=err) == 0, err.getvalue()
+            shown.append(out.getvalue() + ((tmp_path / "r").read_text() if command == "report" else ""))
+        assert ["unknown field" in text for text in shown] == [True, False], command
+    (tmp_path / "dra").write_text("kind: ConfigMap\n")
+    code, _, err = _lint("check", overlay, "--crd", str(tmp_path / "dra"))
+    assert code == 2 and "not a CustomResourceDefinition" in err
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -266,9 +318,13 @@ def test_lint_cluster_checks_against_the_cluster_crd(tmp_path: Path, fake_cluste
     cluster = ("--cluster", "--kubeconfig", kubeconfig, "--context", "fake")
     code, out, _ = _lint("check", overlay, *cluster)
     assert code == 1 and [f["field"] for f in out["findings"]] == ["spec.dynamicResources"]
-    # --crd wins over the cluster's; a CRD the user may not read leaves the embedded one, with a note.
-    embedded_file = str(Path(__file__).resolve().parent.parent / "simulation" / "data" / "nodeoverlays.crd.yaml")
-    assert _lint("check", overlay, *cluster, "--crd", embedded_file)[0] == 0
+    # --crd wins over the cluster's; a CRD the user may not read leaves Karpenter's, with a note.
+    dra_file = str(ROOT / "simulation" / "data" / "nodeoverlays.crd.yaml")
+    assert _lint("check", overlay, *cluster, "--crd", dra_file)[0] == 0
+    assert _lint("check", overlay, *cluster, "--crd", "dra")[0] == 0
+    api.pages["/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodeoverlays.karpenter.sh"] = [
+        json.loads(json.dumps(crds.raw_dra()))]
+    assert _lint("check", overlay, *cluster)[0] == 0
     listing = api.do_GET
 
     def forbidden(handler: Any) -> None:
@@ -279,7 +335,8 @@ def test_lint_cluster_checks_against_the_cluster_crd(tmp_path: Path, fake_cluste
 
     monkeypatch.setattr(api, "do_GET", forbidden)
     code, out, _ = _lint("check", overlay, *cluster)
-    assert code == 0 and any("cannot read the CRD nodeoverlays.karpenter.sh (403" in n for n in out["notes"])
+    assert code == 1 and any("cannot read the CRD nodeoverlays.karpenter.sh (403" in n and
+                             crds.karpenter().origin in n for n in out["notes"])
 
 
 async def test_webhook_crd_option_selects_the_schema(tmp_path: Path) -> None:
@@ -294,9 +351,9 @@ async def test_webhook_crd_option_selects_the_schema(tmp_path: Path) -> None:
     dra["spec"] = {"weight": 77, "dynamicResources": valid()["spec"]["dynamicResources"],
                    "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
                                      "values": ["p5.48xlarge"]}]}
-    karpenter_file = str(Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml")
     answers = []
-    for extra in ((), ("--crd", karpenter_file)):
+    # The default with --state is Karpenter's CRD.
+    for extra in (("--crd", "dra"), ()):
         proc = await Process(server_args(keys, "--state", str(ADMISSION), *extra), tmp_path / "log").start()
         try:
             await proc.wait_for("ready")
@@ -307,8 +364,8 @@ async def test_webhook_crd_option_selects_the_schema(tmp_path: Path) -> None:
         finally:
             assert proc.stop() == 0
         await asyncio.sleep(0)
-    embedded, karpenter = answers
-    assert embedded["allowed"] is True, embedded
+    dra_answer, karpenter = answers
+    assert dra_answer["allowed"] is True, dra_answer
     assert karpenter["allowed"] is False and 'unknown field "dynamicResources"' in karpenter["status"]["message"]
     broken = tmp_path / "crd.yaml"
     broken.write_text("kind: CustomResourceDefinition\n")

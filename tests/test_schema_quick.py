@@ -7,27 +7,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from ruamel.yaml import YAML
 
 from benchmarks import workload
 from simulation import findings
 from simulation.validation import crds, schema
-from tests import casefmt, tools
+from tests import casefmt
 from tests.schema_support import valid
 
 REF = findings.ObjectRef("NodeOverlay", "test")
-
-
-@pytest.fixture(scope="module")
-def karpenter() -> crds.Crd:
-    path = Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml"
-    return crds.load(YAML(typ="safe", pure=True).load(path.read_text()), str(path))
 
 
 def _corpus() -> list[dict[str, Any]]:
@@ -52,22 +44,25 @@ def _verdicts(crd: crds.Crd, obj: Any) -> tuple[bool, bool]:
     return crd.accepts(plain), not any(crd.validator.iter_errors(plain))
 
 
-def test_both_crds_get_a_quick_check(karpenter: crds.Crd) -> None:
-    assert crds.embedded().accepts is not None and karpenter.accepts is not None
+CRDS = {"dra": crds.dra, "karpenter": crds.karpenter}
 
 
-@pytest.mark.parametrize("which", ["embedded", "karpenter"])
-def test_corpus_verdicts_agree(which: str, karpenter: crds.Crd) -> None:
-    crd = crds.embedded() if which == "embedded" else karpenter
+def test_both_crds_get_a_quick_check() -> None:
+    assert crds.dra().accepts is not None and crds.karpenter().accepts is not None
+
+
+@pytest.mark.parametrize("which", list(CRDS))
+def test_corpus_verdicts_agree(which: str) -> None:
+    crd = CRDS[which]()
     verdicts = [_verdicts(crd, obj) for obj in CORPUS]
     assert [quick for quick, _ in verdicts] == [full for _, full in verdicts]
     # Both answers occur, so the comparison above says something.
     assert {full for _, full in verdicts} == {True, False}
 
 
-@pytest.mark.parametrize("which", ["embedded", "karpenter"])
-def test_findings_are_the_same_without_the_quick_check(which: str, karpenter: crds.Crd) -> None:
-    crd = crds.embedded() if which == "embedded" else karpenter
+@pytest.mark.parametrize("which", list(CRDS))
+def test_findings_are_the_same_without_the_quick_check(which: str) -> None:
+    crd = CRDS[which]()
     slow = dataclasses.replace(crd, accepts=None)
     for obj in CORPUS:
         assert schema.check(obj, REF, 1, crd) == schema.check(obj, REF, 1, slow)
@@ -129,10 +124,10 @@ def edited(draw: st.DrawFn) -> dict[str, Any]:
     return obj
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=None)
 @given(obj=edited())
-def test_random_edits_get_the_same_verdict(obj: dict[str, Any], karpenter: crds.Crd) -> None:
-    for crd in (crds.embedded(), karpenter):
+def test_random_edits_get_the_same_verdict(obj: dict[str, Any]) -> None:
+    for crd in (crds.dra(), crds.karpenter()):
         quick, full = _verdicts(crd, obj)
         assert quick == full
 
@@ -141,5 +136,5 @@ def test_random_edits_get_the_same_verdict(obj: dict[str, Any], karpenter: crds.
 def test_odd_numbers_get_the_same_verdict(value: Any) -> None:
     obj = valid()
     obj["spec"]["weight"] = value
-    quick, full = _verdicts(crds.embedded(), obj)
+    quick, full = _verdicts(crds.dra(), obj)
     assert quick == full

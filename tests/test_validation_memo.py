@@ -19,7 +19,7 @@ ELEMENT_RULE = {"rule": "self.all(x, x.operator != 'NotIn' || x.values.size() !=
 
 
 def _crd() -> crds.Crd:
-    raw = copy.deepcopy(dict(crds.raw_embedded()))
+    raw = copy.deepcopy(dict(crds.raw_dra()))
     spec = raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec["x-kubernetes-validations"] = [*spec["x-kubernetes-validations"], RULE]
     spec["properties"]["requirements"]["x-kubernetes-validations"].append(ELEMENT_RULE)
@@ -82,7 +82,7 @@ _VALUE = st.one_of(st.text(max_size=5), st.integers(-3, 3), st.booleans(), st.no
 def test_elementwise_rules_judged_in_one_scope_equal_a_scope_each(elements: list[dict[str, Any]]) -> None:
     # The CRD's rules on each requirement (self.all over the list), evaluated fresh: one scope per element for
     # all of them must give what a scope per rule and element gives.
-    node = crds.embedded().node.properties["spec"].properties["requirements"]
+    node = crds.dra().node.properties["spec"].properties["requirements"]
     rules = dataclasses.replace(node.rules, memo={}, element_memo={})
     assert rules.elementwise
     expected = [cel.Violation((*rule.field_path, i), cel._message(rule, elements, outcome),

@@ -4,8 +4,8 @@ For every case folder and every NodeOverlay C among its inputs, C is admitted ov
 against the cluster state existing + (input minus C) — as CREATE, or as UPDATE with the stored
 version as oldObject when that state already has C's name — and the webhook's verdict and
 findings (code, severity, object, field) must equal evaluate([C], prepare(state)), which is
-what `overlay-lint check C --existing state` computes. /mutate's status annotation must equal
-the simulated status of C.
+what `overlay-lint check C --existing state` computes; a case's `--crd` is pinned in the webhook too.
+/mutate's status annotation must equal the simulated status of C.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
+from simulation.validation import crds
 from sources import objects, positions
 from tests import casefmt
 from tests.webhook_support import Pki, default_catalog, linter_verdict, make_pki, review, serving
@@ -35,6 +36,7 @@ class Admission:
     candidate: Mapping[str, Any]
     state: tuple[Mapping[str, Any], ...]
     catalog: cat.Catalog
+    crd: crds.Crd | None
 
     @property
     def name(self) -> str:
@@ -75,7 +77,7 @@ def admissions(case: casefmt.Case) -> list[Admission]:
         if not kept(doc) or model.kind_of(doc) != model.NODEOVERLAY or model.name_of(doc) is None:
             continue
         state = [d for d in existing if kept(d)] + [d for j, d in enumerate(inputs) if j != i and kept(d)]
-        out.append(Admission(case.name, doc, tuple(state), catalog))
+        out.append(Admission(case.name, doc, tuple(state), catalog, case.compiled_crd()))
     return out
 
 
@@ -108,11 +110,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 async def test_webhook_equals_linter(case: str, pki: Pki, tmp_path: Path) -> None:
     todo = [a for a in ALL if a.case == case]
     for adm in todo:
-        expected = linter_verdict(adm.candidate, adm.state, adm.catalog)
+        expected = linter_verdict(adm.candidate, adm.state, adm.catalog, adm.crd)
         old = first_by_name(adm.state, adm.name)
         body = review(adm.candidate, "UPDATE" if old is not None else "CREATE", old=old)
         async with (
-            serving(tmp_path, adm.state, catalog=adm.catalog, pki=pki) as srv,
+            serving(tmp_path, adm.state, catalog=adm.catalog, pki=pki, crd=adm.crd) as srv,
             aiohttp.ClientSession() as session,
         ):
             status, out = await srv.post(session, "/validate", body)

@@ -1,5 +1,6 @@
 """The webhook follows the cluster's NodeOverlay CRD (webhook/crdwatch.py): compiled once per schema,
-swapped into the cache's next snapshot, the embedded CRD when the cluster has none or refuses the read."""
+swapped into the cache's next snapshot, Karpenter's own (embedded) when the cluster has none or refuses the
+read."""
 
 from __future__ import annotations
 
@@ -24,16 +25,14 @@ GPU = {"resourceSliceTemplates": [{"metadata": {"name": "gpu"}, "spec": {
 
 
 def dra_crd(rv: str = "1", generation: int = 1) -> dict[str, Any]:
-    raw = copy.deepcopy(dict(crds.raw_embedded()))
+    raw = copy.deepcopy(dict(crds.raw_dra()))
     raw["metadata"] = {**raw.get("metadata", {}), "resourceVersion": rv, "generation": generation}
     return raw
 
 
 def karpenter_crd(rv: str = "1", generation: int = 1) -> dict[str, Any]:
-    """The embedded CRD without the DRA extension: Karpenter's shape, as far as validation goes."""
-    raw = dra_crd(rv, generation)
-    for version in raw["spec"]["versions"]:
-        del version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["dynamicResources"]
+    raw = copy.deepcopy(dict(crds.raw_karpenter()))
+    raw["metadata"] = {**raw.get("metadata", {}), "resourceVersion": rv, "generation": generation}
     return raw
 
 
@@ -60,7 +59,7 @@ def test_a_schema_is_compiled_once_and_its_versions_follow() -> None:
     assert (v3.source, v3.generation) == ("cluster", 2)
 
 
-def test_absent_or_unusable_falls_back_to_the_embedded_crd_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_absent_or_unusable_falls_back_to_karpenter_crd_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     got = Deliveries()
     follower = crdwatch.Follower(got)
     broken = karpenter_crd()
@@ -72,7 +71,7 @@ def test_absent_or_unusable_falls_back_to_the_embedded_crd_with_one_warning(capl
         follower.observe(None)
         follower.observe(broken)
 
-    assert got.got == [(crds.embedded(), crdwatch.EMBEDDED)] * 3
+    assert got.got == [(crds.karpenter(), crdwatch.EMBEDDED)] * 3
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
 
 
@@ -84,7 +83,7 @@ def test_a_refusal_falls_back_only_before_the_first_read(caplog: pytest.LogCaptu
     with caplog.at_level(logging.WARNING, logger="overlay-guard.crd"):
         follower.refused(denied)
         follower.refused(denied)
-    assert [c for c, _ in got.got] == [crds.embedded(), crds.embedded()]
+    assert [c for c, _ in got.got] == [crds.karpenter(), crds.karpenter()]
     assert len(caplog.records) == 1
     assert crds.NAME in str(caplog.records[0].__dict__["fields"]["needs"])
 
@@ -132,8 +131,8 @@ def test_run_lists_watches_and_relists_on_gone() -> None:
     assert api.selectors == [(kube.CRDS, crds.NAME)] * 2
     assert api.watched_from == ["5", "9", "10"]
     assert [(c.defines(*crds.DRA_FIELD), v.resource_version) for c, v in got.got] == [
-        (False, "5"), (True, "7"), (True, "9"), (True, "")]
-    assert got.got[-1] == (crds.embedded(), crdwatch.EMBEDDED)
+        (False, "5"), (True, "7"), (True, "9"), (False, "")]
+    assert got.got[-1] == (crds.karpenter(), crdwatch.EMBEDDED)
 
 
 def test_run_waits_long_after_a_refusal_and_backs_off_otherwise() -> None:
@@ -224,3 +223,8 @@ async def test_the_cache_waits_for_the_crd_and_swaps_it_without_a_restart(small_
         source.answer.set()
         source.stop.set()
         await cache.close()
+
+
+def test_a_pinned_crd_names_its_source() -> None:
+    # The gauge's source: `--crd dra` is the embedded DRA-extended CRD, anything else a file.
+    assert [crdwatch.pinned(v).source for v in ("dra", "./dra", "crd.yaml")] == ["dra", "file", "file"]

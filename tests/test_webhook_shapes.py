@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from simulation.validation import crds
 from tests.webhook_support import fixture_state, overlay, review, serving
 
 BASE = overlay("shape", price="1")
@@ -57,7 +58,8 @@ CASES: dict[str, tuple[dict[str, Any], int, tuple[str, ...]]] = {
 
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
 async def test_every_shape_gets_an_answer(tmp_path: Path, operation: str) -> None:
-    async with serving(tmp_path, fixture_state()) as srv, aiohttp.ClientSession() as session:
+    # The DRA-extended CRD, so that the shapes inside spec.dynamicResources are checked.
+    async with serving(tmp_path, fixture_state(), crd=crds.dra()) as srv, aiohttp.ClientSession() as session:
         for label, (obj, code, words) in CASES.items():
             # An UPDATE from a well-formed version, so the ratchet does not excuse the new errors.
             body = review(BASE, operation, old=BASE if operation == "UPDATE" else None)

@@ -27,6 +27,7 @@ from certs import generate
 from simulation import evaluate as ev
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
+from simulation.validation import crds
 from webhook import loader
 from webhook.app import create_app
 from webhook.config import Config, Mode
@@ -153,10 +154,11 @@ def review(
 
 
 def linter_verdict(
-    candidate: Mapping[str, Any], state: Sequence[Mapping[str, Any]], catalog: cat.Catalog
+    candidate: Mapping[str, Any], state: Sequence[Mapping[str, Any]], catalog: cat.Catalog,
+    crd: crds.Crd | None = None,
 ) -> ev.Report:
-    """What `overlay-lint check C --existing S` computes."""
-    prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(state)], catalog)
+    """What `overlay-lint check C --existing S [--crd]` computes."""
+    prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(state)], catalog, crd=crd)
     return ev.evaluate([ev.Document(candidate, 0)], prepared)
 
 
@@ -219,11 +221,12 @@ async def serving(
     ttl: float = 30.0,
     client_ca: Path | None = None,
     pki: Pki | None = None,
+    crd: crds.Crd | None = None,
 ) -> AsyncIterator[Server]:
-    """The real app over real TLS on 127.0.0.1, state loaded as `--state` would."""
+    """The real app over real TLS on 127.0.0.1, state loaded as `--state` would (`crd`: as `--crd` pins)."""
     keys = pki or make_pki(tmp / "pki")
     cache = Cache(ttl=ttl, debounce=0.01)
-    cache.set_catalog(catalog or default_catalog())
+    cache.set_catalog(catalog or default_catalog(), crd)
     cache.load(objects)
     await cache.start()
     assert await cache.wait_ready(30), "the cache did not become ready"

@@ -29,9 +29,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--region", help="the cluster's region, e.g. eu-west-1 (default: its Nodes' "
                                     "topology.kubernetes.io/region, else the one the --state objects name, else "
                                     "the catalog's)")
-    p.add_argument("--crd", type=Path, help="pin the NodeOverlay CRD to validate against, e.g. Karpenter's own "
-                                            "(default: the cluster's, followed as it changes; with --state, or "
-                                            "when it cannot be read, the embedded DRA-extended CRD)")
+    p.add_argument("--crd", metavar="FILE|dra",
+                   help="pin the NodeOverlay CRD to validate against: a CRD file, or dra for the embedded "
+                        "DRA-extended one (default: the cluster's, followed as it changes; with --state, or when "
+                        "it cannot be read, Karpenter's own, embedded)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", type=Path, help="watch the cluster of this kubeconfig "
                                                         "(default: in-cluster configuration)")

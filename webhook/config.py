@@ -21,8 +21,9 @@ class Config:
     metrics_port: int = 8080
     host: str = "0.0.0.0"
     catalog: Path | None = None
-    # A pinned NodeOverlay CRD (default: the cluster's, followed; the embedded DRA-extended one with --state).
-    crd: Path | None = None
+    # A pinned NodeOverlay CRD, `dra` or a file (default: the cluster's, followed; Karpenter's own, embedded,
+    # with --state).
+    crd: str | None = None
     region: str | None = None
     kubeconfig: Path | None = None
     state: tuple[Path, ...] = ()

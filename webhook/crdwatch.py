@@ -7,8 +7,8 @@ webhook on a cluster lists and watches that one CRD by name. A changed schema is
 follower's thread, away from requests, and handed to the cache, which builds its next snapshot with
 it: the snapshot's Prepared carries its CRD, so a request judges by exactly one of them.
 
-Not installed (or deleted), unreadable at start (RBAC) or not compilable: the embedded DRA-extended
-CRD, with one warning per cause. Unreadable after it was read: the last one read stays (it is still the best
+Not installed (or deleted), unreadable at start (RBAC) or not compilable: Karpenter's own CRD (embedded),
+with one warning per cause. Unreadable after it was read: the last one read stays (it is still the best
 knowledge of what the API server applies), with one warning.
 """
 
@@ -40,14 +40,20 @@ REFUSED = (401, 403)
 
 @dataclasses.dataclass(frozen=True)
 class Version:
-    """Where the CRD in use came from (cluster, file, embedded) and, from a cluster, which version of it."""
+    """Where the CRD in use came from (cluster, file, dra, embedded) and, from a cluster, which version of it."""
 
     source: str
     resource_version: str = ""
     generation: int = 0
 
 
+# Karpenter's own CRD, embedded: what the webhook judges by before and without the cluster's.
 EMBEDDED = Version("embedded")
+
+
+def pinned(value: str) -> Version:
+    """The version of the CRD `--crd` pins: `dra` (the embedded DRA-extended one) or a file."""
+    return Version("dra" if value == context.DRA else "file")
 
 
 def version_of(raw: Mapping[str, Any]) -> Version:
@@ -78,16 +84,16 @@ class Follower:
     def observe(self, raw: Mapping[str, Any] | None) -> None:
         """The CRD as listed or watched; None when the cluster does not have it."""
         if raw is None:
-            self._fall_back("absent", "the cluster has no NodeOverlay CRD; judging by the embedded DRA-extended "
-                                      "one until it is installed", {})
+            self._fall_back("absent", "the cluster has no NodeOverlay CRD; judging by Karpenter's own, embedded, "
+                                      "until it is installed", {})
             return
         version, mark = version_of(raw), fingerprint(raw)
         if mark != self._mark or self._crd is None:
             try:
                 compiled = context.choose_crd(None, raw)
             except files.InputError as err:
-                self._fall_back("unusable", "the cluster's NodeOverlay CRD cannot be compiled; judging by the "
-                                            "embedded DRA-extended one", {"error": str(err)[:300]})
+                self._fall_back("unusable", "the cluster's NodeOverlay CRD cannot be compiled; judging by "
+                                            "Karpenter's own, embedded", {"error": str(err)[:300]})
                 return
             log.info("judging by the cluster's NodeOverlay CRD", extra={"fields": {
                 "resourceVersion": version.resource_version, "generation": version.generation,
@@ -96,18 +102,18 @@ class Follower:
         self._deliver(self._crd, version)
 
     def refused(self, err: kube.KubeError) -> None:
-        """RBAC refused the read: the embedded CRD, unless one was read before."""
+        """RBAC refused the read: Karpenter's own CRD (embedded), unless one was read before."""
         fields = {"status": err.status, "error": kube.one_line(err), "needs": f"get, list, watch on "
                   f"customresourcedefinitions, resourceNames [{crds.NAME}]"}
         if self._crd is not None:
             self._warn("refused", "cannot read the NodeOverlay CRD any more; judging by the last one read", fields)
             return
-        self._fall_back("refused", "cannot read the NodeOverlay CRD; judging by the embedded DRA-extended one", fields)
+        self._fall_back("refused", "cannot read the NodeOverlay CRD; judging by Karpenter's own, embedded", fields)
 
     def _fall_back(self, cause: str, message: str, fields: dict[str, Any]) -> None:
         self._warn(cause, message, fields)
         self._mark, self._crd = None, None
-        self._deliver(crds.embedded(), EMBEDDED)
+        self._deliver(crds.karpenter(), EMBEDDED)
 
     def _warn(self, cause: str, message: str, fields: dict[str, Any]) -> None:
         if self._warned != cause:
@@ -212,7 +218,8 @@ class InUse(Collector):
         gauge = GaugeMetricFamily(
             "overlay_guard_crd_generation",
             "metadata.generation of the NodeOverlay CRD the current snapshot judges by, with its resourceVersion "
-            "and source (cluster: followed; file: --crd; embedded: the DRA-extended one; 0 for the last two).",
+            "and source (cluster: followed; file: --crd FILE; dra: --crd dra; embedded: Karpenter's own; 0 for the "
+            "last three).",
             labels=["source", "resource_version"])
         gauge.add_metric([version.source, version.resource_version], version.generation)
         yield gauge

@@ -37,9 +37,9 @@ def state_objects(paths: Sequence[Path]) -> list[Mapping[str, Any]]:
     return [d.obj for d in read_state(paths).documents]
 
 
-def load_crd(path: Path | None) -> crds.Crd | None:
-    """The NodeOverlay CRD to validate against (None: the embedded DRA-extended one)."""
-    return None if path is None else context.read_crd(str(path))
+def load_crd(value: str | None) -> crds.Crd | None:
+    """`--crd` (`dra` or a file): the NodeOverlay CRD to validate against (None: Karpenter's own, embedded)."""
+    return None if value is None else context.read_crd(value)
 
 
 def load_catalog(path: Path | None, state: Sequence[Path] = ()) -> cat.Catalog:

@@ -54,8 +54,8 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
                                                  "catalog": catalog.description, "region": catalog.region,
                                                  "zones": list(catalog.zones), "notes": list(chosen.notes)}})
-    if crd is not None:
-        in_use.pin(crd, crdwatch.Version("file"))
+    if crd is not None and config.crd is not None:
+        in_use.pin(crd, crdwatch.pinned(config.crd))
         # A rule the guard cannot evaluate is one the API server may still refuse an overlay for.
         log.info("CRD loaded", extra={"fields": {"crd": crd.origin, "unchecked": crd.unchecked()}})
     if state is not None:

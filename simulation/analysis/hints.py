@@ -18,7 +18,7 @@ from typing import Any
 from simulation import findings
 from simulation.semantics import merge, model
 from simulation.semantics import requirements as reqs
-from simulation.validation import legacy
+from simulation.validation import crds, legacy
 
 MIN_WEIGHT, MAX_WEIGHT = 1, 10000
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
@@ -297,6 +297,10 @@ def _spec_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
 def _schema_hint(f: findings.Finding, raw: Any) -> str:
     path = f.path
     detail = dict(f.detail)
+    if "unknown" in detail and path == crds.DRA_FIELD:
+        return ("to use spec.dynamicResources, choose the DRA-extended NodeOverlay CRD: overlay-lint --crd dra; "
+                "in a cluster, install the opt-in kustomize component manifests/components/dra-crd (Helm: "
+                "draCRD.enabled=true); otherwise remove spec.dynamicResources")
     if "unknown" in detail:
         near = detail.get("didYouMean")
         return f"rename {f.field} to {near}" if near else f"remove {f.field}, which the CRD does not define"

@@ -1,10 +1,12 @@
 """NodeOverlay CRDs compiled for validation: the schema as a tree of places holding CEL rules, a jsonschema
-validator for the OpenAPI part, and the rules compiled once (cel.py). The CRD is data: the embedded one (the
-project's DRA-extended CRD, package data) by default, or the one the user runs, which the front ends read
-(`--crd FILE`, the cluster) and hand in through `load`. A `Crd` is compared by identity."""
+validator for the OpenAPI part, and the rules compiled once (cel.py). The CRD is data: Karpenter's own by
+default (what `kubectl apply` checks in a cluster that runs Karpenter), the project's DRA-extended one (package
+data) when chosen, or the one the user runs, which the front ends read (`--crd FILE`, the cluster) and hand in
+through `load`. A `Crd` is compared by identity."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib.resources
@@ -22,6 +24,8 @@ from simulation.validation import cel
 GROUP, KIND, VERSION = "karpenter.sh", "NodeOverlay", "v1alpha1"
 NAME = "nodeoverlays.karpenter.sh"
 DRA_FIELD = ("spec", "dynamicResources")
+# The release whose CRD `karpenter()` is: the one the oracle pins (hack/karpenter-oracle/go.mod).
+KARPENTER_RELEASE = "v1.15.0"
 
 
 class CrdError(ValueError):
@@ -147,16 +151,36 @@ def _patterns(node: Any) -> Iterator[str]:
 
 
 @functools.cache
-def raw_embedded() -> Mapping[str, Any]:
-    """The project's DRA-extended CRD, shipped as package data, as parsed YAML."""
+def raw_dra() -> Mapping[str, Any]:
+    """The project's DRA-extended CRD (manifests/crd/, shipped as package data), as parsed YAML."""
     text = (importlib.resources.files("simulation") / "data" / "nodeoverlays.crd.yaml").read_text("utf-8")
     loaded: Mapping[str, Any] = YAML(typ="safe", pure=True).load(text)
     return loaded
 
 
 @functools.cache
-def embedded() -> Crd:
-    return load(raw_embedded(), "the embedded DRA-extended NodeOverlay CRD")
+def raw_karpenter() -> Mapping[str, Any]:
+    """Karpenter's own CRD as its release ships it: the DRA-extended one without `spec.dynamicResources`,
+    which is all the two differ in (tests/test_schema_crd.py compares it with Karpenter's file), so the
+    project ships one copy of the schema."""
+    raw: dict[str, Any] = copy.deepcopy(dict(raw_dra()))
+    for version in dig(raw, "spec", "versions") or ():
+        properties = dig(version, "schema", "openAPIV3Schema", "properties", *DRA_FIELD[:-1], "properties")
+        if isinstance(properties, dict):
+            properties.pop(DRA_FIELD[-1], None)
+    return raw
+
+
+@functools.cache
+def karpenter() -> Crd:
+    """The default: what the API server of a cluster running Karpenter checks."""
+    return load(raw_karpenter(), f"the embedded NodeOverlay CRD of Karpenter {KARPENTER_RELEASE}")
+
+
+@functools.cache
+def dra() -> Crd:
+    """The DRA extension, chosen explicitly (`--crd dra`)."""
+    return load(raw_dra(), "the embedded DRA-extended NodeOverlay CRD")
 
 
 # --- jsonschema over the OpenAPI schema -----------------------------------------------------------

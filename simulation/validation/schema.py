@@ -1,6 +1,6 @@
 """The API server's verdict on a NodeOverlay, offline: the CRD's OpenAPI schema (through jsonschema), its CEL
 rules (evaluated by cel.py), object-metadata checks, and the strict field validation kubectl asks for; against
-the CRD given (crds.py), the embedded DRA-extended one by default."""
+the CRD given (crds.py), Karpenter's own by default."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def _schema_issues(crd: crds.Crd, instance: dict[str, Any]) -> Iterator[_Issue]:
 def _unknown(parent: Path, name: str, value: Any, defined: Iterable[str], obj: dict[str, Any]) -> _Issue:
     message, code, detail = legacy.unknown_field(parent, name, value, defined, crds.dig(obj, "spec") or {})
     if (*parent, name) == crds.DRA_FIELD:
-        message += ("; the NodeOverlay CRD in use has no DRA extension (Karpenter's own has none): "
-                    "dynamicResources needs the project's opt-in DRA-extended CRD")
+        # The hint (analysis/hints.py) says how to choose the extension.
+        message += "; the NodeOverlay CRD in use has no DRA extension (Karpenter's own has none)"
     return _Issue((*parent, name), message, code, detail=detail)
 
 
@@ -205,8 +205,8 @@ def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
 def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None,
           crd: crds.Crd | None = None, *, validated: Any = None) -> list[findings.Finding]:
     """Everything the API server would reject in one raw NodeOverlay, plus ignored-values warnings; against
-    the embedded CRD unless another is given. `validated`: as_validated(obj, crd), when the caller has it."""
-    crd = crd or crds.embedded()
+    Karpenter's CRD unless another is given. `validated`: as_validated(obj, crd), when the caller has it."""
+    crd = crd or crds.karpenter()
     plain = as_validated(obj, crd) if validated is None else validated
     if not isinstance(plain, dict):
         return [findings.make("schema", ref, (), f"object: must be an object, not {legacy.describe(plain)}",
@@ -251,7 +251,7 @@ def _excluded(issue: _Issue) -> _Issue:
 def as_validated(obj: Any, crd: crds.Crd | None = None) -> Any:
     """The object as the API server validates it: plain JSON, with nulls of non-nullable fields dropped (the
     API server prunes them first, so `weight: null` means no weight, not a wrongly typed one)."""
-    return _plain_pruned(obj, (crd or crds.embedded()).node)
+    return _plain_pruned(obj, (crd or crds.karpenter()).node)
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})

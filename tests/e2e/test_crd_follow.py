@@ -93,7 +93,7 @@ def _deployed_rules(guard: Guard) -> list[dict[str, Any]]:
 def test_the_deployed_rbac_lets_the_webhook_follow_the_crd(guard: Guard, crds: _crds.Crds, tmp_path: Path,
                                                            crd_rule: bool) -> None:
     """As the deployment's ClusterRole allows it (resourceNames, so the list and watch go by field selector);
-    without that rule, the embedded CRD with one warning, and ready all the same."""
+    without that rule, Karpenter's own (embedded) with one warning, and ready all the same."""
     name = unique("e2e-crd-rbac")
     rules = [r for r in _deployed_rules(guard) if crd_rule or "customresourcedefinitions" not in r["resources"]]
     assert len(rules) == len(_deployed_rules(guard)) - (0 if crd_rule else 1)
@@ -103,7 +103,7 @@ def test_the_deployed_rbac_lets_the_webhook_follow_the_crd(guard: Guard, crds: _
         hook = guard.spawn(name, extra_args=("--kubeconfig", str(kubeconfig), "--audit-interval", "0"))
         try:
             hook.wait_crd()
-            refused = hook.events("cannot read the NodeOverlay CRD; judging by the embedded DRA-extended one")
+            refused = hook.events("cannot read the NodeOverlay CRD; judging by Karpenter's own, embedded")
             if crd_rule:
                 assert _generation(hook) >= 1 and refused == []
             else:
