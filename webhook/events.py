@@ -62,6 +62,9 @@ class Note:
 def reason_of(f: findings.Finding) -> str | None:
     if f.code in REASONS:
         return REASONS[f.code]
+    # A label the catalog lacks that the overlay needs: it matches nothing here (one finding says both).
+    if f.code == "unknown-label" and dict(f.detail).get("unmatched") == "true":
+        return NO_MATCH
     if f.severity == findings.Severity.ERROR and f.obj.kind == model.NODEOVERLAY:
         return INVALID
     return None

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
-from simulation.analysis import hints
+from simulation.analysis import hints, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
 from simulation.semantics import requirements as reqs
@@ -176,13 +176,14 @@ def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> 
             continue
         # An undefined key leaves the overlay unmatched unless its operator accepts undefined labels: that is
         # the catalog not knowing the key, not the overlay selecting nothing, so no no-match is added.
-        unmatched = not reqs.Requirement.new(key, r.operator, r.values).accepts_undefined()
+        unmatched = unknowable.needs_undefined(r, keys)
         elsewhere = _elsewhere(grid, key)
         message = (f"NodeOverlay {overlay.name}: label {r.key!r} is defined by no NodePool and no instance type "
                    f"of the {grid.catalog or 'catalog'}{elsewhere or _hint(key, keys)}"
                    + ("; the overlay matches nothing here" if unmatched else ""))
         out.append(findings.make("unknown-label", overlay.ref, ("spec", "requirements", i, "key"), message,
-                                 source=overlay.source, detail={"catalog": grid.catalog}))
+                                 source=overlay.source,
+                                 detail={"catalog": grid.catalog, "unmatched": "true" if unmatched else "false"}))
     return out
 
 

@@ -14,11 +14,15 @@ from simulation.semantics import clash, merge, model
 from simulation.semantics import requirements as reqs
 
 
+def needs_undefined(r: model.ReqSpec, keys: Set[str]) -> bool:
+    """Whether the requirement needs a label no key of `keys` is (its operator does not accept an undefined one)."""
+    return reqs.NORMALIZED_LABELS.get(r.key, r.key) not in keys \
+        and not reqs.Requirement.new(r.key, r.operator, r.values).accepts_undefined()
+
+
 def unmatched(overlay: model.Overlay, keys: Set[str]) -> bool:
-    """Whether an undefined key leaves the overlay without a cell (its operator needs the label)."""
-    return any(reqs.NORMALIZED_LABELS.get(r.key, r.key) not in keys
-               and not reqs.Requirement.new(r.key, r.operator, r.values).accepts_undefined()
-               for r in overlay.requirements)
+    """Whether an undefined key leaves the overlay without a cell."""
+    return any(needs_undefined(r, keys) for r in overlay.requirements)
 
 
 def possible_conflicts(entries: Mapping[str, merge.Entry], unknowable: Set[str], subjects: Iterable[str] | None,
