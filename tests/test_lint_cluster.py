@@ -19,7 +19,9 @@ def test_cluster_objects_are_existing(tmp_path: pathlib.Path, fake_cluster: Clus
     del live["apiVersion"], live["kind"]  # list items may come without them
     api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": [live]}],
                  "/apis/karpenter.sh/v1/nodepools": [{"items": [nodepool("p1")]},
-                                                     {"items": [nodepool("p2", 5)]}]}
+                                                     {"items": [nodepool("p2", 5)]}],
+                 "/api/v1/nodes": [{"items": [{"metadata": {"name": "n1", "labels": {
+                     "topology.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/zone": "us-east-1d"}}}]}]}
     path = write(tmp_path, "new.yaml", overlay("new"))
     code, out, err = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake",
                          "--format", "json")
@@ -31,9 +33,11 @@ def test_cluster_objects_are_existing(tmp_path: pathlib.Path, fake_cluster: Clus
     assert finding["object"]["name"] == "live"
     assert finding["related"] == [{"kind": "NodeOverlay", "name": "new"}]
     assert finding["file"] is None and finding["line"] is None
-    # overlays, then NodePools in two pages (the continue token was followed), then the NodeOverlay CRD
-    assert len(api.requests) == 4 and "continue=1" in api.requests[2]
-    assert data["notes"] == []  # the cluster's NodePools replace the implicit default
+    # overlays, then NodePools in two pages (the continue token was followed), the Nodes (the cluster's region and
+    # zones, a zone beyond the catalog's three among them), then the NodeOverlay CRD
+    assert len(api.requests) == 5 and "continue=1" in api.requests[2] and api.requests[3].startswith("/api/v1/nodes")
+    # The cluster's NodePools replace the implicit default; its Nodes say the region: nothing to note.
+    assert data["notes"] == []
     code, out, _ = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake")
     assert out.startswith("<cluster>: error same-weight-conflict NodeOverlay/live: ")
 

@@ -58,6 +58,8 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_the_audit() -> Non
             "resources": ["nodeoverlays", "nodepools"],
             "verbs": ["get", "list", "watch"],
         },
+        # The cluster's region from its Nodes' labels, read once at start.
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
         # The NodeOverlay CRD the webhook follows, and no other.
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
          "resourceNames": ["nodeoverlays.karpenter.sh"], "verbs": ["get", "list", "watch"]},
