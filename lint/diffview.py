@@ -80,9 +80,10 @@ def headline(d: diff.Diff) -> str:
     stops = [c for c in d.overlays if c.stops_applying]
     if stops:
         parts.append(f"{_plural(len(stops), 'overlay')} stop{'s' if len(stops) == 1 else ''} applying")
-    edits = [c for c in d.overlays if c.change != diff.UNCHANGED]
-    if edits:
-        parts.append(f"{_plural(len(edits), 'overlay')} added, removed or changed")
+    kinds = [(kind, sum(1 for c in d.overlays if c.change == kind))
+             for kind in (diff.ADDED, diff.REMOVED, diff.RENAMED, diff.CHANGED)]
+    if any(n for _, n in kinds):
+        parts.append("overlays " + ", ".join(f"{n} {kind}" for kind, n in kinds if n))
     if d.prices:
         pcts = [p for p in (x.percent for x in d.prices) if p is not None]
         up, down = sum(1 for p in pcts if p > 0), sum(1 for p in pcts if p < 0)

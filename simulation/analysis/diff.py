@@ -305,6 +305,10 @@ def _prices(key: Key, a: effects.CellEffect | None, b: effects.CellEffect | None
         x, y = old.get(where), new.get(where)
         px, py = _price(x), _price(y)
         ox, oy = (x or {}).get("priceOverlay"), (y or {}).get("priceOverlay")
+        # A cell on one side only (a NodePool or type added or removed): the offerings an overlay prices.
+        one_sided = a is None or b is None
+        if one_sided and ox is None and oy is None:
+            continue
         if (x is None) != (y is None) or px != py or ox != oy:
             out.append(PriceChange(key[0], key[1], where[0], where[1], px, py, ox, oy, x is not None, y is not None,
                                    bool((x or {}).get("estimated")) or bool((y or {}).get("estimated"))))
@@ -322,7 +326,10 @@ def _resources(key: Key, a: effects.CellEffect | None, b: effects.CellEffect | N
     by_a, by_b = (dict(a.capacity_overlays) if a else {}), (dict(b.capacity_overlays) if b else {})
     al_a, al_b = (dict(a.allocatable) if a else {}), (dict(b.allocatable) if b else {})
     out = []
+    one_sided = a is None or b is None
     for res in sorted(cap_a.keys() | cap_b.keys()):
+        if one_sided and res not in by_a and res not in by_b:
+            continue
         if cap_a.get(res) != cap_b.get(res) or by_a.get(res) != by_b.get(res):
             out.append(ResourceChange(key[0], key[1], res, CAPACITY, cap_a.get(res), cap_b.get(res),
                                       by_a.get(res), by_b.get(res)))
