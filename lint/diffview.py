@@ -64,8 +64,8 @@ def _status_long(status: rp.Status | None) -> str:
     return f"{status.state} ({status.reason})" if status.reason else status.state
 
 
-def _by(before: str | None, after: str | None) -> str:
-    return (after or "-") if before == after else f"{before or '-'} -> {after or '-'}"
+def _by(before: str | None, after: str | None, arrow: str = "->") -> str:
+    return (after or "-") if before == after else f"{before or '-'} {arrow} {after or '-'}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -249,11 +249,11 @@ def to_json(page: Page) -> dict[str, Any]:
 
 # --- Markdown ---------------------------------------------------------------------------------------------
 
-def _md(value: object) -> str:
+def _md(value: object, longest: int = _CELL) -> str:
     """A table cell: no line break, no pipe, no HTML, bounded."""
     text = " ".join(str(value).split()).replace("\\", "\\\\").replace("|", "\\|")
     text = text.replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
-    return text if len(text) <= _CELL else text[:_CELL - 1] + "…"
+    return text if len(text) <= longest else text[:longest - 1] + "…"
 
 
 def _md_price(value: float | None, estimated: bool) -> str:
@@ -307,7 +307,7 @@ def _md_overlays(d: diff.Diff) -> list[str]:
         change = "status" if c.change == diff.UNCHANGED else c.change
         rows.append(f"| `{name}` | {change} | {_md(_status(c.before))} | {_md(_status_long(c.after))} |")
     more = f"\n*and {len(d.overlays) - OVERLAY_ROWS} more*" if len(d.overlays) > OVERLAY_ROWS else ""
-    out.append("\n".join(rows) + more + f"\n\n{d.unchanged} overlays unchanged.\n")
+    out.append("\n".join(rows) + more + f"\n\n{_plural(d.unchanged, 'overlay')} unchanged.\n")
     return out
 
 
@@ -328,7 +328,7 @@ def _md_prices(d: diff.Diff) -> list[str]:
                  "| Instance type | Offering | Before | After | Change | Set by |", "|---|---|--:|--:|--:|---|"]
         lines += [f"| {_md(p.instance_type)} | {_md(p.zone)}/{_md(p.capacity_type)} | "
                   f"{_md_price(p.before, p.estimated)} | {_md_price(p.after, p.estimated)} | {_md(_change(p))} | "
-                  f"{_md(_by(p.before_overlay, p.after_overlay))} |" for p in rows[:ROWS]]
+                  f"{_md(_by(p.before_overlay, p.after_overlay, '→'))} |" for p in rows[:ROWS]]
         if len(rows) > ROWS:
             lines.append(f"\n*and {len(rows) - ROWS} more*")
         out.append("\n".join(lines) + "\n")
@@ -343,14 +343,15 @@ def _md_resources(d: diff.Diff) -> list[str]:
         rows = ["| NodePool | Instance type | Resource | Figure | Before | After | Set by |",
                 "|---|---|---|---|--:|--:|---|"]
         rows += [f"| {_md(r.pool)} | {_md(r.instance_type)} | {_md(r.resource)} | {r.figure} | "
-                 f"{_md(r.before or '-')} | {_md(r.after or '-')} | {_md(_by(r.before_overlay, r.after_overlay))} |"
+                 f"{_md(r.before or '-')} | {_md(r.after or '-')} | "
+                 f"{_md(_by(r.before_overlay, r.after_overlay, '→'))} |"
                  for r in d.resources[:ROWS * 5]]
         more = f"\n*and {len(d.resources) - ROWS * 5} more*" if len(d.resources) > ROWS * 5 else ""
         out.append(_details(f"Capacity and allocatable ({len(d.resources)} changes)", "\n".join(rows) + more))
     if d.templates:
         rows = ["| NodePool | Instance type | Driver | Set by |", "|---|---|---|---|"]
         rows += [f"| {_md(t.pool)} | {_md(t.instance_type)} | {_md(t.driver)} | "
-                 f"{_md(_by(t.before_overlay, t.after_overlay))} |" for t in d.templates[:ROWS * 5]]
+                 f"{_md(_by(t.before_overlay, t.after_overlay, '→'))} |" for t in d.templates[:ROWS * 5]]
         out.append(_details(f"ResourceSliceTemplates ({len(d.templates)} changes)", "\n".join(rows)))
     return out
 
@@ -360,7 +361,7 @@ def _md_findings(page: Page) -> list[str]:
     for title, found in (("introduced", page.diff.introduced), ("resolved", page.diff.resolved)):
         if not found:
             continue
-        lines = [f"- **{f.severity}** `{f.code}` {_md(f.obj)}: {_md(f.message)} "
+        lines = [f"- **{f.severity}** `{f.code}` {_md(f.obj)}: {_md(f.message, 4 * _CELL)} "
                  f"({_md(formats.where(f, page.table.locate(f)))})" for f in found[:OVERLAY_ROWS]]
         if len(found) > OVERLAY_ROWS:
             lines.append(f"- *and {len(found) - OVERLAY_ROWS} more*")
