@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, diffview, formats, junit, sarif, sides, views
+from lint import completion, diffpage, diffview, formats, junit, sarif, sides, views
 from lint import report as html_report
 from simulation import evaluate as ev
 from simulation import findings
@@ -157,6 +157,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                           description="Overlays by verdict, conflicts with witnesses, price effect per "
                                       "NodePool and matched cells, as one offline HTML page (-o FILE.html).")
     _common(page)
+    page.add_argument("--diff", action="store_true",
+                      help="the page of a change instead: the paths are diff's (BASE..HEAD [PATH...], OLD NEW, "
+                           "or --cluster NEW...)")
 
     change = sub.add_parser("diff", help="what a change does to statuses, prices and capacity",
                             description="Compare two sides through the one core: BASE..HEAD [PATH...] (two git "
@@ -345,6 +348,10 @@ def _explain(run: _Run) -> int:
 def _report(run: _Run) -> int:
     if run.args.output is None:
         raise UsageError("report writes a file: give -o FILE.html")
+    if run.args.diff:
+        change, two, notes = _compared(run)
+        run.out.write(diffpage.render(diffview.Page(change, run.table, two.base_label, two.head_label, notes)))
+        return _diff_status(run, change, two)
     loaded, report, _, notes = run.evaluate()
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
@@ -392,10 +399,17 @@ def _diff(run: _Run) -> int:
     else:
         run.notes(notes)
         diffview.write_text(page, run.out)
+    return _diff_status(run, result, two)
+
+
+def _diff_status(run: _Run, result: diff.Diff, two: sides.Sides) -> int:
+    """2 for an unreadable input, 1 for findings the change introduces at or above --fail-on (`report --diff`:
+    errors) or a price rise past --fail-on-increase, else 0."""
     if any(f.code == UNREADABLE for f in two.head.problems):
         return 2
-    threshold = Severity.parse(args.fail_on)
-    dearer = args.fail_on_increase is not None and result.increases(args.fail_on_increase)
+    threshold = Severity.parse(getattr(run.args, "fail_on", "error"))
+    increase = getattr(run.args, "fail_on_increase", None)
+    dearer = increase is not None and result.increases(increase)
     return 1 if dearer or any(f.severity >= threshold for f in result.introduced) else 0
 
 

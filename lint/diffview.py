@@ -44,7 +44,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f}%"
 
 
-def _change(p: diff.PriceChange) -> str:
+def change_text(p: diff.PriceChange) -> str:
     if not p.present_before:
         return "new offering"
     if not p.present_after:
@@ -64,7 +64,7 @@ def _status_long(status: rp.Status | None) -> str:
     return f"{status.state} ({status.reason})" if status.reason else status.state
 
 
-def _by(before: str | None, after: str | None, arrow: str = "->") -> str:
+def set_by(before: str | None, after: str | None, arrow: str = "->") -> str:
     return (after or "-") if before == after else f"{before or '-'} {arrow} {after or '-'}"
 
 
@@ -98,7 +98,7 @@ def headline(d: diff.Diff) -> str:
     return "; ".join(parts)
 
 
-def _pool_line(s: diff.PoolSummary) -> str:
+def pool_line(s: diff.PoolSummary) -> str:
     text = f"{_plural(s.offerings, 'offering')} change price"
     if s.median is not None:
         text += f", median {_pct(s.median)} ({_pct(s.lowest)} to {_pct(s.highest)})"
@@ -139,10 +139,10 @@ def _text_prices(d: diff.Diff, out: TextIO) -> None:
         out.write("\nPrices (USD per hour)\n")
     for s in summaries[:POOLS]:
         rows = prices[s.pool]
-        out.write(f"  NodePool {s.pool}: {_pool_line(s)}\n")
+        out.write(f"  NodePool {s.pool}: {pool_line(s)}\n")
         table = [["INSTANCE TYPE", "OFFERING", "BEFORE", "AFTER", "CHANGE", "SET BY"]]
         table += [[p.instance_type, f"{p.zone}/{p.capacity_type}", views.price(p.before, p.estimated),
-                   views.price(p.after, p.estimated), _change(p), _by(p.before_overlay, p.after_overlay)]
+                   views.price(p.after, p.estimated), change_text(p), set_by(p.before_overlay, p.after_overlay)]
                   for p in rows[:ROWS]]
         out.writelines(line + "\n" for line in views.table(table, "    "))
         if len(rows) > ROWS:
@@ -156,14 +156,14 @@ def _text_cells(d: diff.Diff, out: TextIO) -> None:
         out.write("\nCapacity and allocatable\n")
         table = [["NODEPOOL", "INSTANCE TYPE", "RESOURCE", "FIGURE", "BEFORE", "AFTER", "SET BY"]]
         table += [[r.pool, r.instance_type, r.resource, r.figure, r.before or "-", r.after or "-",
-                   _by(r.before_overlay, r.after_overlay)] for r in d.resources[:ROWS * 5]]
+                   set_by(r.before_overlay, r.after_overlay)] for r in d.resources[:ROWS * 5]]
         out.writelines(line + "\n" for line in views.table(table, "  "))
         if len(d.resources) > ROWS * 5:
             out.write(f"  and {len(d.resources) - ROWS * 5} more\n")
     if d.templates:
         out.write("\nResourceSliceTemplates\n")
         table = [["NODEPOOL", "INSTANCE TYPE", "DRIVER", "SET BY"]]
-        table += [[t.pool, t.instance_type, t.driver, _by(t.before_overlay, t.after_overlay)]
+        table += [[t.pool, t.instance_type, t.driver, set_by(t.before_overlay, t.after_overlay)]
                   for t in d.templates[:ROWS * 5]]
         out.writelines(line + "\n" for line in views.table(table, "  "))
 
@@ -324,11 +324,11 @@ def _md_prices(d: diff.Diff) -> list[str]:
     summaries = [s for s in d.pools if s.offerings]
     for s in summaries[:POOLS]:
         rows = prices[s.pool]
-        lines = [f"#### NodePool `{_md(s.pool)}`: {_md(_pool_line(s))}", "",
+        lines = [f"#### NodePool `{_md(s.pool)}`: {_md(pool_line(s))}", "",
                  "| Instance type | Offering | Before | After | Change | Set by |", "|---|---|--:|--:|--:|---|"]
         lines += [f"| {_md(p.instance_type)} | {_md(p.zone)}/{_md(p.capacity_type)} | "
-                  f"{_md_price(p.before, p.estimated)} | {_md_price(p.after, p.estimated)} | {_md(_change(p))} | "
-                  f"{_md(_by(p.before_overlay, p.after_overlay, '→'))} |" for p in rows[:ROWS]]
+                  f"{_md_price(p.before, p.estimated)} | {_md_price(p.after, p.estimated)} | {_md(change_text(p))} | "
+                  f"{_md(set_by(p.before_overlay, p.after_overlay, '→'))} |" for p in rows[:ROWS]]
         if len(rows) > ROWS:
             lines.append(f"\n*and {len(rows) - ROWS} more*")
         out.append("\n".join(lines) + "\n")
@@ -344,14 +344,14 @@ def _md_resources(d: diff.Diff) -> list[str]:
                 "|---|---|---|---|--:|--:|---|"]
         rows += [f"| {_md(r.pool)} | {_md(r.instance_type)} | {_md(r.resource)} | {r.figure} | "
                  f"{_md(r.before or '-')} | {_md(r.after or '-')} | "
-                 f"{_md(_by(r.before_overlay, r.after_overlay, '→'))} |"
+                 f"{_md(set_by(r.before_overlay, r.after_overlay, '→'))} |"
                  for r in d.resources[:ROWS * 5]]
         more = f"\n*and {len(d.resources) - ROWS * 5} more*" if len(d.resources) > ROWS * 5 else ""
         out.append(_details(f"Capacity and allocatable ({len(d.resources)} changes)", "\n".join(rows) + more))
     if d.templates:
         rows = ["| NodePool | Instance type | Driver | Set by |", "|---|---|---|---|"]
         rows += [f"| {_md(t.pool)} | {_md(t.instance_type)} | {_md(t.driver)} | "
-                 f"{_md(_by(t.before_overlay, t.after_overlay, '→'))} |" for t in d.templates[:ROWS * 5]]
+                 f"{_md(set_by(t.before_overlay, t.after_overlay, '→'))} |" for t in d.templates[:ROWS * 5]]
         out.append(_details(f"ResourceSliceTemplates ({len(d.templates)} changes)", "\n".join(rows)))
     return out
 
