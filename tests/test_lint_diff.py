@@ -15,7 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from lint import cli, diffview, reference
+from lint import cli, diffview, kubectl, reference
+from simulation import evaluate as ev
 from tests import lint_support
 from tests.lint_support import CATALOG, Cluster, nodepool, overlay
 
@@ -342,7 +343,6 @@ def test_a_diff_reads_one_side_once(repo: Repo, monkeypatch: pytest.MonkeyPatch)
     repo.commit({"pools.yaml": POOLS, "overlays/spot.yaml": [overlay("spot-discount", 10, adjustment="-30%")],
                  "overlays/gpu.yaml": [gpu("gpu-widgets")]})
     calls: list[str] = []
-    from simulation import evaluate as ev
     real = ev.check_overlay
 
     def counted(doc: ev.Document, crd: Any = None) -> ev.Checked:
@@ -352,3 +352,18 @@ def test_a_diff_reads_one_side_once(repo: Repo, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(ev, "check_overlay", counted)
     diff_json(repo, monkeypatch)
     assert sorted(calls) == ["gpu-widgets", "spot-discount", "spot-discount"]
+
+
+def test_kubectl_plugin_diffs_against_the_cluster(tmp_path: pathlib.Path, fake_cluster: Cluster) -> None:
+    kubeconfig, api = fake_cluster
+    api.pages = {"/apis/karpenter.sh/v1alpha1/nodeoverlays": [{"items": [overlay("live", 10, adjustment="-20%")]}],
+                 "/apis/karpenter.sh/v1/nodepools": [{"items": [nodepool("p1")]}]}
+    path = lint_support.write(tmp_path, "new.yaml", overlay("new", 10, adjustment="-5%", family="m5"))
+    out, err = io.StringIO(), io.StringIO()
+    code = kubectl.main(["diff", path, "--kubeconfig", kubeconfig, "--context", "fake", "--catalog", CATALOG,
+                         "--format", "json"], stdout=out, stderr=err)
+    data = json.loads(out.getvalue())
+    # `new` takes m5.large spot first (name descending at weight 10): `live` is now Conflict.
+    assert code == 1, err.getvalue()
+    assert [(o["name"], o["change"], (o["after"] or {}).get("status")) for o in data["overlays"]] == [
+        ("live", "unchanged", "Conflict"), ("new", "added", "Applied")]
