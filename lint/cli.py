@@ -8,6 +8,7 @@ it can be called from tests and other programs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import gc
 import io
@@ -15,14 +16,14 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, formats, junit, sarif, views
+from lint import completion, diffpage, diffview, formats, junit, sarif, sides, views
 from lint import report as html_report
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import effects, explain, hints
+from simulation.analysis import diff, effects, explain, hints
 from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
@@ -88,6 +89,16 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 10485760, 10Mi)") from None
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r} (e.g. 10)") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r} (e.g. 10)")
+    return value
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="files, directories (recursive: *.yaml, *.yml, *.json) or - for stdin")
@@ -147,6 +158,22 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                           description="Overlays by verdict, conflicts with witnesses, price effect per "
                                       "NodePool and matched cells, as one offline HTML page (-o FILE.html).")
     _common(page)
+    page.add_argument("--diff", action="store_true",
+                      help="the page of a change instead: the paths are diff's (BASE..HEAD [PATH...], OLD NEW, "
+                           "or --cluster NEW...)")
+
+    change = sub.add_parser("diff", help="what a change does to statuses, prices and capacity",
+                            description="Compare two sides through the one core: BASE..HEAD [PATH...] (two git "
+                                        "revisions, read without a checkout), OLD NEW (files or directories), "
+                                        "or --cluster NEW... (what applying NEW changes in the cluster).")
+    _common(change)
+    change.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                        help="output format (default text; markdown for a pull-request comment)")
+    change.add_argument("--fail-on", choices=("error", "warning"), default="error",
+                        help="lowest severity of a finding the change introduces that makes the exit status 1 "
+                             "(default error)")
+    change.add_argument("--fail-on-increase", type=_percent, metavar="PERCENT",
+                        help="also exit 1 when an effective price rises by more than PERCENT (e.g. 10)")
 
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
@@ -230,14 +257,18 @@ class _Run:
         candidates, existing, notes = self.inputs()
         catalog = self.placed(self.catalog(candidates, existing), [*candidates.documents, *existing.documents],
                               notes)
-        crd = self.crd(notes)
+        report = self.judge(candidates, existing, catalog, self.crd(notes))
+        candidates.problems += existing.problems
+        return candidates, report, catalog, [*notes, *report.notes]
+
+    def judge(self, candidates: Loaded, existing: Loaded, catalog: cat.Catalog, crd: crds.Crd,
+              checked: Mapping[str, ev.Checked] | None = None) -> ev.Report:
+        """The one core on these objects; `checked`: earlier checks to reuse for identical overlays."""
         prepared = ev.prepare(existing.documents, catalog, crd=crd)
         # The inputs and the prepared existing objects live to the end of the run: no collection need
         # scan them again (`main` unfreezes them).
         gc.freeze()
-        report = ev.evaluate(candidates.documents, prepared)
-        candidates.problems += existing.problems
-        return candidates, report, catalog, [*notes, *report.notes]
+        return ev.evaluate(candidates.documents, prepared, checked=checked)
 
     def subjects(self, loaded: Loaded) -> list[junit.Subject]:
         out = []
@@ -318,6 +349,10 @@ def _explain(run: _Run) -> int:
 def _report(run: _Run) -> int:
     if run.args.output is None:
         raise UsageError("report writes a file: give -o FILE.html")
+    if run.args.diff:
+        change, two, notes = _compared(run)
+        run.out.write(diffpage.render(diffview.Page(change, run.table, two.base_label, two.head_label, notes)))
+        return _diff_status(run, change, two)
     loaded, report, _, notes = run.evaluate()
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
@@ -326,7 +361,60 @@ def _report(run: _Run) -> int:
     return status
 
 
-_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report}
+def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
+    """Both sides of a change through the one core, compared (docs/design.md §3.5)."""
+    args = run.args
+    if (args.kubeconfig or args.context) and not args.cluster:
+        raise UsageError("--kubeconfig and --context only apply with --cluster")
+    try:
+        two = sides.load(run.loader, args.paths, args.cluster, args.kubeconfig, args.context)
+    except sides.UsageError as usage:
+        raise UsageError(str(usage)) from None
+    notes = list(two.notes)
+    crd = run.crd(notes)
+    reports: list[ev.Report] = []
+    placed: list[tuple[list[Mapping[str, Any]], cat.Catalog]] = []
+    for side in (two.base, two.head):
+        types = [obj for obj, _ in side.instance_types]
+        # The same InstanceType documents (or none) on both sides: one catalog, read and laid out once.
+        catalog = next((c for t, c in placed if t == types), None)
+        if catalog is None:
+            catalog = run.placed(run.catalog(side), side.documents, notes)
+            placed.append((types, catalog))
+        checked = reports[0].overlays if reports else None
+        report = run.judge(side, Loaded(), catalog, crd, checked)
+        found = findings.ordered(hints.attach([*side.problems, *report.findings]))
+        reports.append(dataclasses.replace(report, findings=tuple(found)))
+        notes += [n for n in report.notes if n not in notes]
+    return diff.compare(*reports), two, notes
+
+
+def _diff(run: _Run) -> int:
+    args = run.args
+    result, two, notes = _compared(run)
+    page = diffview.Page(result, run.table, two.base_label, two.head_label, notes)
+    if args.format == "json":
+        run.out.write(json.dumps(diffview.to_json(page), indent=2) + "\n")
+    elif args.format == "markdown":
+        run.out.write(diffview.markdown(page))
+    else:
+        run.notes(notes)
+        diffview.write_text(page, run.out)
+    return _diff_status(run, result, two)
+
+
+def _diff_status(run: _Run, result: diff.Diff, two: sides.Sides) -> int:
+    """2 for an unreadable input, 1 for findings the change introduces at or above --fail-on (`report --diff`:
+    errors) or a price rise past --fail-on-increase, else 0."""
+    if any(f.code == UNREADABLE for f in two.head.problems):
+        return 2
+    threshold = Severity.parse(getattr(run.args, "fail_on", "error"))
+    increase = getattr(run.args, "fail_on_increase", None)
+    dearer = increase is not None and result.increases(increase)
+    return 1 if dearer or any(f.severity >= threshold for f in result.introduced) else 0
+
+
+_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report, "diff": _diff}
 
 
 def write_output(path: str, text: str) -> None:

@@ -1,7 +1,8 @@
 """Reference documents made from the core's own lists: the README's code table and the JSON Schema of
-`overlay-lint check --format json` (from the finding codes), and the JSON Schema of
-`overlay-lint simulate --format json` (from Karpenter's overlay states). All are committed; `make reference`
-rewrites them and tests/test_reference.py fails when a committed copy differs from what this module makes."""
+`overlay-lint check --format json` (from the finding codes), and the JSON Schemas of `overlay-lint simulate
+--format json` and `overlay-lint diff --format json` (from Karpenter's overlay states). All are committed;
+`make reference` rewrites them and tests/test_reference.py fails when a committed copy differs from what this
+module makes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SCHEMA = pathlib.Path(__file__).resolve().parent / "schemas" / "check-output.schema.json"
 SIMULATE_SCHEMA = SCHEMA.parent / "simulate-output.schema.json"
+DIFF_SCHEMA = SCHEMA.parent / "diff-output.schema.json"
 # The README table sits between these two lines, so regenerating it leaves the prose around it alone.
 TABLE_START = "<!-- finding-codes:start (made by `make reference` from simulation/codes.py) -->"
 TABLE_END = "<!-- finding-codes:end -->"
@@ -198,6 +200,76 @@ def simulate_schema_text() -> str:
     return json.dumps(simulate_output_schema(), indent=2) + "\n"
 
 
+def _nullable(kind: str, description: str) -> dict[str, Any]:
+    return {"type": [kind, "null"], "description": description}
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
+
+
+def _side_status() -> dict[str, Any]:
+    return {"oneOf": [{"type": "null", "description": "the overlay does not exist on this side"},
+                      _object({"status": {"enum": [str(s) for s in merge.State]}, "reason": {"type": "string"}})]}
+
+
+def diff_output_schema() -> dict[str, Any]:
+    overlay = _nullable("string", "the overlay whose value is in effect on that side")
+    percent = _nullable("number", "the change in percent; null when a side has no price")
+    findings = {"type": "array", "items": {"$ref": "#/$defs/finding"}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "overlay-lint diff --format json",
+        **_object({
+            "base": {"type": "string", "description": "what the base side is read from"},
+            "head": {"type": "string", "description": "what the head side is read from"},
+            "headline": {"type": "string"},
+            "summary": _object({k: _count() for k in (
+                "overlaysChanged", "statusChanges", "stopsApplying", "overlaysUnchanged", "offeringsChanged",
+                "dearer", "cheaper", "resourcesChanged", "templatesChanged", "findingsIntroduced",
+                "errorsIntroduced", "findingsResolved")}),
+            "overlays": {"type": "array", "items": _object({
+                "name": {"type": "string", "minLength": 1},
+                "change": {"enum": ["added", "removed", "changed", "renamed", "unchanged"],
+                           "description": "unchanged: the spec is the same and only the status moves"},
+                "renamedFrom": _nullable("string", "a renamed overlay's old name"),
+                "before": _side_status(), "after": _side_status()})},
+            "nodepools": _object({k: {"type": "array", "items": {"type": "string"}}
+                                  for k in ("added", "removed", "changed")}),
+            "pools": {"type": "array", "items": _object({
+                "nodepool": {"type": "string"}, "offerings": _count(), "resources": _count(),
+                "medianPercent": percent, "lowestPercent": percent, "highestPercent": percent})},
+            "prices": {"type": "array", "description": "largest change first", "items": _object({
+                "nodepool": {"type": "string"}, "instanceType": {"type": "string"}, "zone": {"type": "string"},
+                "capacityType": {"type": "string"},
+                "before": _price("the effective price before; null when the offering has none"),
+                "after": _price("the effective price after; null when the offering has none"),
+                "percent": percent, "beforeOverlay": overlay, "afterOverlay": overlay,
+                "presentBefore": {"type": "boolean"}, "presentAfter": {"type": "boolean"},
+                "estimated": {"type": "boolean", "description": "a base price not published upstream"}})},
+            "pricesOmitted": _count(),
+            "resources": {"type": "array", "items": _object({
+                "nodepool": {"type": "string"}, "instanceType": {"type": "string"}, "resource": {"type": "string"},
+                "figure": {"enum": ["capacity", "allocatable"]},
+                "before": _nullable("string", "the quantity before; null when absent"),
+                "after": _nullable("string", "the quantity after; null when absent"),
+                "beforeOverlay": overlay, "afterOverlay": overlay})},
+            "resourcesOmitted": _count(),
+            "resourceSliceTemplates": {"type": "array", "items": _object({
+                "nodepool": {"type": "string"}, "instanceType": {"type": "string"}, "driver": {"type": "string"},
+                "beforeOverlay": overlay, "afterOverlay": overlay})},
+            "introduced": findings,
+            "resolved": findings,
+            "notes": {"type": "array", "items": {"type": "string"}},
+        }),
+        "$defs": {"finding": _finding(), "object": _strings("kind", "name")},
+    }
+
+
+def diff_schema_text() -> str:
+    return json.dumps(diff_output_schema(), indent=2) + "\n"
+
+
 def main(argv: Sequence[str]) -> int:
     """Rewrite the committed copies (no arguments), or with --check report which ones are stale."""
     check = list(argv) == ["--check"]
@@ -205,7 +277,8 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write("usage: python -m lint.reference [--check]\n")
         return 2
     readme = README.read_text(encoding="utf-8")
-    wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text()}
+    wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text(),
+              DIFF_SCHEMA: diff_schema_text()}
     stale = [path for path, text in wanted.items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in stale:

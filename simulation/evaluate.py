@@ -77,6 +77,17 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
                    dra.binding_keys(obj) if extended else frozenset())
 
 
+def _moved(checked: Checked, source: int) -> Checked:
+    """An earlier result reused for the same object read from another place (the other side of a diff):
+    it and its findings point at this copy."""
+    was = checked.overlay.source
+    if was == source:
+        return checked
+    return dataclasses.replace(
+        checked, overlay=dataclasses.replace(checked.overlay, source=source),
+        findings=tuple(dataclasses.replace(f, source=source) if f.source == was else f for f in checked.findings))
+
+
 def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
     pools: dict[str, model.NodePool] = {}
     for doc in docs:
@@ -238,7 +249,8 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
             changed.append(name)
             earlier = (checked or {}).get(name)
             reuse = earlier is not None and earlier.raw == doc.obj
-            fresh[name] = earlier if reuse and earlier is not None else check_overlay(doc, prepared.crd)
+            fresh[name] = _moved(earlier, doc.source) if reuse and earlier is not None \
+                else check_overlay(doc, prepared.crd)
     whole = whole or len(changed) > INCREMENTAL_LIMIT
     overlays: Mapping[str, Checked] = ({**snapshot.overlays, **fresh} if whole
                                        # ChainMap writes to its first map only: the snapshot's is read.

@@ -110,3 +110,88 @@ def fake_api(tmp_path: pathlib.Path) -> collections.abc.Iterator[Cluster]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class FakeForge(http.server.BaseHTTPRequestHandler):
+    """GitHub's and GitLab's comment APIs, as far as `lint.prcomment` uses them: list (paged), create, edit.
+    It checks every request's path, token and body; `denied` answers 403 to everything; `log` records
+    (method, path) in order."""
+
+    token: ClassVar[str] = "s3cret"
+    comments: ClassVar[dict[str, dict[int, str]]] = {}  # list path -> comment id -> body
+    log: ClassVar[list[tuple[str, str]]] = []
+    denied: ClassVar[bool] = False
+
+    def _authorised(self) -> bool:
+        given = self.headers.get("Authorization") or f"Bearer {self.headers.get('PRIVATE-TOKEN')}"
+        return given == f"Bearer {self.token}" and not self.denied
+
+    def _body(self) -> str:
+        data = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        assert set(data) == {"body"} and isinstance(data["body"], str)
+        assert self.headers.get("Content-Type") == "application/json"
+        return str(data["body"])
+
+    def _route(self, method: str) -> None:
+        url = urllib.parse.urlparse(self.path)
+        self.log.append((method, url.path))
+        if not self._authorised():
+            self._send(403, {"message": "Resource not accessible by integration"})
+            return
+        parent, _, last = url.path.rpartition("/")
+        if method == "GET" and url.path in self.comments:
+            page = int(urllib.parse.parse_qs(url.query)["page"][0])
+            per_page = int(urllib.parse.parse_qs(url.query)["per_page"][0])
+            items = [{"id": i, "body": b} for i, b in sorted(self.comments[url.path].items())]
+            self._send(200, items[(page - 1) * per_page:page * per_page])
+        elif method == "POST" and url.path in self.comments:
+            new_id = 1000 + sum(len(c) for c in self.comments.values())
+            self.comments[url.path][new_id] = self._body()
+            self._send(201, {"id": new_id})
+        elif method in ("PATCH", "PUT") and last.isdigit():
+            home = next((c for path, c in self.comments.items()
+                         if int(last) in c and (parent == path or parent.endswith("/issues/comments"))), None)
+            if home is None:
+                self._send(404, {"message": "Not Found"})
+                return
+            home[int(last)] = self._body()
+            self._send(200, {"id": int(last)})
+        else:
+            self._send(404, {"message": "Not Found"})
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_PATCH(self) -> None:
+        self._route("PATCH")
+
+    def do_PUT(self) -> None:
+        self._route("PUT")
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def fake_forge(lists: collections.abc.Sequence[str]) -> collections.abc.Iterator[tuple[str, type[FakeForge]]]:
+    """A FakeForge on 127.0.0.1 whose comment lists live at `lists`: (base URL, handler class)."""
+    handler = type("Forge", (FakeForge,), {"comments": {path: {} for path in lists}, "log": [], "denied": False})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", handler
+    finally:
+        server.shutdown()
+        server.server_close()

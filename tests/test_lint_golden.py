@@ -21,6 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
 FIXTURES = "tests/lint_fixtures/basic"
 CATALOG = "tests/lint_fixtures/catalog.yaml"
+CHANGED = "tests/lint_fixtures/changed"
 UPDATE = os.environ.get("OVERLAY_GUARD_UPDATE_GOLDENS") == "1"
 
 CASES = {
@@ -32,6 +33,11 @@ CASES = {
     "simulate.txt": (["simulate", FIXTURES, "--catalog", CATALOG], 0),
     "simulate.json": (["simulate", FIXTURES, "--catalog", CATALOG, "--format", "json"], 0),
     "explain.txt": (["explain", FIXTURES, "--catalog", CATALOG, "--instance-type", "g5.xlarge"], 0),
+    # The fixture set before and after a change (tests/lint_fixtures/changed/pricing.yaml says what changed).
+    "diff.txt": (["diff", FIXTURES, CHANGED, "--catalog", CATALOG], 0),
+    "diff.json": (["diff", FIXTURES, CHANGED, "--catalog", CATALOG, "--format", "json"], 0),
+    "diff.md": (["diff", FIXTURES, CHANGED, "--catalog", CATALOG, "--format", "markdown"], 0),
+    "diff-reverse.md": (["diff", CHANGED, FIXTURES, "--catalog", CATALOG, "--format", "markdown"], 1),
 }
 
 

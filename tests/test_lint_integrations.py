@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.lint_support import fake_forge
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = "examples"
 CONFLICT = "examples/conflict-spot-gpu-pricing.yaml"
@@ -90,21 +92,25 @@ def _inputs(inputs: dict[str, str], action_path: str) -> dict[str, str]:
     return values
 
 
-def _run_action(installer: dict[str, str], tmp_path: pathlib.Path, inputs: dict[str, str]) -> tuple[
+def _run_action(installer: dict[str, str], tmp_path: pathlib.Path, inputs: dict[str, str],
+                github: dict[str, str] | None = None, work: pathlib.Path | None = None) -> tuple[
         list[tuple[str, subprocess.CompletedProcess[str] | None]], dict[str, str]]:
-    """Every `run:` step in order, as the runner would: stop at the first failing one."""
+    """Every `run:` step in order, as the runner would: stop at the first failing one. `github`: values of the
+    workflow's context the pull-request mode reads; `work`: the checked-out workspace (default: examples/)."""
     env = json.loads(installer["env"])
     tmp_path.mkdir(parents=True, exist_ok=True)
     output_file = tmp_path / "github-output"
-    output_file.touch()
-    work = tmp_path / "workspace"
-    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
+    output_file.write_text("")
+    if work is None:
+        work = tmp_path / "workspace"
+        shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
     done = []
-    values = _inputs(inputs, installer["source"])
+    values = {**_inputs(inputs, installer["source"]), **(github or {})}
     for step in _yaml(ROOT / "action.yml")["runs"]["steps"]:
         outputs = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if line)
-        state = {**values, **{f"steps.lint.outputs.{k}": v for k, v in outputs.items()}}
-        if "if" in step and not _condition(str(step["if"]), {"steps.lint.outputs.exit-code": "", **state}):
+        state = {**values, **{f"steps.{s}.outputs.{k}": v for k, v in outputs.items() for s in ("lint", "diff")}}
+        unset = {"steps.lint.outputs.exit-code": "", "steps.diff.outputs.diff-exit-code": ""}
+        if "if" in step and not _condition(str(step["if"]), {**unset, **state}):
             continue
         if "uses" in step:
             assert step["uses"].startswith(("actions/setup-python@", "github/codeql-action/upload-sarif@"))
@@ -201,6 +207,93 @@ def test_gitlab_template_clean_run(installer: dict[str, str], tmp_path: pathlib.
         "OVERLAY_LINT_CRD": "dra", "OVERLAY_LINT_EXISTING": f"{EXAMPLES}/team-chargeback.yaml"})
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     assert ET.parse(report).getroot().get("failures") == "0"
+
+
+# --- pull-request comments ------------------------------------------------------------------------
+
+SPOT = """apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: spot-discount}
+spec:
+  weight: 10
+  requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]
+  priceAdjustment: "%s"
+"""
+
+
+def _git(work: pathlib.Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=work,
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def _pull_request(work: pathlib.Path, *adjustments: str) -> list[str]:
+    """A repository whose commits set the spot discount to each adjustment in turn; their shas."""
+    (work / "overlays").mkdir(parents=True)
+    _git(work, "init", "-q", "-b", "main")
+    shas = []
+    for adjustment in adjustments:
+        (work / "overlays" / "spot.yaml").write_text(SPOT % adjustment, encoding="utf-8")
+        _git(work, "add", "-A")
+        _git(work, "commit", "-q", "-m", adjustment)
+        shas.append(_git(work, "rev-parse", "HEAD"))
+    return shas
+
+
+def test_github_action_comments_on_the_pull_request(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    """comment: true posts the diff as one comment, and the next push updates that comment."""
+    comments = "/repos/team/gitops/issues/7/comments"
+    work = tmp_path / "checkout"
+    base, head, later = _pull_request(work, "-20%", "-30%", "-40%")
+    inputs = {"paths": "overlays", "upload": "false", "comment": "true", "github-token": "s3cret",
+              "catalog": str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")}
+    with fake_forge([comments]) as (url, api):
+        context = {"github.event.pull_request.base.sha": base, "github.event.pull_request.head.sha": head,
+                   "github.event.pull_request.number": "7", "github.api_url": url,
+                   "github.repository": "team/gitops"}
+        done, outputs = _run_action(installer, tmp_path / "first", inputs, context, work)
+        assert _codes(done) == [("Install overlay-lint", 0), ("Run overlay-lint", 0), ("Diff the pull request", 0),
+                                ("Comment on the pull request", 0)], _errors(done)
+        assert outputs["diff-exit-code"] == "0"
+        assert [m for m, _ in api.log] == ["GET", "POST"]
+        (comment_id, first), = api.comments[comments].items()
+        assert first.startswith("<!-- overlay-lint:diff") and "spot-discount" in first and "-12.5%" in first
+        # The branch moves: the same comment is updated.
+        _git(work, "checkout", "-q", later)
+        context["github.event.pull_request.head.sha"] = later
+        done, _ = _run_action(installer, tmp_path / "second", inputs, context, work)
+        assert [m for m, _ in api.log] == ["GET", "POST", "GET", "PATCH"], _errors(done)
+        assert list(api.comments[comments]) == [comment_id]
+        assert "-25.0%" in api.comments[comments][comment_id]
+        # A token that may not comment: the step is skipped, not failed.
+        api.denied = True
+        done, _ = _run_action(installer, tmp_path / "third", inputs, context, work)
+        assert _codes(done)[-1] == ("Comment on the pull request", 0)
+        last = done[-1][1]
+        assert last is not None and "skipped" in last.stderr
+
+
+def test_gitlab_template_notes_the_merge_request(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    template = _yaml(ROOT / "ci" / "gitlab" / "overlay-lint.gitlab-ci.yml")
+    job = template["overlay-lint-diff"]
+    assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
+    notes = "/api/v4/projects/42/merge_requests/3/notes"
+    work = tmp_path / "project"
+    base, head, later = _pull_request(work, "-20%", "-30%", "-10%")
+    with fake_forge([notes]) as (url, api):
+        variables = {**template["variables"], **job["variables"], "OVERLAY_LINT_PACKAGE": installer["source"],
+                     "OVERLAY_LINT_PATHS": "overlays", "OVERLAY_LINT_GITLAB_TOKEN": "s3cret",
+                     "OVERLAY_LINT_CATALOG": str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml"),
+                     "CI_API_V4_URL": f"{url}/api/v4", "CI_PROJECT_ID": "42", "CI_MERGE_REQUEST_IID": "3",
+                     "CI_MERGE_REQUEST_DIFF_BASE_SHA": base, "CI_COMMIT_SHA": head}
+        script = "\n".join(job["script"])
+        result = _bash(script, {**json.loads(installer["env"]), **variables}, work)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert [m for m, _ in api.log] == ["GET", "POST"]
+        result = _bash(script, {**json.loads(installer["env"]), **variables, "CI_COMMIT_SHA": later}, work)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert [m for m, _ in api.log] == ["GET", "POST", "GET", "PUT"]
+        (note,) = api.comments[notes].values()
+        assert "+12.5%" in note and (work / "overlay-lint-diff.md").read_text(encoding="utf-8") == note
 
 
 # --- krew ----------------------------------------------------------------------------------------

@@ -184,6 +184,8 @@ def test_bash_completes_commands_options_and_values(bash_script: pathlib.Path) -
     assert _bash_complete(bash_script, ["check", "examples", "--fo"]) == ["--format"]
     assert _bash_complete(bash_script, ["check", "--format", ""]) == list(cli.formats.FORMATS)
     assert _bash_complete(bash_script, ["simulate", "--format", "j"]) == ["json"]
+    assert _bash_complete(bash_script, ["diff", "--format", ""]) == ["text", "markdown", "json"]
+    assert _bash_complete(bash_script, ["diff", "--fail-on-"]) == ["--fail-on-increase"]
     assert _bash_complete(bash_script, ["completion", ""]) == ["bash", "zsh"]
     # A path argument completes files.
     assert "examples/" in _bash_complete(bash_script, ["check", "exam"]) or "examples" in _bash_complete(

@@ -307,3 +307,57 @@ def test_chromium_screenshot(examples_page: pathlib.Path, tmp_path: pathlib.Path
            "--hide-scrollbars")
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+# --- the page of a change (report --diff) --------------------------------------------------------
+
+BEFORE, AFTER = str(ROOT / "tests" / "lint_fixtures" / "basic"), str(ROOT / "tests" / "lint_fixtures" / "changed")
+FIXTURE_CATALOG = str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")
+
+
+@pytest.fixture(scope="module")
+def diff_page(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    target = tmp_path_factory.mktemp("diff") / "diff.html"
+    code, _, err = run("report", "--diff", BEFORE, AFTER, "--catalog", FIXTURE_CATALOG, "-o", str(target))
+    assert code == 0, err
+    return target
+
+
+def check_against_diff(page: str) -> None:
+    """Every number on the page is the one `diff --format json` gives (which tests/test_lint_diff.py holds
+    to `simulate` of each side)."""
+    code, out, err = run("diff", BEFORE, AFTER, "--catalog", FIXTURE_CATALOG, "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    dom = Elements(page)
+    prices = {(a["data-nodepool"], a["data-type"], a["data-zone"], a["data-capacity-type"]):
+              (a["data-before"], a["data-after"]) for a in dom.with_attr("data-before", "tr") if "data-zone" in a}
+    assert prices == {(p["nodepool"], p["instanceType"], p["zone"], p["capacityType"]):
+                      (repr(p["before"]), repr(p["after"])) for p in data["prices"]}
+    resources = {(a["data-nodepool"], a["data-type"], a["data-resource"], a["data-figure"]):
+                 (a["data-before"], a["data-after"]) for a in dom.with_attr("data-resource", "tr")}
+    assert resources == {(r["nodepool"], r["instanceType"], r["resource"], r["figure"]):
+                         (r["before"] or "", r["after"] or "") for r in data["resources"]}
+    overlays = {a["data-overlay"]: (a["data-before"], a["data-after"]) for a in dom.with_attr("data-change", "tr")}
+    assert overlays == {o["name"]: ((o["before"] or {}).get("status", "-"), (o["after"] or {}).get("status", "-"))
+                        for o in data["overlays"]}
+    assert {a["data-code"] for a in dom.with_attr("data-resolved", "tr")} == {f["code"] for f in data["resolved"]}
+
+
+def test_diff_page_matches_diff(diff_page: pathlib.Path) -> None:
+    page = diff_page.read_text(encoding="utf-8")
+    check_against_diff(page)
+    dom = Elements(page)
+    assert dom.tags("script") == dom.tags("link") == dom.tags("img") == dom.tags("iframe") == 0
+    assert not [a for _, a in dom.found if "src" in a or "href" in a]
+    assert "url(" not in page and "@import" not in page
+    headline = next(dom.with_attr("data-offerings", "p"))
+    assert (headline["data-offerings"], headline["data-resources"], headline["data-resolved"]) == ("4", "6", "2")
+
+
+def test_chromium_renders_the_diff_page(diff_page: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    done = browse(diff_page, tmp_path / "profile", "--dump-dom")
+    assert console_errors(done.stderr) == []
+    dom = Elements(done.stdout)
+    assert dom.tags("svg") == 2 and dom.tags("rect") > 0
+    check_against_diff(done.stdout)

@@ -47,6 +47,11 @@ def test_committed_simulate_schema_is_the_generated_one() -> None:
     jsonschema.Draft202012Validator.check_schema(committed_simulate_schema())
 
 
+def test_committed_diff_schema_is_the_generated_one() -> None:
+    assert reference.DIFF_SCHEMA.read_text(encoding="utf-8") == reference.diff_schema_text(), "run `make reference`"
+    jsonschema.Draft202012Validator.check_schema(json.loads(reference.DIFF_SCHEMA.read_text(encoding="utf-8")))
+
+
 def test_reference_check_mode_reports_a_stale_copy(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert reference.main(["--check"]) == 0

@@ -57,15 +57,29 @@ def effects(report: rp.Report, pools: Collection[str] = (), types: Collection[st
     """Per (NodePool, instance type): the effect of the applied overlays. Without filters only
     the cells some overlay touches are listed."""
     grid = report.grid
-    winners: dict[int, dict[merge.Field, str]] = {}  # bit -> field -> overlay
-    for claim in report.outcome.claims:
-        for bit in claim.cells.bits():
-            winners.setdefault(bit, {})[claim.field] = claim.overlay
     if pools or types:
-        wanted = grid.type_cells(_filter_cells(grid, pools, types))
-    else:
-        wanted = grid.type_cells(grid.from_bits(winners))
+        return at(report, grid.type_cells(_filter_cells(grid, pools, types)))
+    winners = _winners(report, None)
+    return [_cell(report, bit, winners) for bit in grid.type_cells(grid.from_bits(winners)).bits()]
+
+
+def at(report: rp.Report, wanted: cellset.Cells) -> list[CellEffect]:
+    """The effects on these (NodePool, instance type) cells (`Grid.type_cells` form), touched or not."""
+    grid = report.grid
+    # A type's first slot times the mask of one type's slots is all of its slots: the bits are `slots` apart.
+    span = wanted.map_blocks(lambda first: first * ((1 << grid.slots) - 1))
+    winners = _winners(report, span)
     return [_cell(report, bit, winners) for bit in wanted.bits()]
+
+
+def _winners(report: rp.Report, span: cellset.Cells | None) -> dict[int, dict[merge.Field, str]]:
+    """bit -> field -> the overlay whose value is in effect there, within `span` (None: everywhere)."""
+    winners: dict[int, dict[merge.Field, str]] = {}
+    for claim in report.outcome.claims:
+        claimed = claim.cells if span is None else claim.cells & span
+        for bit in claimed.bits():
+            winners.setdefault(bit, {})[claim.field] = claim.overlay
+    return winners
 
 
 def _filter_cells(grid: cells.Grid, pools: Collection[str], types: Collection[str]) -> cellset.Cells:
