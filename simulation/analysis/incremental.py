@@ -118,6 +118,15 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
             skip: set[str]) -> merge.Merged:
     """Karpenter's outcome for the overlays whose status the change can move: its one loop over the change's
     connected component."""
+    if len(candidates) == 1 and not old:
+        # A new overlay: the overlays before it keep their status, so the applied ones of its weight that share
+        # cells with it decide it; dropped, it stores nothing and no other status moves.
+        c = candidates[0]
+        stored = index.related(c) & index.before(c.rank) & (index.applied_bits or 0) & ~index.mask(skip)
+        verdict = merge.tested_against([m for m in index.members(stored & index.coarse(c) if stored else 0)
+                                        if m.may_overlap(c) and m.karpenter_overlap(c)], c)
+        if verdict is not None:
+            return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
     if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):
         # Karpenter's loop reads the same sequence as before the edit: every status and verdict stays.
         name = candidates[0].name

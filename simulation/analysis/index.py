@@ -164,7 +164,9 @@ class Index:
 
     def coarse(self, target: merge.Entry) -> int:
         """The entries that share a bucket with the target (a superset of those sharing a cell)."""
-        return self.coarse_at(_keys(target))
+        at = self.position.get(target.name)
+        # A prepared entry's buckets are kept; a candidate's are worked out.
+        return self.coarse_at(self.keys[at] if at is not None and self.order[at] is target else _keys(target))
 
     def coarse_at(self, keys: Keys) -> int:
         pools, chunks = keys
