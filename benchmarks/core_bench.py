@@ -64,7 +64,8 @@ def per_candidate(size: workload.Size = workload.DEFAULT, requests: int = REQUES
         "broad_clean": lambda i: workload.broad(i, conflicting=False, catalog=catalog),
         "broad_conflicting": lambda i: workload.broad(i, conflicting=True, catalog=catalog),
     }
-    out: dict[str, Any] = {"overlays": size.overlays, "nodepools": size.pools, "prepare_s": round(loaded, 3),
+    out: dict[str, Any] = {"overlays": size.overlays, "nodepools": size.pools, "distinct": size.distinct,
+                           "prepare_s": round(loaded, 3),
                            "requests": requests, "load_avg": os.getloadavg()[0]}
     for name, make in kinds.items():
         out[name] = _timed(make, prepared, requests)
@@ -136,7 +137,7 @@ def versus_reference() -> dict[str, Any]:
 
 def scaled(size: workload.Size, requests: int = REQUESTS) -> dict[str, Any]:
     """One row of the scaling table, measured in a child process (prepare + candidates), plus a cold check."""
-    argv = ["benchmarks.core_bench", f"{size.overlays},{size.pools}", str(requests)]
+    argv = ["benchmarks.core_bench", size.argument, str(requests)]
     proc, peak_kib = _child(argv)
     row: dict[str, Any] = json.loads(proc.stdout) if proc.returncode == 0 else {"error": proc.stderr[-500:]}
     row["peak_rss_mb"] = round(peak_kib / 1024, 1)
@@ -151,8 +152,7 @@ def run(sizes: tuple[workload.Size, ...] = workload.SCALING) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    overlays, pools = (int(x) for x in argv[0].split(","))
-    json.dump(per_candidate(workload.Size(overlays, pools), int(argv[1]) if len(argv) > 1 else REQUESTS), sys.stdout)
+    json.dump(per_candidate(workload.Size.parse(argv[0]), int(argv[1]) if len(argv) > 1 else REQUESTS), sys.stdout)
     return 0
 
 

@@ -47,6 +47,8 @@ MIXED_SHAPES = 1000
 HELD_OBJECTS = 8
 # Where only the time to ready and the memory are measured.
 LARGE = workload.Size(10_000, 100)
+# The same at distinct capacity fields (an extended resource per capacity overlay): what memory grows with.
+DISTINCT = (workload.Size(2000, 20, distinct=True), workload.Size(10_000, 100, distinct=True))
 
 
 def _pin(cpu: int) -> Callable[[], None] | None:
@@ -370,7 +372,8 @@ async def _measure(tmp: Path) -> dict[str, Any]:
 async def _ready(tmp: Path, size: workload.Size) -> dict[str, Any]:
     async with _servers(tmp, size) as s:
         memory = _rss_mb(s.hook.pid)
-    return {"overlays": size.overlays, "nodepools": size.pools, "time_to_ready_s": round(s.ready_s, 3),
+    return {"workload": size.label, "overlays": size.overlays, "nodepools": size.pools,
+            "time_to_ready_s": round(s.ready_s, 3),
             "rss_mb": memory.get("VmRSS"), "peak_rss_mb": memory.get("VmHWM")}
 
 
@@ -380,6 +383,16 @@ def run() -> dict[str, Any]:
         out = asyncio.run(_measure(Path(tmp)))
     with tempfile.TemporaryDirectory(prefix="overlay-guard-bench-") as tmp:
         out["large"] = asyncio.run(_ready(Path(tmp), LARGE))
+    out["distinct"] = ready(DISTINCT)
+    return out
+
+
+def ready(sizes: tuple[workload.Size, ...]) -> list[dict[str, Any]]:
+    """Time to ready and memory at each size (`python -m benchmarks.webhook_bench ready`)."""
+    out = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="overlay-guard-bench-") as tmp:
+            out.append(asyncio.run(_ready(Path(tmp), size)))
     return out
 
 
@@ -398,4 +411,9 @@ def quick(rounds: int = 3, seconds: float = 4.0) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(quick() if sys.argv[1:2] == ["broad"] else run(), indent=2))
+    if sys.argv[1:2] == ["broad"]:
+        print(json.dumps(quick(), indent=2))
+    elif sys.argv[1:2] == ["ready"]:
+        print(json.dumps(ready(tuple(workload.Size.parse(a) for a in sys.argv[2:]) or DISTINCT), indent=2))
+    else:
+        print(json.dumps(run(), indent=2))

@@ -27,14 +27,29 @@ _CLEAN_WEIGHTS = (7, 13, 29, 31, 37)
 class Size:
     overlays: int = OVERLAYS
     pools: int = POOLS
+    # Each capacity overlay adds its own extended resource (device-plugin and accelerator-slicing overlays do):
+    # a distinct capacity field per capacity overlay, a fifth of them.
+    distinct: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.overlays} overlays / {self.pools} NodePools"
+        fields = f" / {self.overlays // 5} distinct capacity fields" if self.distinct else ""
+        return f"{self.overlays} overlays / {self.pools} NodePools{fields}"
+
+    @property
+    def argument(self) -> str:
+        """How `python -m benchmarks.core_bench` names it: OVERLAYS,POOLS[,distinct]."""
+        return f"{self.overlays},{self.pools}" + (",distinct" if self.distinct else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Size:
+        overlays, pools, *rest = text.split(",")
+        return cls(int(overlays), int(pools), rest == ["distinct"])
 
 
 DEFAULT = Size()
-SCALING = (Size(500, 5), Size(2000, 20), Size(10_000, 100), Size(20_000, 200))
+SCALING = (Size(500, 5), Size(2000, 20), Size(10_000, 100), Size(20_000, 200),
+           Size(2000, 20, distinct=True), Size(10_000, 100, distinct=True))
 
 
 def _pool(i: int) -> str:
@@ -57,9 +72,10 @@ def _families(catalog: cat.Catalog | None) -> list[str]:
 
 
 def overlays(count: int = OVERLAYS, seed: int = 7, catalog: cat.Catalog | None = None,
-             pools: int = POOLS) -> list[dict[str, Any]]:
+             pools: int = POOLS, distinct: bool = False) -> list[dict[str, Any]]:
     """Overlays keyed on family, category, cpu/memory ranges, capacity type, zone and NodePool,
-    spread so that most do not collide (as a real, working configuration would)."""
+    spread so that most do not collide (as a real, working configuration would). `distinct`: each
+    capacity overlay sets a resource of its own."""
     rng = random.Random(seed)
     types = (catalog or cat.default()).types
     families = _families(catalog)
@@ -97,14 +113,15 @@ def overlays(count: int = OVERLAYS, seed: int = 7, catalog: cat.Catalog | None =
         elif kind < 0.8:
             spec["price"] = f"{rng.uniform(0.01, 5):.4f}"
         else:
-            spec["capacity"] = {"example.com/widget": str(rng.randint(1, 8))}
+            resource = f"example.com/device-{i:05d}" if distinct else "example.com/widget"
+            spec["capacity"] = {resource: str(rng.randint(1, 8))}
         out.append({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
                     "metadata": {"name": f"overlay-{i:05d}"}, "spec": spec})
     return out
 
 
 def documents(size: Size = DEFAULT, catalog: cat.Catalog | None = None) -> list[dict[str, Any]]:
-    return [*nodepools(size.pools), *overlays(size.overlays, catalog=catalog, pools=size.pools)]
+    return [*nodepools(size.pools), *overlays(size.overlays, catalog=catalog, pools=size.pools, distinct=size.distinct)]
 
 
 def _overlay(name: str, reqs: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:

@@ -27,6 +27,8 @@ HUGEPAGES = "hugepages-"
 class PriceUpdate:
     update: str
     lowest_weight: int
+    # the overlay whose value is stored (what the store does not keep, for the findings)
+    writer: str = ""
 
 
 @dataclasses.dataclass
@@ -73,6 +75,9 @@ class Result:
     memory: dict[tuple[str, str], Decimal] = dataclasses.field(default_factory=dict)
     # (overlay, code): hugepages-exhaust-memory / hugepages-most-memory where its hugepages are stored
     hugepages: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    # field -> cell -> the overlay whose value is in effect there (a price per (pool, type, zone, capacity
+    # type), a capacity resource per (pool, type)): what the findings read.
+    writers: dict[str, dict[tuple[str, ...], str]] = dataclasses.field(default_factory=dict)
 
 
 def run(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
@@ -89,6 +94,84 @@ def run(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
             _store_price(store, pool.name, it.name, o, offerings)
             _store_capacity(store, pool.name, it.name, o)
     return _result(store, status, pools, catalog)
+
+
+LIMIT = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A finding as the plain loop derives it: what the engine's must say, and the cells any witness of it
+    may name (a (pool, type, zone, capacity type) for the price, a (pool, type) for a capacity resource)."""
+
+    code: str
+    obj: str
+    field: str
+    related: tuple[str, ...]
+    # the "and N more" count (same-weight-conflict: further earlier overlays; 0 when none)
+    more: int
+    # same-weight-conflict: Karpenter's verdict ("Conflict" or "silent") and the overlay it drops
+    karpenter: str
+    dropped: str
+    witnesses: frozenset[tuple[str, ...]]
+
+
+def findings(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool], catalog: cat.Catalog,
+             result: Result) -> list[Found]:
+    """same-weight-conflict, shadowed and price-clamped over the valid `overlays`, from cells enumerated one
+    by one and the store's writers: every pair of equal weight that sets one field on a common cell (per later
+    overlay and field, its first LIMIT partners in Karpenter's order, the last counting the rest); every applied
+    overlay's field whose cells all hold another's value, unless an overlay of its weight before it sets the
+    field on one of them; every negative additive priceAdjustment in effect on an offering priced below it."""
+    ordered = sorted(overlays, key=lambda o: (o.weight, o.name), reverse=True)
+    cells = {o.name: _fields(o, pools, catalog) for o in ordered}
+    out: list[Found] = []
+    for i, later in enumerate(ordered):
+        for field, mine in cells[later.name].items():
+            partners = [(e.name, mine & cells[e.name][field]) for e in ordered[:i]
+                        if e.weight == later.weight and mine & cells[e.name].get(field, set())]
+            for k, (earlier, common) in enumerate(partners[:LIMIT]):
+                more = len(partners) - LIMIT if k == LIMIT - 1 else 0
+                gone = [n for n in (later.name, earlier) if result.status[n] == "Conflict"]
+                out.append(Found("same-weight-conflict", later.name, field, (earlier,), max(more, 0),
+                                 "Conflict" if gone else "silent", gone[0] if gone else "", frozenset(common)))
+    for i, o in enumerate(ordered):
+        if result.status[o.name] != "Applied":
+            continue
+        for field, mine in cells[o.name].items():
+            held = {c for c in mine if result.writers.get(field, {}).get(c) == o.name}
+            if held:
+                if field == "price" and (clamped := _clamped(o, held, catalog)):
+                    out.append(Found("price-clamped", o.name, field, (), 0, "", "", frozenset(clamped)))
+                continue
+            before = [e for e in ordered[:i] if mine & cells[e.name].get(field, set())]
+            if any(e.weight == o.weight for e in before):
+                continue
+            winners = sorted(e.name for e in before if result.status[e.name] == "Applied")
+            out.append(Found("shadowed", o.name, field, tuple(winners[:LIMIT]), 0, "", "", frozenset(mine)))
+    return out
+
+
+def _fields(o: model.Overlay, pools: Sequence[model.NodePool],
+            catalog: cat.Catalog) -> dict[str, set[tuple[str, ...]]]:
+    """field -> the cells the overlay sets it on (DRA templates left out: this loop does not model them)."""
+    out: dict[str, set[tuple[str, ...]]] = {}
+    for pool, it, offerings in _overlaid(o, pools, catalog):
+        if o.price_update is not None:
+            out.setdefault("price", set()).update((pool.name, it.name, of.zone, of.capacity_type) for of in offerings)
+        for resource, _ in o.capacity:
+            out.setdefault(f"capacity/{resource}", set()).add((pool.name, it.name))
+    return out
+
+
+def _clamped(o: model.Overlay, held: set[tuple[str, ...]], catalog: cat.Catalog) -> set[tuple[str, ...]]:
+    """The offerings where the overlay's additive cut takes the price below 0 (Karpenter clamps it)."""
+    adj = o.price_adjustment
+    if o.price is not None or adj is None or not adj.startswith("-") or adj.endswith("%"):
+        return set()
+    prices: dict[tuple[str, ...], float | None] = {(it.name, of.zone, of.capacity_type): of.price
+                                                   for it in catalog.types for of in it.offerings}
+    return {c for c in held if (price := prices[c[1:]]) is not None and price < float(adj[1:])}
 
 
 def _overlaid(o: model.Overlay, pools: Sequence[model.NodePool],
@@ -133,7 +216,18 @@ def _result(store: dict[str, dict[str, TypeUpdate]], status: dict[str, str], poo
                     prices[(pool.name, it.name, of.zone, of.capacity_type)] = effects.adjusted(of.price, pu.update)
             if upd.capacity is not None and upd.capacity.update:
                 capacity[(pool.name, it.name)] = dict(upd.capacity.update)
-    return Result(status, prices, capacity, memory, pages)
+    return Result(status, prices, capacity, memory, pages, _writers(store))
+
+
+def _writers(store: dict[str, dict[str, TypeUpdate]]) -> dict[str, dict[tuple[str, ...], str]]:
+    out: dict[str, dict[tuple[str, ...], str]] = {}
+    for pool, types in store.items():
+        for it, upd in types.items():
+            for (zone, capacity_type), pu in upd.price.items():
+                out.setdefault("price", {})[(pool, it, zone, capacity_type)] = pu.writer
+            for resource, writer in (upd.capacity.writers if upd.capacity is not None else {}).items():
+                out.setdefault(f"capacity/{resource}", {})[(pool, it)] = writer
+    return out
 
 
 def _hugepages_step(capacity: dict[str, str]) -> tuple[Decimal, Decimal, Decimal] | None:
@@ -196,7 +290,7 @@ def _store_price(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str, o:
         if key in upd.price:
             upd.price[key].lowest_weight = o.weight
             continue
-        upd.price[key] = PriceUpdate(price, o.weight)
+        upd.price[key] = PriceUpdate(price, o.weight, o.name)
 
 
 def _store_capacity(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str, o: model.Overlay) -> None:

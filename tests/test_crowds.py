@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
-from simulation.analysis import candidate, incremental, kinds
+from simulation.analysis import incremental, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests.strategies import instance_types, overlay_docs, pool_docs
@@ -41,13 +41,9 @@ def _doc(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             "spec": {"requirements": [], **spec}}
 
 
-def _on_path(path: str, doc: dict[str, Any], prepared: ev.Prepared) -> tuple[ev.Report, ev.Report]:
-    """The candidate through the incremental path forced to `path` (the neighbour scan, the tables for its
-    breadth, or the tables for its crowd) and through the full run; their findings must agree."""
-    never = 10**9
-    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else never), \
-            mock.patch.object(candidate, "CROWDED", 1 if path == "crowded" else never):
-        fast = ev.evaluate([ev.Document(doc, 100)], prepared)
+def _both(doc: dict[str, Any], prepared: ev.Prepared) -> tuple[ev.Report, ev.Report]:
+    """The candidate through the incremental path and through the full run; their findings must agree."""
+    fast = ev.evaluate([ev.Document(doc, 100)], prepared)
     slow = ev.evaluate([ev.Document(doc, 100)], prepared, full=True)
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
     return fast, slow
@@ -79,17 +75,15 @@ def test_alike_overlays_get_the_verdicts_of_testing_each(catalog: cat.Catalog, o
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=crowd(), pools=pool_docs(), pick=st.integers(0, 63),
-       name=st.sampled_from(["a0", "c03x", "z0", None]), path=st.sampled_from(["scan", "broad", "crowded"]))
+       name=st.sampled_from(["a0", "c03x", "z0", None]))
 def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
-                                             pools: list[dict[str, Any]], pick: int, name: str | None,
-                                             path: str) -> None:
+                                             pools: list[dict[str, Any]], pick: int, name: str | None) -> None:
     """One more copy of a crowd's spec (named first, among, or last in Karpenter's order), or an edit of a
-    copy (None): the same findings, and every status the fast path reports, as the full run, whether the
-    neighbour scan answers or the tables (chosen for the candidate's breadth, or for its crowd)."""
+    copy (None): the same findings, and every status the fast path reports, as the full run."""
     twin = existing[pick % len(existing)]
     doc = {**twin, "metadata": {"name": twin["metadata"]["name"] if name is None else name}}
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*pools, *existing])], catalog)
-    fast, slow = _on_path(path, doc, prepared)
+    fast, slow = _both(doc, prepared)
     assert {n: slow.status[n] for n in fast.status} == dict(fast.status)
     mine = doc["metadata"]["name"]
     assert [c for c in fast.outcome.claims if c.overlay == mine] == [c for c in slow.outcome.claims
@@ -97,15 +91,14 @@ def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: li
 
 
 @pytest.mark.parametrize("name", ["c03x", "c06x", "c07x", "c08x", "z0"])
-@pytest.mark.parametrize("path", ["scan", "broad", "crowded"])
-def test_a_candidate_at_each_place_of_a_crowd(name: str, path: str) -> None:
+def test_a_candidate_at_each_place_of_a_crowd(name: str) -> None:
     """Twelve copies and one more among them: it meets from eight down to none of them before it, so
     the clashes naming it on the copies after it stop at clash.LIMIT, or count "and N more"."""
     spec = {"priceAdjustment": "-10%", "capacity": {"r1": "1"}}
     existing = [_doc(f"c{i:02d}", spec) for i in range(12)]
     doc = _doc(name, spec)
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], ONE_TYPE)
-    fast, _ = _on_path(path, doc, prepared)
+    fast, _ = _both(doc, prepared)
     assert any(f.obj.name != name for f in fast.findings) == (name > "c07")
 
 
@@ -172,8 +165,7 @@ def test_firsts_takes_both_ways() -> None:
     assert grouped.firsts(many, rank, 2) == [([30, 27], 11), ([31, 28], 11), ([32, 29], 11)]
 
 
-@pytest.mark.parametrize("path", ["scan", "broad", "crowded"])
-def test_clashes_counted_over_kinds_that_report_and_kinds_that_do_not(path: str) -> None:
+def test_clashes_counted_over_kinds_that_report_and_kinds_that_do_not() -> None:
     """The candidate `m` meets six z-b copies before it (so the z-b copy after it does not name it) and no
     z-a copy before it (so all six z-a copies after it name it: five listed, "and 1 more")."""
     two_zones = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2"},
@@ -188,7 +180,7 @@ def test_clashes_counted_over_kinds_that_report_and_kinds_that_do_not(path: str)
                 *(zone(f"a{i}", "z-a") for i in range(1, 7))]
     doc = _doc("m", {"price": "2"})
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(existing)], two_zones)
-    fast, _ = _on_path(path, doc, prepared)
+    fast, _ = _both(doc, prepared)
     others = [f for f in fast.findings if f.obj.name != "m"]
     assert [f.obj.name for f in others] == ["a1", "a2", "a3", "a4", "a5"]
     assert dict(others[-1].detail).get("moreObjects") == "1"

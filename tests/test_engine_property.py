@@ -12,7 +12,7 @@ from simulation import evaluate as ev
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge, model, quantity
-from tests import reference
+from tests import reference, reference_support
 from tests.strategies import instance_types, overlay_docs, pool_docs
 
 
@@ -50,6 +50,8 @@ def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str,
     assert memory == expected.memory
     codes = {"hugepages-exhaust-memory", "hugepages-most-memory"}
     assert {(f.obj.name, f.code) for f in report.findings if f.code in codes} == expected.hugepages
+    # The findings: codes, objects, fields, related objects, counts and witnesses.
+    reference_support.assert_all(report, reference_support.expected(overlays, report, pools, catalog))
 
 
 def _verdicts(report: ev.Report) -> tuple[dict[str, str], list[dict[str, Any]]]:

@@ -1,7 +1,7 @@
 """The incremental path against the full run on the cluster `make bench` generates: the real catalog, an
 overlay per NodePool and instance family, broad candidates that meet hundreds of them. With 70 NodePools a set
-of NodePools spans two 64-bit words: test_tables draws such sets for the tables alone, the incremental property
-tests' clusters (up to three NodePools) never have them."""
+of NodePools spans two 64-bit words, which the incremental property tests' clusters (up to three NodePools) never
+have."""
 
 from __future__ import annotations
 
@@ -41,8 +41,7 @@ def _candidate(i: int, catalog: cat.Catalog, stored: list[dict[str, Any]]) -> di
     if kind in (1, 2):
         return workload.broad(draw.randrange(1000), conflicting=kind == 2, catalog=catalog)
     if kind in (6, 7):
-        # Enough NodePools (or instance types) for the prepared tables to answer, not the scan: NodePools on both
-        # words, or only past the 64th (its first word empty).
+        # NodePools on both words, or only past the 64th (its first word empty).
         pools = (draw.sample(range(64), 8) + draw.sample(range(64, SIZE.pools), 4) if kind == 6
                  else draw.sample(range(64, SIZE.pools), 3))
         doc = workload.broad(2 * draw.randrange(500) + kind - 6, conflicting=draw.random() < 0.7, catalog=catalog)

@@ -3,7 +3,6 @@ target, answered from the buckets' two factors, equal those a bucket-by-bucket u
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,7 +10,7 @@ from simulation.analysis import index as ix
 from simulation.semantics import cellset, merge, model
 from tests import strategies
 
-# Wider than one 64-bit word of NodePools and of slots, as in test_tables.
+# Wider than one 64-bit word of NodePools and of slots.
 POOLS = 70
 BLOCK = 192
 
@@ -55,4 +54,3 @@ def test_masks_and_positions_are_inverse(case: tuple[int, set[int]]) -> None:
     mask = sum(1 << p for p in chosen)
     assert index.positions(mask) == sorted(chosen)
     assert index.of(chosen) == mask
-    assert index.of_array(np.array(sorted(chosen), dtype=np.int64)) == mask

@@ -1,24 +1,22 @@
 """`shadowed` findings a change puts on many unchanged overlays: a report keeps the first
-clash.LIMIT of them in its order, built from the tables' answers for one candidate, and counts
-the rest. Property tests against the full run and against plain reference computations."""
+clash.LIMIT of them in its order, built only that far, and counts the rest. Property tests against the
+full run and against plain reference computations."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 from typing import Any
-from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import candidate, checks, shadows
+from simulation.analysis import checks, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
-from simulation.semantics import cellset, clash, merge
-from tests import strategies
+from simulation.semantics import clash, merge
 from tests.strategies import instance_types, pool_docs, requirement
 
 _FIELDS = [merge.PRICE, merge.capacity_field("r1"), merge.capacity_field("r2")]
@@ -59,16 +57,15 @@ def broad(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), pools=pool_docs(), doc=broad(),
-       order=st.randoms(use_true_random=False), path=st.sampled_from(["scan", "broad"]))
+       order=st.randoms(use_true_random=False))
 def test_a_candidate_over_many_overlays_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
                                                     pools: list[dict[str, Any]], doc: dict[str, Any],
-                                                    order: Any, path: str) -> None:
+                                                    order: Any) -> None:
     # Sources in no relation to names or Karpenter's order: a report orders by source first.
     docs = [*pools, *existing]
     order.shuffle(docs)
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(docs)], catalog)
-    with mock.patch.object(candidate, "BROAD", 0 if path == "broad" else 10**9):
-        fast = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared)
+    fast = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared)
     slow = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared, full=True)
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
 
@@ -99,36 +96,6 @@ def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: li
 def test_positions_of_a_mask(ones: set[int]) -> None:
     index = ix.Index.build([], 1)
     assert index.positions(sum(1 << i for i in ones)) == sorted(ones)
-
-
-# More than 64 NodePools and a block of several words, as in test_tables.
-POOLS = 70
-BLOCK = 192
-_BITS = st.sets(st.integers(0, BLOCK - 1), max_size=8).map(lambda ones: sum(1 << i for i in ones))
-_POOLS = st.sets(st.integers(0, POOLS - 1), max_size=4).map(lambda ones: sum(1 << i for i in ones))
-
-
-def _cells() -> st.SearchStrategy[cellset.Cells]:
-    return strategies.products(_POOLS, _BITS, BLOCK, 2)
-
-
-@given(st.lists(_cells(), max_size=12), st.one_of(_POOLS, st.just((1 << POOLS) - 1)), _BITS, st.integers(0, 4),
-       st.sampled_from([ix.GROUPS, 1]), st.data())
-def test_claims_within_a_product(claims: list[cellset.Cells], pools: int, bits: int, at: int, groups: int,
-                                 data: st.DataObject) -> None:
-    # The product often covers some claims whole: it grows from theirs.
-    for claim in data.draw(st.lists(st.sampled_from(claims), max_size=3)) if claims else ():
-        pools, bits = pools | claim.pools(), bits | claim.fold()
-    masks = ix.Claims.build(list(enumerate(claims)), len(claims), POOLS, BLOCK)
-    product = cellset.Cells.product(pools, bits, BLOCK)
-    expected = [i for i, claim in enumerate(claims) if i >= at and claim and claim.within(product)]
-    with mock.patch.object(ix, "GROUPS", groups):
-        found = masks.within(pools, bits, at)
-    if found is None:
-        # Declined only past the limit on the claim words it spans.
-        assert groups < ix.GROUPS
-    else:
-        assert ix.Index.build([], 1).positions(found) == expected
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

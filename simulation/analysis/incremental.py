@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from simulation import findings
-from simulation.analysis import candidate, checks, dra, hugepages, kinds, shadows, tables
+from simulation.analysis import arrays, candidate, checks, dra, hugepages, kinds, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
 
@@ -98,7 +98,7 @@ def _runs(index: Index, reached: int, fresh: list[merge.Entry]) -> merge.Runs:
     return merge.Runs(entries, names, sorted(moved))
 
 
-def prepared_runs(index: Index, reached: int) -> tuple[Sequence[int] | tables.Ints, list[merge.Entry], list[str],
+def prepared_runs(index: Index, reached: int) -> tuple[Sequence[int] | arrays.Ints, list[merge.Entry], list[str],
                                                        list[int]]:
     """The positions in `reached`, ascending; their entries and names; where their kind changes (the index
     of each one whose kind differs from the one before it). A crowd's thousands are taken from the index's
@@ -108,20 +108,25 @@ def prepared_runs(index: Index, reached: int) -> tuple[Sequence[int] | tables.In
         of = index.by_kind.of
         return (few, [index.order[p] for p in few], [index.names[p] for p in few],
                 [i for i in range(1, len(few)) if of[few[i]] != of[few[i - 1]]])
-    at = tables.ones(reached, len(index.order))
+    at = arrays.ones(reached, len(index.order))
     kind = index.by_kind.of_array[at]
     return (at, index.entry_array[at].tolist(), index.name_array[at].tolist(),
             (np.flatnonzero(kind[1:] != kind[:-1]) + 1).tolist())
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
-            skip: set[str], probe: candidate.Tables | None) -> merge.Merged:
-    """Karpenter's outcome for the overlays whose status the change can move. `probe`: the prepared tables'
-    answers for a lone candidate, when there are tables."""
+            skip: set[str]) -> merge.Merged:
+    """Karpenter's outcome for the overlays whose status the change can move: its one loop over the change's
+    connected component."""
     if len(candidates) == 1 and not old:
-        dropped = _dropped(index, baseline, candidates[0], skip, probe)
-        if dropped is not None:
-            return dropped
+        # A new overlay: the overlays before it keep their status, so the applied ones of its weight that share
+        # cells with it decide it; dropped, it stores nothing and no other status moves.
+        c = candidates[0]
+        stored = index.related(c) & index.before(c.rank) & (index.applied_bits or 0) & ~index.mask(skip)
+        verdict = merge.tested_against([m for m in index.members(stored & index.coarse(c) if stored else 0)
+                                        if m.may_overlap(c) and m.karpenter_overlap(c)], c)
+        if verdict is not None:
+            return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
     if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):
         # Karpenter's loop reads the same sequence as before the edit: every status and verdict stays.
         name = candidates[0].name
@@ -129,67 +134,8 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
         return merge.Merged((name,), {name: baseline.status[name]}, {name: verdict} if verdict is not None else {},
                             ())
     component = _component(index, [*candidates, *old], skip, candidates)
-    if len(component.entries) == 1:
-        # Alone in its weight's overlaps: nothing stored before it can conflict with it.
-        name = component.names[0]
-        return merge.Merged((name,), {name: merge.APPLIED}, {}, ())
     merge.adopt_tested(candidates, index.by_kind.signatures)
     return merge.karpenter_in_order(component)
-
-
-def _dropped(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
-             probe: candidate.Tables | None) -> merge.Merged | None:
-    """A new overlay's outcome when Karpenter drops it (else None). The overlays of its weight before it keep
-    their status, so the applied ones among them that share cells with it decide; dropped, it stores
-    nothing, and no other overlay's status moves."""
-    verdict = None
-    if c.overlay.price_update is not None:
-        verdict = probe.dropped_price() if probe is not None else _price_scan(index, baseline, c, skip)
-    if verdict is None and c.overlay.capacity_set:
-        stored = _stored_tables if probe is not None else _stored_scan
-        capacities = stored(index, baseline, c, skip, None)
-        outcome = merge.karpenter([*(index.order[p] for p in capacities), c])
-        verdict = outcome.verdicts.get(c.name)
-    if verdict is None:
-        return None
-    return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
-
-
-def _price_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str]) -> merge.Dropped | None:
-    """Karpenter tests price first: the lowest offering where it meets a stored price, and the last overlay
-    stored there (as merge.karpenter words it, without building the union of a few hundred)."""
-    found = [index.order[p] for p in _stored_scan(index, baseline, c, skip, merge.PRICE)]
-    if not found:
-        return None
-    bit = min((e.cells & c.cells).lowest() for e in found)
-    return merge.Dropped(merge.PRICE, bit, next(e for e in reversed(found) if e.cells.has(bit)).name)
-
-
-def _stored_scan(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
-                 field: merge.Field | None) -> list[int]:
-    """The positions of the applied overlays of `c`'s weight before it that set a price (`field`), or a
-    capacity (None), on a cell of its own, ascending: by the index's buckets."""
-    mask = index.by_weight.get(c.overlay.weight, 0) & index.before(c.rank) & ~index.mask(skip)
-    mask &= (index.prices if field is not None else index.capacities) & (index.coarse(c) if mask else 0)
-
-    def cells(e: merge.Entry) -> cellset.Cells:
-        return e.cells if field is not None else e.type_cells
-
-    return [p for p in index.positions(mask)
-            if baseline.status.get(index.names[p]) == merge.APPLIED and cells(index.order[p]).intersects(cells(c))]
-
-
-def _stored_tables(index: Index, baseline: merge.Merged, c: merge.Entry, skip: set[str],
-                   field: merge.Field | None) -> list[int]:
-    """The same, from the prepared tables."""
-    del baseline  # the tables say which entries it applied
-    rows = index.rows.get(field) if field is not None else index.capacity_rows
-    if rows is None or index.applied is None:
-        return []
-    found = rows.hits(c.cells if field is not None else c.type_cells, index.weight_span(c.overlay.weight)[0],
-                      index.place(c.rank))
-    kept: list[int] = found[index.applied[found]].tolist()
-    return [p for p in kept if index.names[p] not in skip]
 
 
 def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry], baseline: merge.Merged,
@@ -197,10 +143,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
              raw: Callable[[str], Mapping[str, Any]], keys: Mapping[str, frozenset[str]]) -> Delta:
     """`keys` lists only the overlays that use bindingKeys."""
     skip = set(changed)
-    probe = (candidate.Tables.of(index, candidates[0], skip, baseline.status)
-             if index.applied is not None and len(changed) == 1 and len(candidates) == 1
-             and (candidate.broad(candidates[0]) or candidate.crowded(index, candidates[0])) else None)
-    local = _settle(index, baseline, old, candidates, skip, probe)
+    local = _settle(index, baseline, old, candidates, skip)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     # The unchanged overlays the change made applied, or no longer applied, in the component's order (the
     # prepared ones' is the index's). By set operations in C that walk the fewer of the settled ones (a crowd
@@ -211,24 +154,17 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
             else settled & baseline.applied)
     flipped = local.applied ^ kept
     moved = [index.order[p] for p in sorted(index.position[n] for n in flipped - skip)]
-    # The tables answer for a lone candidate's own findings when the overlays before it kept their status (a
-    # new one: Karpenter decides them before it), for the unchanged ones' too when none moved at all.
-    answers = alone = None
-    if probe is not None and (not old or _alone(baseline, local, probe.c.name)):
-        answers = probe.judged_by(status)
-        alone = answers if _alone(baseline, local, probe.c.name) else None
     view = shadows.View(grid, index, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
                          *(m for m in moved if local.status.get(m.name) == merge.APPLIED)],
                         [*(o for o in old if baseline.status.get(o.name) == merge.APPLIED),
-                         *(m for m in moved if local.status.get(m.name) != merge.APPLIED)], alone)
+                         *(m for m in moved if local.status.get(m.name) != merge.APPLIED)])
     taken = index.taken.changed(candidates, skip)
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
     for c in candidates:
-        reach = answers if answers is not None else candidate.Scan.of(index, c, skip, candidates, status)
-        # The tables' clashes need no status: they answer whenever there are tables.
-        own, others, total = _split(*(probe if probe is not None else reach).clashes(), entries, skip, index)
+        reach = candidate.Scan.of(index, c, skip, candidates, status)
+        own, others, total = _split(*reach.clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:
@@ -277,12 +213,7 @@ class _Over(Mapping[str, _V]):
         return sum(1 for _ in self)
 
 
-def _alone(baseline: merge.Merged, local: merge.Merged, name: str) -> bool:
-    """Whether the prepared tables answer for the one changed overlay, `name`: no other status moved."""
-    return all(n == name or s == baseline.status.get(n) for n, s in local.status.items())
-
-
-def _effect(grid: cells.Grid, c: merge.Entry, reach: candidate.Scan | candidate.Tables,
+def _effect(grid: cells.Grid, c: merge.Entry, reach: candidate.Scan,
             claims: list[merge.Claim], near: Callable[[], list[merge.Entry]],
             status: Mapping[str, merge.State]) -> list[findings.Finding]:
     """Appends an applied candidate's claims; returns its price-clamped and hugepages findings, if any.

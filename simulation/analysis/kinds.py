@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from simulation.analysis import tables
+from simulation.analysis import arrays
 from simulation.semantics import merge
 
 # Up to this many positions, Kinds.firsts groups them without numpy.
@@ -29,7 +29,7 @@ class Kinds:
     # The entries' canonical `tested` objects (merge.share_tested), for a request's candidates to adopt.
     signatures: Mapping[merge.Signature, merge.Signature] = dataclasses.field(default_factory=dict)
     # `of` as an array.
-    of_array: tables.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    of_array: arrays.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def build(cls, order: Sequence[merge.Entry]) -> Kinds:
@@ -44,7 +44,7 @@ class Kinds:
             if kind in crowds:
                 crowds[kind] |= 1 << position
         of_array = np.array(of, dtype=np.int64)
-        tables.frozen(of_array)
+        arrays.frozen(of_array)
         return cls(tuple(of), crowds, signatures, of_array)
 
     def within(self, mask: int) -> Iterator[tuple[int, int]]:
@@ -56,7 +56,7 @@ class Kinds:
             yield first, members
             mask &= ~members
 
-    def firsts(self, positions: Sequence[int] | tables.Ints, rank: tables.Ints,
+    def firsts(self, positions: Sequence[int] | arrays.Ints, rank: arrays.Ints,
                limit: int) -> list[tuple[list[int], int]]:
         """`positions` by kind, in the order each kind first appears in them: per kind its first `limit`
         positions by `rank` and how many it has. In numpy when they are many (a crowd puts thousands of one kind

@@ -1,9 +1,9 @@
 """`shadowed` findings on unchanged overlays that a change makes name a candidate among their winners.
 
 An unchanged overlay's field becomes (or stays) shadowed when a candidate above it sets the field on
-its cells and nothing it still holds is left outside what the candidates take. The general test
-subtracts the candidates' cells from its baseline claim (`_covered`); with one candidate the owner
-table answers for all of them at once (`_alone`).
+its cells and nothing it still holds is left outside what the candidates take: its baseline claim less
+the candidates' cells (`_covered`), or, where an overlay above it gave cells back, checks.claim over its
+neighbours.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation import findings
-from simulation.analysis import candidate, checks
+from simulation.analysis import checks
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
 
@@ -34,8 +34,6 @@ class View:
     gained: Sequence[merge.Entry]
     # Applied in the baseline but not now (replaced, deleted or now dropped): they can only give cells back.
     lost: Sequence[merge.Entry]
-    # The prepared tables' answers for the one changed overlay, when they apply (incremental._alone).
-    alone: candidate.Tables | None = None
 
 
 def others(view: View, single: bool) -> list[findings.Finding]:
@@ -45,16 +43,12 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     index = view.index
     unchanged = ~index.mask(view.skip)
     if not single:
-        named = [(index.order[t], field, _winners(view, t, field, unchanged, None))
+        named = [(index.order[t], field, _winners(view, t, field, unchanged))
                  for field, targets in _tested(view, False).items() for t in targets]
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
-    found = _alone(view)
-    # The owner tables' targets all lie below the one candidate, which meets them: it wins over each.
-    over = view.alone.c if found is not None and view.alone is not None else None
-    if found is None:
-        found = {field: index.of(targets) for field, targets in _tested(view, True).items()}
-    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, unchanged, over))
+    found = {field: index.of(targets) for field, targets in _tested(view, True).items()}
+    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, unchanged))
              for t, field in _first_in_report(index, found)]
     return first_few(first, sum(targets.bit_count() for targets in found.values()))
 
@@ -89,83 +83,6 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[
 
     pairs = [(t, field) for t in first for field, targets in found.items() if targets >> t & 1]
     return sorted(pairs, key=order)[:clash.LIMIT]
-
-
-def _alone(view: View) -> dict[merge.Field, int] | None:
-    """Per field, the mask of the positions of the shadowed findings naming the one candidate, from the
-    owner tables: an unchanged overlay below it is left nothing when all the cells it held lie in the
-    candidate's (or it held none and shares one). None when the tables do not answer (see
-    incremental._alone)."""
-    alone = view.alone
-    if alone is None:
-        return None
-    c, index = alone.c, view.index
-    if view.status.get(c.name) != merge.APPLIED:
-        return {}
-    lo, hi = alone.span
-    # Its own weight's overlays tie with it (checks.shadowed leaves those to the conflict finding); its old
-    # version is not an unchanged overlay.
-    dropped = (1 << hi) - (1 << lo) | (1 << alone.gone if alone.gone >= 0 else 0)
-    found: dict[merge.Field, int] = {}
-    for field, bits in c.fields().items():
-        owners, held = index.owners.get(field), alone.held(field)
-        if owners is None or held is None:
-            continue
-        # Disjoint: the emptied ones held cells, the idle ones held none (often no idle one lies below it).
-        targets, idle = _emptied(index, field, held, alone.at), index.idle[field]
-        if idle.ordered and idle.ordered[-1] >= alone.at:
-            targets |= index.of_array(idle.hits(bits, alone.at))
-        targets = _untied(view, alone, field, targets & ~dropped)
-        if not targets:
-            continue
-        # Its old version gave cells back to the overlays below it that it met: those are tested whole.
-        moved = [o for o in view.lost if field in o.fields()]
-        named = _named_few(view, c, field, targets.bit_length() - 1)
-        if moved or not named:
-            scope = _Scope.of(view, field)
-            targets = index.of(t for t in index.positions(targets)
-                               if (not moved or not _returned(view, scope, t, alone.gone, moved[0])
-                                   or _covered(view, scope, t))
-                               and (named or _names_first(view, scope, t)))
-        if targets:
-            found[field] = targets
-    return found
-
-
-def _emptied(index: ix.Index, field: merge.Field, held: cellset.Cells, at: int) -> int:
-    """The positions >= `at` holding cells of `field`, all of which lie in `held` (the candidate's claim):
-    from the claims' masks for a product (almost every claim), else from the owner table."""
-    if len(held.parts) == 1:
-        (pools, bits), = held.parts
-        found = index.claims[field].within(pools, bits, at)
-        if found is not None:
-            return found
-    return index.of_array(index.owners[field].emptied(held, at))
-
-
-def _untied(view: View, alone: candidate.Tables, field: merge.Field, targets: int) -> int:
-    """Of these positions, those no prepared overlay of their weight before them ties with on `field`
-    (_tied for one changed overlay: one tied only with the candidate's old version is free of it)."""
-    index = view.index
-    tied = index.ties.get(field, 0) & targets
-    if not tied:
-        return targets
-    only = ((alone.c.name,), 1)
-    return targets & ~tied | index.of(t for t in index.positions(tied)
-                                      if index.tied.get((index.names[t], field)) == only)
-
-
-def _returned(view: View, scope: _Scope, t: int, gone: int, old: merge.Entry) -> bool:
-    """Whether the candidate's old version, above `t`, set the field on some of `t`'s cells."""
-    return t > gone and old.fields()[scope.field].intersects(scope.cells[t])
-
-
-def _named_few(view: View, c: merge.Entry, field: merge.Field, last: int) -> bool:
-    """Whether fewer than clash.LIMIT unchanged overlays before position `last` that set `field`
-    sort before the candidate by name: then it is among the winners every finding names."""
-    index = view.index
-    return (index.named_before(c.name) & index.by_field[field] & ((1 << last) - 1)
-            & ~index.mask(view.skip)).bit_count() < clash.LIMIT
 
 
 def _targets(view: View) -> dict[merge.Field, list[int]]:
@@ -262,20 +179,17 @@ def _above(view: View, t: int, field: merge.Field, unchanged: int) -> int:
     return index.coarse_at(index.keys[t]) & ((1 << t) - 1) & index.by_field[field] & unchanged
 
 
-def _winners(view: View, t: int, field: merge.Field, unchanged: int, over: merge.Entry | None) -> list[merge.Entry]:
+def _winners(view: View, t: int, field: merge.Field, unchanged: int) -> list[merge.Entry]:
     """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set
-    `field` on its cells. `over`: the one candidate, known to be one of them; None: test every candidate."""
+    `field` on its cells."""
     index, status = view.index, view.status
     cells_at, names = index.field_cells[field], index.names
     bits = cells_at[t]
     found = [index.order[n] for n in index.positions(_above(view, t, field, unchanged))
              if status.get(names[n]) == merge.APPLIED and cells_at[n].intersects(bits)]
-    if over is not None:
-        found.append(over)
-    else:
-        rank = index.order[t].rank
-        found += [c for c in view.candidates if c.rank > rank and status.get(c.name) == merge.APPLIED
-                  and c.fields().get(field, merge.EMPTY).intersects(bits)]
+    rank = index.order[t].rank
+    found += [c for c in view.candidates if c.rank > rank and status.get(c.name) == merge.APPLIED
+              and c.fields().get(field, merge.EMPTY).intersects(bits)]
     # Sorted in C: a Python heap costs more for any likely count.
     return sorted(found, key=_name)[:clash.LIMIT]
 

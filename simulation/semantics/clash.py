@@ -65,11 +65,12 @@ def _first(e: merge.Entry, field: merge.Field, bits: cellset.Cells,
            groups: Iterable[tuple[cellset.Cells, list[merge.Entry]]], limit: int) -> list[Clash]:
     """`e`'s clashes on `field` with the first `limit` overlapping earlier overlays (by rank), the
     last one counting the rest."""
-    hits = [(bits & other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
+    hits = [(other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
     total = sum(len(others) for _, others in hits)
-    first = heapq.nlargest(limit, ((o.rank, o.name, common) for common, others in hits for o in others[:limit]),
-                           key=lambda t: t[0])
-    found = [Clash(e.name, name, field, common) for _, name, common in first]
+    first = heapq.nlargest(limit, ((o.rank, o.name, other_bits) for other_bits, others in hits
+                                   for o in others[:limit]), key=lambda t: t[0])
+    # The common cells of the listed partners only: a broad overlay meets hundreds.
+    found = [Clash(e.name, name, field, bits & other_bits) for _, name, other_bits in first]
     if total > limit:
         found[-1] = dataclasses.replace(found[-1], more=total - limit)
     return found

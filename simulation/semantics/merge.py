@@ -314,6 +314,16 @@ def _loop(runs: Runs, order: tuple[str, ...]) -> Merged:
     return merged
 
 
+def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
+    """Karpenter's conflict test of `e` against what `stored` (applied overlays of its weight before it, in
+    Karpenter's order) stored. The test reads only `e`'s own cells, and an overlay writes only its own: those
+    that share a cell with `e` suffice."""
+    store = _Store()
+    for s in stored:
+        store.add(s)
+    return store.conflict(e)
+
+
 # A `known` miss (a verdict may be None: applied).
 _UNTESTED = Dropped(PRICE, -1, "")
 
