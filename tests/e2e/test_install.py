@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,13 @@ def test_every_rendered_manifest_passes_server_side_dry_run(guard: Guard, tmp_pa
     # cert-manager's own CRDs (its Go module), so the cert-manager variants' Certificates and Issuers are
     # validated too; no cert-manager controller runs.
     plane.kubectl("apply", "--server-side", "-f", str(tools.cert_manager_crds()))
-    plane.kubectl("wait", "--for=condition=Established", "crd/certificates.cert-manager.io",
-                  "crd/issuers.cert-manager.io", "--timeout=60s")
+    # `kubectl wait` errors out on a CRD whose status has no conditions yet (just created, a busy API server)
+    # instead of waiting: poll until both are Established.
+    deadline = time.monotonic() + 60
+    while plane.kubectl("wait", "--for=condition=Established", "crd/certificates.cert-manager.io",
+                        "crd/issuers.cert-manager.io", "--timeout=10s", check=False).returncode != 0:
+        assert time.monotonic() < deadline, "cert-manager's CRDs never became Established"
+        time.sleep(0.5)
     for variant, docs in _renders(tmp_path).items():
         assert len(docs) >= 8, variant
         done = plane.kubectl("apply", "--dry-run=server", "-f", "-", check=False,
