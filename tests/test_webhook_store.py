@@ -116,9 +116,11 @@ def test_plan_extras_and_rebase() -> None:
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.versions: list[str | None] = []
 
-    def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
+    def replace(self, kind: str, items: list[Mapping[str, Any]], version: str | None) -> None:
         self.calls.append(("replace", [i["metadata"]["name"] for i in items]))
+        self.versions.append(version)
 
     def event(self, kind: str, ev: Mapping[str, Any]) -> store.Transition | None:
         self.calls.append(("event", ev["type"]))
@@ -151,6 +153,7 @@ def test_informer_relists_on_gone_and_resumes_from_last_version() -> None:
     informer.run_informer(NO, lister, watcher, sink, stop, sleep=lambda s: False)
     assert watched_from == ["10", "11", "20"]
     assert sink.calls == [("replace", ["a"]), ("event", "MODIFIED"), ("lost", NO), ("replace", ["a", "b"])]
+    assert sink.versions == ["10", "20"]  # the cache's snapshots catch up with the ledger's horizon by them
 
 
 def test_informer_backs_off_on_errors() -> None:
