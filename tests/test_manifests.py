@@ -74,7 +74,8 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
     assert lease["metadata"]["namespace"] == "overlay-guard"
     assert lease["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["overlay-guard-audit", "overlay-guard-admissions"], "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["overlay-guard-audit", "overlay-guard-admissions"], "verbs": ["get", "update"]},
     ]
     assert one(tools.kustomize(MANIFESTS), "RoleBinding")["roleRef"]["kind"] == "Role"
     binding = one(tools.kustomize(MANIFESTS), "ClusterRoleBinding")
