@@ -486,12 +486,14 @@ class Cache:
         if records and not attempt.fresh and attempt.take():
             attempt.view, attempt.fresh = await self._read_ledger(ends), True
             return True
-        now = self._wall()
-        overdue = [r for r in attempt.view.records if r.key in records and r.deadline <= now][:attempt.reads - 1]
-        if overdue and attempt.take(len(overdue) + 1):
-            settled = await self._settle(attempt.view, overdue, ends)
-            if settled is not None:
-                attempt.view = settled
+        found = lg.sweep(attempt.view, self._snapshot.basis, self._deleted, self._wall())
+        # Records whose deletion the watch delivered (deleted, then replaced) count no more.
+        settled = {n: at for n, at in found.settled.items() if (model.NODEOVERLAY, n) in records}
+        overdue = [r for r in found.overdue if r.key in records][:attempt.reads - 1]
+        if (settled or overdue) and attempt.take(len(overdue) + 1):
+            after = await self._settle(attempt.view, overdue, settled, ends)
+            if after is not None:
+                attempt.view = after
                 return True
         cached = [k for k in grounds if k not in extras and k not in attempt.checked
                   and k[0] in store.KINDS][:attempt.reads]
@@ -552,9 +554,11 @@ class Cache:
             self._checked[mine.digest] = report.overlays[mine.name]
         return stored
 
-    async def _settle(self, view: lg.Ledger, overdue: list[lg.Record], ends: float) -> lg.Ledger | None:
+    async def _settle(self, view: lg.Ledger, overdue: list[lg.Record], settled: Mapping[str, int],
+                      ends: float) -> lg.Ledger | None:
         """Read the overdue records a denial rests on; take out those the API server does not have as
-        recorded. The ledger afterwards (read again after a 409), or None when every one stays."""
+        recorded, and the `settled` ones. The ledger afterwards (read again after a 409), or None when
+        every one stays."""
         if self.reader is None:
             lives: list[Mapping[str, Any] | None] = [None] * len(overdue)
         else:
@@ -564,11 +568,11 @@ class Cache:
                 raise
             except Exception:
                 return None  # cannot be told: the records stay, and so does the denial
-        leaving = {r.name: at for r, live in zip(overdue, lives, strict=True)
-                   if (at := lg.verdict(r, live)) is not None}
+        leaving = {**settled, **{r.name: at for r, live in zip(overdue, lives, strict=True)
+                                 if (at := lg.verdict(r, live)) is not None}}
         if not leaving:
             return None
-        log.info("a denial rested on records whose object was never stored; judging again without them",
+        log.info("a denial rested on records whose object is not stored as recorded; judging again without them",
                  extra={"fields": {"records": sorted(leaving)}})
         try:
             return self._observe(await self._within(self.ledger.put(lg.without(view, leaving),
