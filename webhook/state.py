@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -44,8 +45,11 @@ from webhook.store import Key, Store
 log = logging.getLogger("overlay-guard.state")
 # How long an UPDATE of an object not in the cache yet waits for a Prepared holding that version.
 REBASE_WAIT = 2.0
-# Live reads one request may cause (ledger reads and writes included): a denial must not cost hundreds.
+# Live reads one denial may cause: it must not cost hundreds.
 MAX_READS = 12
+# Tries to write a record (each after a 409 reads the ledger once more), and the most a try waits first.
+MAX_WRITES = 16
+CONFLICT_PAUSE = 0.02
 # A ledger write is not started with less than this left of the budget.
 MIN_WRITE = 0.2
 # Seconds between sweeps of the ledger while it has records, and while it has none.
@@ -88,13 +92,13 @@ class Unanswerable(Exception):
 
 class _Attempt:
     """One decision's progress: the ledger it judges by (`fresh`: read for this decision), the live reads
-    it has left (at most MAX_READS; one denial must not cost hundreds), the cached objects it has read
-    and those the API server no longer has."""
+    and ledger writes it has left, the cached objects it has read and those the API server no longer has."""
 
     def __init__(self, view: lg.Ledger) -> None:
         self.view = view
         self.fresh = False
         self.reads = MAX_READS
+        self.writes = MAX_WRITES
         self.checked: set[Key] = set()
         self.gone: frozenset[Key] = frozenset()
 
@@ -463,12 +467,16 @@ class Cache:
             if admits(report):
                 if dry_run:
                     return Decision(report, True, False)
-                if not attempt.take(2):
-                    self.unanswered["budget"] += 1
+                if attempt.writes <= 0:
+                    self.unanswered["busy"] += 1
                     raise Unanswerable("the admissions ledger changed too often to record this one; retry")
+                attempt.writes -= 1
                 if await self._record(candidate, attempt.view, report, ends) is not None:
                     return Decision(report, True, True)
-                # 409: another admission landed first; judge again with it.
+                # 409: another admission landed first; judge again with it, after a pause that keeps
+                # writers that lost together from colliding again.
+                await asyncio.sleep(min(random.uniform(0, CONFLICT_PAUSE) * (MAX_WRITES - attempt.writes),
+                                        self._left(ends) / 2))
                 attempt.view, attempt.fresh = await self._read_ledger(ends), True
                 continue
             extras = {(model.NODEOVERLAY, model.name_of(x) or "") for x in plan.extras}

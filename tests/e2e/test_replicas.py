@@ -6,16 +6,21 @@ and the cost of three replicas against one is measured."""
 
 from __future__ import annotations
 
+import json
+import ssl
 import statistics
 import subprocess
 import time
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ._guard import Guard, apply, as_input, exists, overlay, unique
+from ._guard import Guard, Webhook, apply, as_input, exists, overlay, unique
 from ._proxy import RoundRobin
 from .test_security import (
     test_a_deleted_overlay_does_not_deny_its_replacement,
@@ -112,6 +117,43 @@ def test_cost_of_three_replicas_against_one(guard: Guard, replicas: RoundRobin, 
           f"ratio {m3 / m1:.2f}x (median), {p3 / p1:.2f}x (p99)")
     # The target is 1.5x; the bound leaves room for a shared two-core machine.
     assert m3 / m1 <= 2.0
+
+
+def _review(obj: dict[str, Any], dry_run: bool) -> bytes:
+    gvk = {"group": "karpenter.sh", "version": "v1alpha1", "kind": "NodeOverlay"}
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": gvk, "resource": {**gvk, "resource": "nodeoverlays"},
+        "name": obj["metadata"]["name"], "operation": "CREATE", "object": obj, "dryRun": dry_run,
+        "userInfo": {"username": "e2e"}}}).encode()
+
+
+def _rate(hook: Webhook, dry_run: bool, n: int, threads: int) -> float:
+    """Admissions per second of one harmless overlay posted straight to `hook`, `threads` at a time (one
+    name: its record is replaced each time, so the ledger stays one record long)."""
+    body = _review(overlay("e2e-rate", "e2e-rate-matches-nothing", weight=None,
+                           capacity={"example.com/rate": "1"}), dry_run)
+    context = ssl.create_default_context(cafile=str(hook.certs.ca))
+
+    def post(_: int) -> bool:
+        req = urllib.request.Request(hook.url + "/validate", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
+            return bool(json.load(resp)["response"]["allowed"])
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        assert all(pool.map(post, range(n)))
+    return n / (time.monotonic() - began)
+
+
+def test_admissions_per_second_with_the_ledger_against_without(guard: Guard) -> None:
+    """A dry run is judged the same way and writes no record: the difference is the ledger's write."""
+    hook = guard.webhook
+    _rate(hook, True, 20, 4)  # warm: connections, the candidate's checks
+    for threads in (1, 4):
+        without = _rate(hook, True, SAMPLES * 4, threads)
+        with_ledger = _rate(hook, False, SAMPLES * 4, threads)
+        print(f"admissions/s straight to one replica, {threads} at a time: {with_ledger:.0f} with the ledger, "
+              f"{without:.0f} without (dry runs); {with_ledger / without:.2f}x")
 
 
 globals().update({f.__name__: f for f in REUSED})
