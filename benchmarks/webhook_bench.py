@@ -292,11 +292,11 @@ async def _measure(tmp: Path) -> dict[str, Any]:
                     "server_p99_ms": https_load.percentile(server, 0.99),
                 }
             )
-        # Not dry runs: every admission is held as pending. Without a watch (--state) nothing
-        # confirms a hold, so all HELD_OBJECTS stay pending and join every evaluation as fellow
-        # candidates, as admissions of the last few seconds do in a cluster. The same HELD_OBJECTS
-        # names on purpose (a fresh uid and weight each time): more would be more holds, not a
-        # different request.
+        # Not dry runs: every admission is recorded in the ledger (in memory with --state). Without a
+        # watch nothing settles a record before its deadline (3 s), so the HELD_OBJECTS records join
+        # every evaluation as fellow candidates, as admissions of the last few seconds do in a cluster.
+        # The same HELD_OBJECTS names on purpose (a fresh uid and weight each time): more would be more
+        # records, not a different request.
         held = await https_load.load(s.hook_port, s.ctx, _reviews(HELD_OBJECTS, False, fresh_names=False),
                                      "held", ROUND_SECONDS, CONCURRENCY)
         held_server = _server_side(s.log, "held")

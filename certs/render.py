@@ -36,7 +36,7 @@ def _webhook(kind: str, resource: str, policy: str, namespace: str, path: str,
                    "resources": [resource], "scope": "Cluster"}],
         "failurePolicy": policy,
         "matchPolicy": "Equivalent",
-        "sideEffects": "None",
+        "sideEffects": "NoneOnDryRun",
         "timeoutSeconds": 5,
     }
     if mutating:

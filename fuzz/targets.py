@@ -167,7 +167,7 @@ class _Webhook:
                                               ROOT / "examples"])
 
         async def start() -> TestClient[Any, Any]:
-            cache = Cache(ttl=5.0, debounce=0.0)
+            cache = Cache(debounce=0.0, after=5.0)
             cache.set_catalog(catalog)
             cache.load(objects)
             await cache.start()

@@ -141,7 +141,7 @@ def test_non_default_values(tmp_path: Path) -> None:
         "--set", "clientCA.enabled=true", "--set", "clientCA.secret=api-client-ca", "--set", "clientCA.key=ca.pem",
         "--set", "networkPolicy.enabled=true", "--set", "podDisruptionBudget.enabled=false",
         "--set", "resources.limits.memory=1Gi", "--set", "webhook.url=https://127.0.0.1:9443",
-        "--set", "certificates.selfSigned.extraIPAddresses={10.0.0.7}", "--set", "extraArgs={--pending-ttl=10}")
+        "--set", "certificates.selfSigned.extraIPAddresses={10.0.0.7}", "--set", "extraArgs={--max-pending=10}")
     ns = by_kind(docs, "Namespace", "guard")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert all(d["metadata"].get("namespace", "guard") == "guard" for d in docs)
@@ -150,7 +150,7 @@ def test_non_default_values(tmp_path: Path) -> None:
     assert dep["spec"]["replicas"] == 3
     pod = dep["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert "--mode=warn" in container["args"] and "--pending-ttl=10" in container["args"]
+    assert "--mode=warn" in container["args"] and "--max-pending=10" in container["args"]
     assert "--client-ca=/etc/overlay-guard/client-ca/ca.pem" in container["args"]
     assert {"name": "client-ca", "secret": {"secretName": "api-client-ca"}} in pod["volumes"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}

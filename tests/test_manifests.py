@@ -50,7 +50,7 @@ def test_base_renders_every_object() -> None:
         assert (kind, "overlay-guard") in kinds, kind
 
 
-def test_rbac_is_read_only_on_the_two_resources_their_crd_and_the_audit() -> None:
+def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_leases() -> None:
     role = one(tools.kustomize(MANIFESTS), "ClusterRole")
     assert role["rules"] == [
         {
@@ -63,15 +63,19 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_the_audit() -> Non
         # The NodeOverlay CRD the webhook follows, and no other.
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
          "resourceNames": ["nodeoverlays.karpenter.sh"], "verbs": ["get", "list", "watch"]},
+        # The admission chain's timeouts (webhook/chain.py).
+        {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+         "verbs": ["list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
-    # The audit's Lease: created in the guard's namespace, then only its own read and renewed.
+    # The audit's Lease and the admissions ledger: created in the guard's namespace, then only those two
+    # read and replaced.
     lease = one(tools.kustomize(MANIFESTS), "Role")
     assert lease["metadata"]["namespace"] == "overlay-guard"
     assert lease["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["overlay-guard-audit"],
-         "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["overlay-guard-audit", "overlay-guard-admissions"], "verbs": ["get", "update"]},
     ]
     assert one(tools.kustomize(MANIFESTS), "RoleBinding")["roleRef"]["kind"] == "Role"
     binding = one(tools.kustomize(MANIFESTS), "ClusterRoleBinding")
@@ -134,7 +138,7 @@ def test_webhook_configurations() -> None:
         assert hooks["nodeoverlays"]["failurePolicy"] == "Fail"
         assert hooks["nodepools"]["failurePolicy"] == "Ignore"
         for h in hooks.values():
-            assert h["admissionReviewVersions"] == ["v1"] and h["sideEffects"] == "None"
+            assert h["admissionReviewVersions"] == ["v1"] and h["sideEffects"] == "NoneOnDryRun"
             assert h["timeoutSeconds"] == 5 and h["matchPolicy"] == "Equivalent"
             assert h["clientConfig"]["service"] == {
                 "name": "overlay-guard",

@@ -1,6 +1,7 @@
-"""A denial rests only on objects that exist: before denying, the webhook reads the objects the
-denial rests on from the API server (here a fake reader; tests/e2e/test_security.py does it
-against a real kube-apiserver)."""
+"""A denial rests only on objects that exist or are being admitted: records of the ledger count until
+the watch has their object or, past their deadline, the API server says it does not; cached objects
+the API server no longer has do not count (here a fake reader and the in-memory ledger;
+tests/e2e/test_security.py and tests/e2e/test_replicas.py do it against a real kube-apiserver)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import aiohttp
 
 from tests.webhook_support import Server, nodepool, overlay, review, serving
-from webhook import store
+from webhook import state, store
 
 NO = "NodeOverlay"
 
@@ -43,43 +44,67 @@ class FakeApi:
         asyncio.get_running_loop().call_later(after, self.put, obj)
 
 
-async def post(srv: Server, body: dict[str, Any]) -> tuple[bool, float]:
+async def answer(srv: Server, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
     began = time.monotonic()
     async with aiohttp.ClientSession() as session:
         status, out = await srv.post(session, "/validate", body)
     assert status == 200, out
-    return out["response"]["allowed"], time.monotonic() - began
+    return out["response"], time.monotonic() - began
+
+
+async def post(srv: Server, body: dict[str, Any]) -> tuple[bool, float]:
+    out, seconds = await answer(srv, body)
+    return out["allowed"], seconds
+
+
+def stored(obj: Mapping[str, Any], uid: str, rv: str) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "uid": uid, "resourceVersion": rv}}
 
 
 def conflicting(name: str, price: str) -> dict[str, Any]:
     return overlay(name, weight=50, price=price)
 
 
-async def test_a_forged_hold_is_dropped_and_the_real_write_admitted(tmp_path: Path) -> None:
-    async with serving(tmp_path, [nodepool("p")]) as srv:
+async def test_a_forged_record_holds_until_its_deadline_and_no_longer(tmp_path: Path) -> None:
+    async with serving(tmp_path, [nodepool("p")], after=1.0) as srv:
         api = FakeApi([nodepool("p")])
-        srv.cache.reader, srv.cache.confirm_window = api.read, 0.5
-        # Posted straight to the port: admitted and held, but the API server never stores it.
+        srv.cache.reader = api.read
+        # Posted straight to the port: admitted and recorded, but the API server never stores it.
         assert (await post(srv, review(conflicting("forged", "9"))))[0] is True
         assert srv.cache.pending_count() == 1
+        out, _ = await answer(srv, review(conflicting("real", "1")))
+        # Until its deadline the record counts, and the denial says it rests on an admission in flight.
+        assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied_in_flight"
+        assert "forged" in out["status"]["message"] and "being admitted right now" in out["status"]["message"]
+        await asyncio.sleep(1.0)
         allowed, seconds = await post(srv, review(conflicting("real", "1")))
-        assert allowed is True and seconds < 3, seconds
+        assert allowed is True and seconds < 1.0, seconds
         assert (NO, "forged") in api.reads
-        # The forged hold is gone; the real one is held instead.
-        assert set(srv.cache.snapshot.pending) == {(NO, "real")}
-        assert (srv.cache.dropped_holds, srv.cache.stale_objects) == (1, 0)
+        assert {r.name for r in srv.cache.view.records} == {"real"}
 
 
-async def test_a_real_create_in_flight_still_wins_the_race(tmp_path: Path) -> None:
-    async with serving(tmp_path, [nodepool("p")]) as srv:
+async def test_a_create_stored_later_than_a_second_still_wins_the_race(tmp_path: Path) -> None:
+    """Another validating webhook answers after 3 s: the first overlay is stored 3 s after it was
+    admitted; a conflicting one 1.5 s after it is denied (the deadline covers the whole chain)."""
+    async with serving(tmp_path, [nodepool("p")], after=4.0) as srv:
         api = FakeApi([nodepool("p")])
-        srv.cache.reader, srv.cache.confirm_window = api.read, 1.0
-        first = conflicting("first", "9")
+        srv.cache.reader = api.read
+        first = stored(conflicting("first", "9"), "u1", "7")
         assert (await post(srv, review(first)))[0] is True
-        api.arrives({**first, "metadata": {"name": "first", "uid": "u1", "resourceVersion": "7"}}, 0.2)
-        allowed, _ = await post(srv, review(conflicting("second", "1")))
-        assert allowed is False
-        assert (NO, "first") in srv.cache.snapshot.pending
+
+        def persisted() -> None:
+            api.put(first)
+            srv.cache.apply_event(NO, {"type": "ADDED", "object": first, "raw_object": first})
+
+        asyncio.get_running_loop().call_later(3.0, persisted)
+        await asyncio.sleep(1.5)
+        out, _ = await answer(srv, review(conflicting("second", "1")))
+        assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied_in_flight"
+        await asyncio.sleep(2.6)  # stored now, and the watch has it: an ordinary denial
+        out, _ = await answer(srv, review(conflicting("third", "1")))
+        assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied"
+        await srv.cache.sweep()
+        assert srv.cache.pending_count() == 0 and srv.cache.view.horizon == 7
 
 
 async def test_a_cached_object_the_api_server_no_longer_has_does_not_deny(tmp_path: Path) -> None:
@@ -89,7 +114,7 @@ async def test_a_cached_object_the_api_server_no_longer_has_does_not_deny(tmp_pa
         srv.cache.reader = api.read
         allowed, seconds = await post(srv, review(conflicting("replacement", "1")))
         assert allowed is True and seconds < 2, seconds
-        assert (srv.cache.dropped_holds, srv.cache.stale_objects) == (0, 1)
+        assert srv.cache.stale_objects == 1
         # While it does exist, the denial stands.
         api.put(deleted)
         assert (await post(srv, review(conflicting("another", "1"), dry_run=True)))[0] is False
@@ -104,10 +129,10 @@ async def test_a_delete_the_watch_delivers_during_the_confirmation_does_not_deny
         srv.cache.reader = api.read
         confirm = srv.cache._confirm
 
-        async def after_the_watch_delivers(keys: list[Any], subject: Any) -> Any:
+        async def after_the_watch_delivers(keys: list[Any], subject: Any, ends: float) -> Any:
             srv.cache.apply_event(NO, {"type": "DELETED", "object": deleted, "raw_object": deleted})
             await srv.cache.rebuild()
-            return await confirm(keys, subject)
+            return await confirm(keys, subject, ends)
 
         srv.cache._confirm = after_the_watch_delivers  # type: ignore[method-assign]
         allowed, _ = await post(srv, review(conflicting("replacement", "1")))
@@ -119,7 +144,8 @@ async def test_the_denial_stands_when_nothing_can_be_confirmed(tmp_path: Path) -
         api = FakeApi()
         api.broken = True
         srv.cache.reader = api.read
-        assert (await post(srv, review(conflicting("new", "1"))))[0] is False
+        out, _ = await answer(srv, review(conflicting("new", "1")))
+        assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied"
         assert api.reads == [(NO, "stored")]
     # --state: no reader, nothing to confirm against.
     async with serving(tmp_path / "offline", [nodepool("p"), conflicting("stored", "9")]) as srv:
@@ -127,48 +153,72 @@ async def test_the_denial_stands_when_nothing_can_be_confirmed(tmp_path: Path) -
         assert (await post(srv, review(conflicting("new", "1"))))[0] is False
 
 
-async def test_a_watch_delete_clears_the_hold(tmp_path: Path) -> None:
+async def test_a_watch_delete_settles_the_record(tmp_path: Path) -> None:
     async with serving(tmp_path, [nodepool("p")]) as srv:
-        gone = conflicting("gone", "9")
+        gone = stored(conflicting("gone", "9"), "u-gone", "5")
         assert (await post(srv, review(gone)))[0] is True
-        srv.cache.apply_event(NO, {"type": "DELETED", "object": gone, "raw_object": gone})
-        assert srv.cache.pending_count() == 0
-        # No reader needed: the hold is gone.
+        srv.cache.apply_event(NO, {"type": "ADDED", "object": gone, "raw_object": gone})
+        deleted = stored(conflicting("gone", "9"), "u-gone", "6")
+        srv.cache.apply_event(NO, {"type": "DELETED", "object": deleted, "raw_object": deleted})
+        # Before any sweep: the denial it would cause takes it out (deleted, then replaced).
         assert (await post(srv, review(conflicting("after", "1"))))[0] is True
+        assert [r.name for r in srv.cache.view.records] == ["after"] and srv.cache.view.horizon == 6
 
 
-async def test_every_hold_is_confirmed_at_once(tmp_path: Path) -> None:
-    """More invented holds than the confirmation rounds would reach ten at a time, each on its own
-    offering (so they do not conflict with each other) and all conflicting with one real write."""
+async def test_many_forged_records_cost_a_bounded_number_of_reads(tmp_path: Path) -> None:
+    """More forged records than one request may read, each on its own offering (so they do not
+    conflict with each other), all conflicting with one real write: past their deadline, a denial reads
+    at most MAX_READS of them, and the sweeps take the rest out."""
     types = [f"m5.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")]
     offerings = [(t, z, ct) for t in types for z in ("us-east-1a", "us-east-1b", "us-east-1c")
-                 for ct in ("on-demand", "spot")][:35]
-    async with serving(tmp_path, [nodepool("p")]) as srv:
+                 for ct in ("on-demand", "spot")][:30]
+    async with serving(tmp_path, [nodepool("p")], after=2.0) as srv:
+        api = FakeApi([nodepool("p")])
+        srv.cache.reader = api.read
         for i, (t, zone, ct) in enumerate(offerings):
             forged = overlay(f"forged-{i}", weight=50, family="m5", price="9", extra=[
                 {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [t]},
                 {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]},
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [ct]}])
             assert (await post(srv, review(forged)))[0] is True, i
-        assert srv.cache.pending_count() == len(offerings)
-        api = FakeApi([nodepool("p")])
-        srv.cache.reader, srv.cache.confirm_window = api.read, 0.5
-        allowed, seconds = await post(srv, review(overlay("real", weight=50, family="m5", price="1")))
-        assert allowed is True and seconds < 5, seconds
-        assert set(srv.cache.snapshot.pending) == {(NO, "real")}
+        assert srv.cache.pending_count() == len(offerings) and not api.reads
+        await asyncio.sleep(2.1)  # past every deadline
+        allowed, _ = await post(srv, review(overlay("real", weight=50, family="m5", price="1")))
+        assert allowed is False and len(api.reads) <= state.MAX_READS
+        for _ in range(5):
+            await srv.cache.sweep()
+        out, _ = await answer(srv, review(overlay("real", weight=50, family="m5", price="1")))
+        assert out["allowed"] is True, (out, srv.cache.view.records)
+        assert {r.name for r in srv.cache.view.records} == {"real"}
 
 
-async def test_a_confirmation_does_not_hold_up_other_decisions(tmp_path: Path) -> None:
-    async with serving(tmp_path, [nodepool("p")]) as srv:
-        api = FakeApi([nodepool("p")])
-        srv.cache.reader, srv.cache.confirm_window = api.read, 2.0
-        assert (await post(srv, review(conflicting("forged", "9"))))[0] is True
+async def test_a_slow_confirmation_does_not_hold_up_other_decisions(tmp_path: Path) -> None:
+    async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
+        api = FakeApi([nodepool("p"), conflicting("stored", "9")])
+
+        async def slow(kind: str, name: str) -> Mapping[str, Any] | None:
+            await asyncio.sleep(1.0)
+            return await api.read(kind, name)
+
+        srv.cache.reader = slow
         confirming = asyncio.create_task(post(srv, review(conflicting("real", "1"))))
         await asyncio.sleep(0.3)
-        assert not confirming.done()
         allowed, seconds = await post(srv, review(overlay("unrelated", weight=7, family="c5", price="1")))
-        assert allowed is True and seconds < 1.0, seconds
+        assert allowed is True and seconds < 0.5, seconds
         assert not confirming.done()
         allowed, seconds = await confirming
-        assert allowed is True and seconds >= 2.0
-        assert set(srv.cache.snapshot.pending) == {(NO, "real"), (NO, "unrelated")}
+        assert allowed is False and seconds >= 1.0
+
+
+async def test_a_decision_past_its_budget_is_refused_with_503(tmp_path: Path) -> None:
+    async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
+        async def stuck(kind: str, name: str) -> Mapping[str, Any] | None:
+            await asyncio.sleep(5)
+            return None
+
+        srv.cache.reader, srv.cache._budget = stuck, 0.5
+        out, seconds = await answer(srv, review(conflicting("new", "1")))
+        assert out["allowed"] is False and out["status"]["code"] == 503, out
+        assert "did not finish within 0.5s" in out["status"]["message"]
+        assert seconds < 1.0 and srv.cache.unanswered["budget"] == 1
+        assert srv.cache.pending_count() == 0

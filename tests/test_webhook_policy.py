@@ -26,20 +26,18 @@ TEAM = {"key": "team", "operator": "In", "values": ["x"]}
 def respond(body: Mapping[str, Any], objects: Sequence[Mapping[str, Any]], *, endpoint: str = "validate",
             enforce: bool = True, held: Sequence[Mapping[str, Any]] = ()) -> admission.Answer:
     """What the webhook answers with `objects` stored and `held` admitted but not yet stored,
-    taking the steps the cache takes (plan, snapshot, judge) without its lock and reads."""
+    taking the steps the cache takes (plan, snapshot, judge) without its ledger and reads."""
     req = rv.parse(json.dumps(body).encode())
     step = admission.triage(req, endpoint)
     if isinstance(step, admission.Answer):
         return step
     basis = store.build(objects)
-    pending: store.Holds = {}
-    for i, obj in enumerate(held):
-        pending = store.hold(pending, (NO, obj["metadata"]["name"]), obj, f"u{i}", now=0.0, ttl=30.0)
+    pending = store.build(held)
     if step.action == admission.NODEPOOL:
-        docs = store.documents(store.including(basis, pending, now=1.0))
+        docs = store.documents(store.including(basis, pending))
         report = admission.assess(ev.prepare(docs, default_catalog()), step.candidate)
     else:
-        plan = store.plan(basis, pending, step.key, req.operation, req.old, now=1.0)
+        plan = store.plan(basis, pending, step.key, req.operation, req.old)
         prepared = admission.rebased(basis, step.key, plan, default_catalog(), None, None)
         report = admission.judge(prepared, step.candidate, plan.extras)
     return admission.answer(step, report, enforce=enforce)
@@ -200,47 +198,10 @@ def test_admits_follows_the_mode() -> None:
     step = admission.triage(rv.parse(json.dumps(review(B_SAME)).encode()), "validate")
     assert isinstance(step, admission.Work)
     basis = store.build([POOL, A])
-    plan = store.plan(basis, {}, step.key, "CREATE", None, now=0.0)
+    plan = store.plan(basis, {}, step.key, "CREATE", None)
     report = admission.judge(admission.rebased(basis, step.key, plan, default_catalog(), None, None), step.candidate)
     assert report.errors()
     assert admission.admits(True)(report) is False and admission.admits(False)(report) is True
-
-
-def test_what_a_denial_asks_to_confirm() -> None:
-    """The other objects the errors rest on; once one of them is only held, every hold too
-    (anyone can invent holds, and they must not outlast the rounds ten at a time)."""
-    basis = store.build([POOL, A])
-    pending = store.hold({}, (NO, "x"), overlay("x", weight=10, price="3"), "u", now=0.0, ttl=30.0)
-    plan = store.plan(basis, pending, (NO, "b"), "CREATE", None, now=1.0)
-    prepared = admission.rebased(basis, (NO, "b"), plan, default_catalog(), None, None)
-    report = admission.judge(prepared, B_SAME, plan.extras)
-    me = findings.ObjectRef(NO, "b")
-    assert admission.to_confirm(report, me, pending, set(), now=1.0) == [(NO, "a"), (NO, "x")]
-    assert admission.to_confirm(report, me, pending, {(NO, "a"), (NO, "x")}, now=1.0) == []
-    # Only the held one in the grounds: every live hold joins, an expired one does not.
-    late = store.hold(pending, (NO, "y"), overlay("y", family="c5", price="1"), "u", now=0.0, ttl=30.0)
-    assert admission.to_confirm(report, me, late, {(NO, "a")}, now=1.0) == [(NO, "x"), (NO, "y")]
-    assert admission.to_confirm(report, me, late, {(NO, "a")}, now=31.0) == [(NO, "x")]
-
-
-HELD = store.hold({}, (NO, "a"), A, "u", now=0.0, ttl=30.0)[(NO, "a")]
-STORED_A = {**A, "metadata": {"name": "a", "uid": "u9", "resourceVersion": "3"}}
-
-
-@pytest.mark.parametrize(("held", "live", "in_basis", "settled", "drop_hold", "absent"), [
-    (HELD, STORED_A, False, True, False, False),       # a real create, persisted
-    (HELD, None, False, False, True, False),           # forged: never persisted
-    (HELD, overlay("a", weight=99, price="1"), False, False, True, False),  # another version
-    (None, STORED_A, True, True, False, False),        # a cached object that exists
-    (None, None, True, True, False, True),             # deleted since the watch saw it
-    (HELD, None, True, False, True, True),             # held and cached, both gone
-], ids=["held-persisted", "held-forged", "held-other-version", "cached-present", "cached-deleted",
-        "held-and-cached-deleted"])
-def test_what_a_live_read_says(held: store.Pending | None, live: dict[str, Any] | None, in_basis: bool,
-                               settled: bool, drop_hold: bool, absent: bool) -> None:
-    basis = store.build([A]) if in_basis else {}
-    assert admission.settled(held, live) is settled
-    assert admission.read((NO, "a"), held, live, basis) == admission.Read(drop_hold, absent)
 
 
 def test_the_audit_annotation_is_the_findings_as_json_writes_them() -> None:

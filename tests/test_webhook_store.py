@@ -1,4 +1,4 @@
-"""The cache's watch-event handling, pending holds and informer loop, as pure code: no cluster,
+"""The cache's watch-event handling, its records in the ledger and informer loop, as pure code: no cluster,
 no HTTP. (Against a real API server: tests/e2e.)"""
 
 from __future__ import annotations
@@ -92,68 +92,23 @@ def test_replace_kind_keeps_other_kinds_and_reports_change() -> None:
     assert not changed and set(again) == set(out)
 
 
-def test_hold_settle_and_expiry() -> None:
-    a = overlay("a", weight=10, price="1")
-    pending = store.hold({}, (NO, "a"), a, "u1", now=100.0, ttl=30.0)
-    # An older version arriving from the watch does not confirm the hold.
-    older = store.build([overlay("a", weight=10, price="0.5")])
-    assert (NO, "a") in store.settle(pending, older, now=101.0)
-    # The admitted version itself does, whatever its metadata.
-    confirmed = store.build([with_rv(a, "8", uid="x")])
-    assert store.settle(pending, confirmed, now=101.0) == {}
-    # Nobody confirmed it within the TTL: the API server did not store it.
-    assert store.settle(pending, {}, now=130.1) == {}
-
-
-def test_holds_are_capped_oldest_first() -> None:
-    pending: store.Holds = {}
-    for i in range(5):
-        pending = store.hold(pending, (NO, f"o{i}"), overlay(f"o{i}", price="1"), "u", now=float(i), ttl=30.0, cap=3)
-    assert sorted(k[1] for k in pending) == ["o2", "o3", "o4"]
-    # Holding a name again renews it instead of counting twice.
-    pending = store.hold(pending, (NO, "o2"), overlay("o2", price="2"), "u", now=9.0, ttl=30.0, cap=3)
-    assert sorted(k[1] for k in pending) == ["o2", "o3", "o4"]
-
-
-def test_a_watch_delete_releases_the_hold_of_that_incarnation() -> None:
-    a = {**overlay("a", price="1"), "metadata": {"name": "a", "uid": "new"}}
-    pending = store.hold({}, (NO, "a"), a, "u", 0.0, 30.0)
-    # The DELETE of an older object of the same name (kubectl replace --force) keeps the hold.
-    older = {**overlay("a", price="1"), "metadata": {"name": "a", "uid": "old"}}
-    assert store.release(pending, (NO, "a"), older) is pending
-    assert store.release(pending, (NO, "a"), a) == {}
-    # Without uids to tell them apart, the DELETE wins: a deleted object must never deny.
-    assert store.release(pending, (NO, "a"), overlay("a", price="1")) == {}
-    assert store.release(pending, (NO, "b"), overlay("b", price="1")) is pending
-
-
-def test_a_hold_is_confirmed_only_by_its_own_version() -> None:
-    held = store.hold({}, (NO, "a"), overlay("a", weight=3, price="1"), "u", 0.0, 30.0)[(NO, "a")]
-    assert store.confirms(held, with_rv(overlay("a", weight=3, price="1"), "9", uid="x"))
-    assert not store.confirms(held, overlay("a", weight=3, price="2"))
-    assert not store.confirms(held, None)
-
-
 def test_plan_extras_and_rebase() -> None:
     basis = store.build([overlay("a", price="1"), overlay("b", price="1")])
-    pending = store.hold({}, (NO, "c"), overlay("c", price="1"), "u", 0.0, 30.0)
-    pending = store.hold(pending, (NO, "b"), overlay("b", price="1"), "u", 0.0, 30.0)  # already in basis
-    p = store.plan(basis, pending, (NO, "d"), "CREATE", None, now=1.0)
+    pending = store.build([overlay("c", price="1"), overlay("b", price="1")])  # b: already in basis
+    p = store.plan(basis, pending, (NO, "d"), "CREATE", None)
     assert [x["metadata"]["name"] for x in p.extras] == ["c"] and not p.rebase
     # The candidate replaces its own pending version instead of meeting it.
-    p = store.plan(basis, pending, (NO, "c"), "CREATE", None, now=1.0)
+    p = store.plan(basis, pending, (NO, "c"), "CREATE", None)
     assert p.extras == () and not p.rebase
     # UPDATE whose oldObject is what the cache holds: the fast path.
-    p = store.plan(basis, pending, (NO, "a"), "UPDATE", with_rv(overlay("a", price="1"), "4"), now=1.0)
+    p = store.plan(basis, pending, (NO, "a"), "UPDATE", with_rv(overlay("a", price="1"), "4"))
     assert not p.rebase
     # oldObject differs (stale cache): judge against oldObject.
-    p = store.plan(basis, pending, (NO, "a"), "UPDATE", overlay("a", price="9"), now=1.0)
+    p = store.plan(basis, pending, (NO, "a"), "UPDATE", overlay("a", price="9"))
     assert p.rebase and p.previous is not None and p.previous.obj["spec"]["price"] == "9"
     # CREATE of a name the cache still has (a delete the watch has not delivered yet).
-    p = store.plan(basis, pending, (NO, "a"), "CREATE", None, now=1.0)
+    p = store.plan(basis, pending, (NO, "a"), "CREATE", None)
     assert p.rebase and p.previous is None
-    # Expired holds are not extras.
-    assert store.plan(basis, pending, (NO, "d"), "CREATE", None, now=31.0).extras == ()
     assert (NO, "a") not in store.rebased(basis, (NO, "a"), None)
 
 
@@ -161,9 +116,11 @@ def test_plan_extras_and_rebase() -> None:
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.versions: list[str | None] = []
 
-    def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
+    def replace(self, kind: str, items: list[Mapping[str, Any]], version: str | None) -> None:
         self.calls.append(("replace", [i["metadata"]["name"] for i in items]))
+        self.versions.append(version)
 
     def event(self, kind: str, ev: Mapping[str, Any]) -> store.Transition | None:
         self.calls.append(("event", ev["type"]))
@@ -196,6 +153,7 @@ def test_informer_relists_on_gone_and_resumes_from_last_version() -> None:
     informer.run_informer(NO, lister, watcher, sink, stop, sleep=lambda s: False)
     assert watched_from == ["10", "11", "20"]
     assert sink.calls == [("replace", ["a"]), ("event", "MODIFIED"), ("lost", NO), ("replace", ["a", "b"])]
+    assert sink.versions == ["10", "20"]  # the cache's snapshots catch up with the ledger's horizon by them
 
 
 def test_informer_backs_off_on_errors() -> None:
@@ -302,64 +260,44 @@ async def test_bursts_coalesce_into_few_rebuilds(small_catalog: cat.Catalog) -> 
         await cache.close()
 
 
-async def test_hold_is_confirmed_by_the_watch_or_expires(small_catalog: cat.Catalog) -> None:
-    now = [1000.0]
-    cache = Cache(debounce=0.01, ttl=30, clock=lambda: now[0])
+async def test_a_record_leaves_when_the_watch_has_it_or_past_its_deadline(small_catalog: cat.Catalog) -> None:
+    wall = [1000.0]
+    cache = Cache(debounce=0.01, after=3.0, wall=lambda: wall[0])
     cache.set_catalog(small_catalog)
     cache.load([nodepool("p")])
     await cache.start()
     try:
         assert await cache.wait_ready(5)
-        a = overlay("a", weight=10, price="1")
-        d = await cache.decide(a, "CREATE", None, uid="u1", dry_run=False, admits=lambda r: True)
+        a = with_rv(overlay("a", weight=10, price="1"), "50", uid="ua")
+        d = await cache.decide(a, "CREATE", None, dry_run=False, admits=lambda r: True)
         assert d.held and cache.pending_count() == 1
-        cache.apply_event(NO, event("ADDED", with_rv(a, "50")))
+        assert cache.ledger_writes["written"] == 1
+        cache.apply_event(NO, event("ADDED", a))
         for _ in range(100):
-            if not cache.snapshot.pending:
-                break
             await asyncio.sleep(0.02)
-        assert cache.snapshot.pending == {}
+            if (NO, "a") in cache.snapshot.basis:
+                break
+        await cache.sweep()
+        assert cache.pending_count() == 0 and cache.view.horizon == 50
         b = overlay("b", weight=10, price="2")
-        await cache.decide(b, "CREATE", None, uid="u2", dry_run=False, admits=lambda r: True)
+        await cache.decide(b, "CREATE", None, dry_run=False, admits=lambda r: True)
+        # Before its deadline a record stays, stored or not; past it, the API server (here: none) decides.
+        await cache.sweep()
         assert cache.pending_count() == 1
-        now[0] += 31
+        wall[0] += 3.1
+        await cache.sweep()
         assert cache.pending_count() == 0
-        d = await cache.decide(overlay("c"), "CREATE", None, uid="u3", dry_run=True, admits=lambda r: True)
-        assert not d.held
+        d = await cache.decide(overlay("c"), "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert not d.held and cache.pending_count() == 0
     finally:
         await cache.close()
-
-
-def test_confirming_read_maps_not_found_to_none_and_raises_the_rest() -> None:
-    from kubernetes.client.exceptions import ApiException
-
-    class Api:
-        def get_cluster_custom_object(self, group: str, version: str, plural: str, name: str,
-                                      **_: Any) -> Mapping[str, Any]:
-            if name == "missing":
-                raise ApiException(status=404, reason="Not Found")
-            if name == "forbidden":
-                raise ApiException(status=403, reason="Forbidden")
-            assert (group, version, plural) == ("karpenter.sh", "v1alpha1", "nodeoverlays")
-            return {"metadata": {"name": name}, "spec": {"requirements": []}}
-
-    client = object.__new__(kube.Client)
-    client._custom = Api()
-    source = object.__new__(informer.KubeSource)
-    source._client = client
-    found = source.read(NO, "there")
-    assert found is not None and found["kind"] == NO and found["metadata"]["name"] == "there"
-    assert source.read(NO, "missing") is None
-    with pytest.raises(kube.KubeError) as raised:
-        source.read(NO, "forbidden")
-    assert raised.value.status == 403 and not isinstance(raised.value, kube.NotFound)
 
 
 async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None:
     """The NodePool's assessment counts held overlays: applied right after an overlay, before the
     watch delivers it, the NodePool still gets the warning that it makes the two conflict."""
     team = {"key": "team", "operator": "In", "values": ["x"]}
-    cache = Cache(debounce=0.01, ttl=30)
+    cache = Cache(debounce=0.01)
     cache.set_catalog(default_catalog())
     cache.load([nodepool("p"), overlay("t1", weight=3, price="1", extra=[team])])
     await cache.start()
@@ -368,7 +306,7 @@ async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None
         pool = nodepool("q", {"team": "x"})
         assert not [f for f in (await cache.assess(pool)).findings if f.code == "same-weight-conflict"]
         held = overlay("t2", weight=3, price="2", extra=[team])
-        assert (await cache.decide(held, "CREATE", None, uid="u", dry_run=False, admits=lambda r: True)).held
+        assert (await cache.decide(held, "CREATE", None, dry_run=False, admits=lambda r: True)).held
         found = [f for f in (await cache.assess(pool)).findings if f.code == "same-weight-conflict"]
         assert found and {r.name for f in found for r in (f.obj, *f.related)} >= {"t1", "t2"}
     finally:
@@ -401,7 +339,7 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         assert await cache.wait_ready(5)
 
         async def decide(name: str) -> bool:
-            d = await cache.decide(overlay(name, price="1"), "CREATE", None, uid=name, dry_run=True,
+            d = await cache.decide(overlay(name, price="1"), "CREATE", None, dry_run=True,
                                    admits=lambda r: True)
             return threads[-1] == threading.get_ident() and d.allowed
 

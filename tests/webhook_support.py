@@ -218,14 +218,14 @@ async def serving(
     *,
     catalog: cat.Catalog | None = None,
     mode: Mode = "enforce",
-    ttl: float = 30.0,
+    after: float | None = None,
     client_ca: Path | None = None,
     pki: Pki | None = None,
     crd: crds.Crd | None = None,
 ) -> AsyncIterator[Server]:
     """The real app over real TLS on 127.0.0.1, state loaded as `--state` would (`crd`: as `--crd` pins)."""
     keys = pki or make_pki(tmp / "pki")
-    cache = Cache(ttl=ttl, debounce=0.01)
+    cache = Cache(debounce=0.01, after=after)
     cache.set_catalog(catalog or default_catalog(), crd)
     cache.load(objects)
     await cache.start()
@@ -236,7 +236,6 @@ async def serving(
         host="127.0.0.1",
         port=0,
         mode=mode,
-        pending_ttl=ttl,
         client_ca=client_ca,
     )
     tls = ReloadingContext(keys.cert, keys.key, client_ca)

@@ -10,9 +10,7 @@ cache, its lock and the live reads. This module decides everything in between:
   warnings in warn mode; a NodePool is never denied; /mutate never denies and patches;
 - what happens when the simulation cannot run (`unanswered`): a NodeOverlay is denied with
   503 in enforce mode (what failurePolicy Fail would do, with a clearer message);
-- the evaluation itself (`judge`, `assess`), with UPDATE ratcheted by the core;
-- which objects a denial rests on and must be confirmed by a live read (`to_confirm`), and
-  what a read says about them (`read`); `state` does the reading.
+- the evaluation itself (`judge`, `assess`), with UPDATE ratcheted by the core.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ VALIDATE = "validate"
 MUTATE = "mutate"
 # What `Work` asks of the cache.
 OVERLAY, NODEPOOL, SIMULATE = "overlay", "nodepool", "simulate"
-# Cached objects confirmed per round of a denial (every hold is confirmed at once).
-MAX_CONFIRM = 10
+# The label of a denial that rests only on admissions in flight (webhook/ledger.py).
+DENIED_IN_FLIGHT = "denied_in_flight"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +46,8 @@ class Answer:
 
 @dataclasses.dataclass(frozen=True)
 class Work:
-    """A request the simulation has to judge. `action`: OVERLAY (validate and hold), NODEPOOL
-    (what a NodePool change does to the overlays) or SIMULATE (/mutate: judge, never hold)."""
+    """A request the simulation has to judge. `action`: OVERLAY (validate and record), NODEPOOL
+    (what a NodePool change does to the overlays) or SIMULATE (/mutate: judge, never record)."""
 
     action: str
     req: review.Request
@@ -102,14 +100,15 @@ def _mutating(req: review.Request) -> Answer | Work:
 
 
 def admits(enforce: bool) -> Callable[[ev.Report], bool]:
-    """Whether a NodeOverlay passes: the predicate the cache applies under its lock, since what
-    it admits (and is not a dry run) it holds."""
+    """Whether a NodeOverlay passes: the predicate the cache applies before it records what it
+    admits (and is not a dry run) in the ledger."""
     def check(report: ev.Report) -> bool:
         return not enforce or not report.errors()
     return check
 
 
-def answer(work: Work, report: ev.Report, *, enforce: bool) -> Answer:
+def answer(work: Work, report: ev.Report, *, enforce: bool, in_flight: Sequence[str] = ()) -> Answer:
+    """`in_flight`: the denial rests only on these overlays, admitted and not stored yet."""
     if work.action == NODEPOOL:
         v = verdict.nodepool(report.findings, work.subject)
         return Answer(v.label, review.response(work.req.uid, True, warnings=v.warnings))
@@ -118,15 +117,17 @@ def answer(work: Work, report: ev.Report, *, enforce: bool) -> Answer:
         wanted = patch.summary(effects.overlay_effect(report, work.subject.name))
         ops = patch.operations(work.req.obj, wanted)
         return Answer("patched" if ops else "allowed", review.response(work.req.uid, True, patch=ops))
-    v = verdict.overlay(report, work.subject, enforce=enforce)
+    v = verdict.overlay(report, work.subject, enforce=enforce, in_flight=in_flight)
+    label = DENIED_IN_FLIGHT if in_flight and not v.allowed else v.label
     body = review.response(work.req.uid, v.allowed, code=None if v.allowed else 403,
                            reason="" if v.allowed else "Forbidden", message=v.message,
-                           warnings=v.warnings, audit=verdict.audit(report, v.label))
-    return Answer(v.label, body)
+                           warnings=v.warnings, audit=verdict.audit(report, label))
+    return Answer(label, body)
 
 
-def unanswered(work: Work, *, enforce: bool, timed_out: bool = False) -> Answer:
-    """The simulation could not run: not synced yet, or (a NodePool) not in time."""
+def unanswered(work: Work, *, enforce: bool, timed_out: bool = False, why: str = "") -> Answer:
+    """The simulation could not run: not synced yet, or not in time; `why`: what stopped a NodeOverlay's
+    decision (webhook/state.py's Unanswerable)."""
     subject = work.subject
     if work.action == SIMULATE:
         return _allowed(work.req)
@@ -134,7 +135,8 @@ def unanswered(work: Work, *, enforce: bool, timed_out: bool = False) -> Answer:
         why = "did not finish in time" if timed_out else "has not synced yet"
         note = f"{verdict.PREFIX}NodePool {subject.name} was not checked (the simulation {why})"
         return _allowed(work.req, [verdict.clip(note)])
-    message = (f"overlay-guard has not synced the cluster state yet, so {subject.kind} {subject.name} "
+    message = (f"overlay-guard cannot admit {subject.kind} {subject.name} now: {why}" if why else
+               f"overlay-guard has not synced the cluster state yet, so {subject.kind} {subject.name} "
                "cannot be checked; retry in a few seconds")
     if enforce:
         return Answer("denied", review.response(work.req.uid, False, code=503, reason="ServiceUnavailable",
@@ -165,41 +167,3 @@ def rebased(basis: store.Store, key: store.Key, plan: store.Plan, catalog: cat.C
     so an UPDATE is ratcheted against what it really replaces."""
     objects = store.rebased(basis, key, plan.previous) if plan.rebase else basis
     return ev.prepare(store.documents(objects), catalog, previous, crd=crd)
-
-
-# -- confirming a denial ---------------------------------------------------------------------
-def to_confirm(report: ev.Report, subject: findings.ObjectRef, pending: store.Holds,
-               checked: set[store.Key], now: float) -> list[store.Key]:
-    """The objects a denial rests on that this request has not read yet."""
-    keys = [k for k in ((r.kind, r.name) for r in verdict.grounds(report, subject))
-            if k not in checked and k[0] in store.KINDS][:MAX_CONFIRM]
-    if any(k in pending for k in keys):
-        # Every hold at once: held objects are what anyone can invent, and a batch of them
-        # must not outlast the rounds by being confirmed ten at a time.
-        own = (subject.kind, subject.name)
-        keys += [k for k, p in pending.items()
-                 if p.expires > now and k != own and k not in checked and k not in keys]
-    return keys
-
-
-@dataclasses.dataclass(frozen=True)
-class Read:
-    """What a live read says about an object a denial rests on: drop its hold (the API server
-    does not have the held version), and whether the API server has no such object at all."""
-
-    drop_hold: bool
-    absent: bool
-
-
-def settled(held: store.Pending | None, live: Mapping[str, Any] | None) -> bool:
-    """No need to read again: a cached object is read once; a held one until it shows up."""
-    return held is None or store.confirms(held, live)
-
-
-def read(key: store.Key, held: store.Pending | None, live: Mapping[str, Any] | None,
-         basis: store.Store) -> Read:
-    """The last read's verdict. An absent object that is not held is missing, even when the
-    watch has meanwhile taken it out of a newer snapshot than `basis` (then the denial came from
-    the older one and must be judged again)."""
-    return Read(held is not None and not store.confirms(held, live),
-                live is None and (held is None or key in basis))

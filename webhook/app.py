@@ -18,7 +18,7 @@ from simulation.semantics import model
 from webhook import admission, judging, listener, logs, review
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics
-from webhook.state import Cache, NotReady
+from webhook.state import Cache, NotReady, Unanswerable
 
 log = logging.getLogger("overlay-guard.admission")
 
@@ -138,6 +138,7 @@ class Handlers:
         body was small enough for judging.few_items."""
         enforce = self.config.enforce
         req = work.req
+        in_flight: tuple[str, ...] = ()
         try:
             if not self.state.usable and not await self.state.wait_ready(self.config.ready_wait):
                 raise NotReady("not synced")
@@ -146,14 +147,17 @@ class Handlers:
             elif work.action == admission.SIMULATE:
                 report = await self.state.simulate(work.candidate, req.operation, req.old, small)
             else:
-                report = (await self.state.decide(work.candidate, req.operation, req.old, uid=req.uid,
-                                                  dry_run=req.dry_run, admits=self._admits, small=small)).report
+                decision = await self.state.decide(work.candidate, req.operation, req.old, dry_run=req.dry_run,
+                                                   admits=self._admits, small=small)
+                report, in_flight = decision.report, decision.in_flight
         except NotReady:
             return admission.unanswered(work, enforce=enforce)
         except TimeoutError:
             return admission.unanswered(work, enforce=enforce, timed_out=True)
-        return admission.answer(work, report, enforce=enforce)
-
+        except Unanswerable as why:
+            log.warning("admission unanswered", extra={"fields": {"name": work.subject.name, "why": str(why)}})
+            return admission.unanswered(work, enforce=enforce, timed_out=True, why=str(why))
+        return admission.answer(work, report, enforce=enforce, in_flight=in_flight)
 
 HANDLERS = web.AppKey("handlers", Handlers)
 

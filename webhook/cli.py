@@ -43,8 +43,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--client-ca", type=Path,
                    help="require API-server client certificates signed by this CA (a PEM bundle, re-read when "
                         "it changes)")
-    p.add_argument("--pending-ttl", type=float, default=30.0,
-                   help="seconds an admitted object is held until the watch confirms it (default 30)")
     p.add_argument("--max-connections", type=int, default=Limits.max_connections,
                    help="concurrent connections per port, TLS handshakes included; more are closed at once "
                         f"(default {Limits.max_connections})")
@@ -56,11 +54,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=Limits.idle_timeout,
                    help="seconds an idle keep-alive connection is kept; above the API server's 90 "
                         f"(default {Limits.idle_timeout:g})")
-    p.add_argument("--max-pending", type=int, default=store.MAX_PENDING,
-                   help=f"admitted objects held at most; the oldest are dropped first (default {store.MAX_PENDING})")
-    p.add_argument("--confirm-window", type=float, default=1.0,
-                   help="seconds a held object a denial rests on is read again from the API server before "
-                        "it counts as never stored and the request is judged without it (default 1)")
+    ledger = p.add_argument_group("ledger", "admissions in flight, recorded in a Lease so that replicas never "
+                                            "admit two conflicting overlays")
+    ledger.add_argument("--max-pending", type=int, default=store.MAX_PENDING,
+                        help="admissions in flight the ledger holds at most; more are refused with 503 "
+                             f"(default {store.MAX_PENDING})")
+    ledger.add_argument("--decision-budget", type=float,
+                        help="seconds a NodeOverlay decision may take before it is refused with 503 (default: a "
+                             "second under the webhook configuration's timeoutSeconds, read from the cluster)")
+    ledger.add_argument("--admission-chain-seconds", type=float,
+                        help="seconds from an admission until the API server has stored the object, if it ever "
+                             "does: a record is not read as never stored before (default: the longest timeoutSeconds "
+                             "of the other validating webhooks for NodeOverlays, read from the cluster, plus 3)")
+    ledger.add_argument("--ledger-lease", default="overlay-guard-admissions",
+                        help="name of the ledger's Lease, in the namespace of the audit Lease "
+                             "(default overlay-guard-admissions)")
     p.add_argument("--shutdown-timeout", type=float, default=25.0,
                    help="seconds to finish requests in flight after SIGTERM (default 25)")
     audit = p.add_argument_group("audit", "re-evaluate every cached overlay and report as Events and gauges; "
@@ -91,11 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and usage errors; we return instead
         return exc.code if isinstance(exc.code, int) else 2
-    timeouts = (args.pending_ttl, args.tls_handshake_timeout, args.request_header_timeout, args.idle_timeout)
+    timeouts = (args.tls_handshake_timeout, args.request_header_timeout, args.idle_timeout,
+                1.0 if args.decision_budget is None else args.decision_budget)
     counts = (args.max_connections, args.max_pending)
-    if args.port < 0 or args.metrics_port < 0 or min(timeouts) <= 0 or min(counts) < 1 or args.confirm_window < 0:
-        print("overlay-webhook: ports must be >= 0, timeouts > 0, --confirm-window >= 0, --max-connections and "
-              "--max-pending >= 1", file=sys.stderr)
+    if args.port < 0 or args.metrics_port < 0 or min(timeouts) <= 0 or min(counts) < 1 \
+            or (args.admission_chain_seconds or 0) < 0:
+        print("overlay-webhook: ports must be >= 0, timeouts and --decision-budget > 0, --admission-chain-seconds "
+              ">= 0, --max-connections and --max-pending >= 1", file=sys.stderr)
         return 2
     if not (0 < args.lease_retry_period < args.lease_renew_deadline < args.lease_duration) \
             or (args.audit_interval or 0) < 0 or args.audit_debounce < 0 or args.audit_max_events < 1:
@@ -107,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog, crd=args.crd,
         region=args.region,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
-        pending_ttl=args.pending_ttl, max_pending=args.max_pending, confirm_window=args.confirm_window,
+        max_pending=args.max_pending, decision_budget=args.decision_budget,
+        admission_chain=args.admission_chain_seconds, ledger_name=args.ledger_lease,
         shutdown_timeout=args.shutdown_timeout, audit_interval=args.audit_interval,
         audit_debounce=args.audit_debounce, audit_max_events=args.audit_max_events,
         lease_name=args.leader_election_lease, lease_namespace=args.leader_election_namespace,

@@ -29,12 +29,15 @@ class Config:
     state: tuple[Path, ...] = ()
     mode: Mode = "enforce"
     client_ca: Path | None = None
-    # How long an admitted object is held before the watch must have confirmed it.
-    pending_ttl: float = 30.0
-    # At most this many holds; the oldest go first.
+    # At most this many admissions in flight in the ledger (webhook/ledger.py); more are refused with 503.
     max_pending: int = MAX_PENDING
-    # How long a held object a denial rests on is read again before it counts as never stored.
-    confirm_window: float = 1.0
+    # Seconds a decision may take (None: a second under the webhook configuration's timeoutSeconds).
+    decision_budget: float | None = None
+    # Seconds from an admission until its object is stored if ever (None: from the cluster's validating
+    # webhooks for NodeOverlays, webhook/chain.py).
+    admission_chain: float | None = None
+    # The ledger's Lease (its namespace: lease_namespace's).
+    ledger_name: str = "overlay-guard-admissions"
     # Coalescing window for snapshot rebuilds after watch events.
     debounce: float = 0.1
     max_body_bytes: int = MAX_BODY_BYTES

@@ -31,7 +31,7 @@ READ_TIMEOUT = 2.0
 class Sink(Protocol):
     """Where an informer delivers; implementations must be safe to call from its thread."""
 
-    def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None: ...
+    def replace(self, kind: str, items: list[Mapping[str, Any]], version: str | None) -> None: ...
 
     def event(self, kind: str, event: Mapping[str, Any]) -> store.Transition | None: ...
 
@@ -95,7 +95,7 @@ def run_informer(kind: str, lister: Lister, watcher: Watcher, sink: Sink, stop: 
 def _list(kind: str, lister: Lister, sink: Sink) -> str:
     """Replaces the kind's objects; the resource version to watch from ("" when the list had none)."""
     items, rv = lister(kind)
-    sink.replace(kind, items)
+    sink.replace(kind, items, rv)
     log.info("listed", extra={"fields": {"kind": kind, "objects": len(items), "resourceVersion": rv}})
     return rv or ""
 
@@ -122,8 +122,8 @@ class LoopSink:
         self._loop = loop
         self._target = target
 
-    def replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
-        self._loop.call_soon_threadsafe(self._target.replace_kind, kind, items)
+    def replace(self, kind: str, items: list[Mapping[str, Any]], version: str | None) -> None:
+        self._loop.call_soon_threadsafe(self._target.replace_kind, kind, items, version)
 
     def event(self, kind: str, event: Mapping[str, Any]) -> store.Transition | None:
         # The pure handler runs here too (cheap) to learn the resource version and 410s

@@ -32,8 +32,22 @@ class _CacheCollector(Collector):
             objects.add_metric([kind], n)
         yield objects
         yield GaugeMetricFamily("overlay_guard_pending_admissions",
-                                "Admitted objects held until the watch confirms them.",
-                                value=self._cache.pending_count())
+                                "Records in the admissions ledger (admitted, not known to be stored yet), as this "
+                                "replica last read or wrote it.", value=self._cache.pending_count())
+        writes = CounterMetricFamily("overlay_guard_ledger_writes",
+                                     "Writes to the admissions ledger by result: written (a record added), conflict "
+                                     "(409: another write landed first; judged again), swept (records taken out).",
+                                     labels=["result"])
+        for result, n in sorted(self._cache.ledger_writes.items()):
+            writes.add_metric([result], n)
+        yield writes
+        refused = CounterMetricFamily("overlay_guard_admissions_unanswered",
+                                      "NodeOverlay decisions refused with 503 by reason: budget (not within the "
+                                      "decision budget), busy (the ledger full, or the name being admitted by another "
+                                      "request), ledger (the ledger could not be read or written).", labels=["reason"])
+        for reason, n in sorted(self._cache.unanswered.items()):
+            refused.add_metric([reason], n)
+        yield refused
         last = self._cache.last_sync
         since = GaugeMetricFamily("overlay_guard_seconds_since_last_sync",
                                   "Seconds since the cache last heard from its source (list, event or "
@@ -47,14 +61,10 @@ class _CacheCollector(Collector):
         yield CounterMetricFamily("overlay_guard_denial_confirmations",
                                   "Rounds of reading the objects a denial rests on from the API server.",
                                   value=self._cache.confirmations)
-        missing = CounterMetricFamily(
+        yield CounterMetricFamily(
             "overlay_guard_denial_objects_missing",
-            "Objects a denial rested on that the API server did not have: held (an admitted version never "
-            "stored, e.g. a review not sent by the API server) or cached (deleted, the watch not there yet).",
-            labels=["state"])
-        missing.add_metric(["held"], self._cache.dropped_holds)
-        missing.add_metric(["cached"], self._cache.stale_objects)
-        yield missing
+            "Cached objects a denial rested on that the API server did not have (deleted, the watch not there yet).",
+            value=self._cache.stale_objects)
 
 
 class _ConnectionCollector(Collector):
@@ -83,8 +93,8 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "overlay_guard_admission_requests",
-            "AdmissionReview requests by endpoint, operation, kind and verdict "
-            "(allowed, warned, patched, denied, bad_request, error).",
+            "AdmissionReview requests by endpoint, operation, kind and verdict (allowed, warned, patched, denied, "
+            "denied_in_flight: resting only on overlays being admitted and not stored yet, bad_request, error).",
             ["endpoint", "operation", "kind", "verdict"], registry=self.registry)
         self.latency = Histogram(
             "overlay_guard_admission_duration_seconds", "Time from request received to response ready.",

@@ -18,9 +18,10 @@ from aiohttp import web
 
 from simulation.semantics import region
 from sources import kube
-from webhook import audit, crdwatch, listener, loader
+from webhook import audit, chain, crdwatch, listener, loader
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
+from webhook.ledgerstore import KubeLedger
 from webhook.metrics import Metrics
 from webhook.state import Cache
 from webhook.tls import ReloadingContext
@@ -32,7 +33,7 @@ BACKLOG = 1024
 LOADING_GC_THRESHOLD = 100_000
 
 
-async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
+async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_tasks: list[asyncio.Task[None]]) -> Any:
     """Returns the live source to stop at shutdown (None for --state). On a cluster without --crd, the
     cluster's NodeOverlay CRD is followed (webhook/crdwatch.py)."""
     # One read of the --state files gives both the catalog's InstanceTypes and the objects.
@@ -70,6 +71,11 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse) -> Any:
         return await asyncio.to_thread(source.read, kind, name)
 
     cache.reader = read
+    cache.ledger = KubeLedger(source.client.api_client, config.lease_namespace or audit.pod_namespace(),
+                              config.ledger_name)
+    if config.decision_budget is None or config.admission_chain is None:
+        # Kept by the caller (tasks the loop only references weakly can vanish).
+        chain_tasks.append(asyncio.create_task(chain.follow(source.client.api_client, cache.follow_chain)))
     if config.crd is None:
         in_use.follow(source, asyncio.get_running_loop())
     source.start(asyncio.get_running_loop(), cache)
@@ -115,8 +121,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     except (OSError, ssl.SSLError, ValueError) as err:
         log.error("cannot load the TLS certificate and key", extra={"fields": {"error": str(err)}})
         return 2
-    cache = Cache(ttl=config.pending_ttl, debounce=config.debounce, max_pending=config.max_pending,
-                  confirm_window=config.confirm_window)
+    cache = Cache(debounce=config.debounce, max_pending=config.max_pending, budget=config.decision_budget,
+                  after=config.admission_chain)
     metrics = Metrics(cache)
     in_use = crdwatch.InUse(cache)
     metrics.registry.register(in_use)
@@ -154,7 +160,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     source: Any = None
     collecting = gc.get_threshold()
     gc.set_threshold(LOADING_GC_THRESHOLD, *collecting[1:])
-    loading = asyncio.create_task(_load(config, cache, in_use))
+    chain_tasks: list[asyncio.Task[None]] = []
+    loading = asyncio.create_task(_load(config, cache, in_use, chain_tasks))
     announcing = asyncio.create_task(_announce_ready(cache, started, collecting))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -172,7 +179,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
     await stop.wait()
     log.info("shutting down: no new connections, finishing requests in flight")
     cache.stop_serving()
-    for task in (loading, announcing, *auditing):
+    for task in (loading, announcing, *auditing, *chain_tasks):
         task.cancel()
         with contextlib.suppress(BaseException):
             await task

@@ -1,18 +1,23 @@
-"""The cluster-state cache: an immutable snapshot (objects + Prepared) swapped whole.
+"""The cluster-state cache: an immutable snapshot (objects + Prepared) swapped whole, and the
+decisions taken on it.
 
 Sources (the list+watch informers or `--state` files) feed `replace_kind`/`apply_event` on
 the event loop; a debounced background task rebuilds the Prepared off the loop, so requests
 always evaluate against the latest complete snapshot and a burst of watch events costs one
-rebuild. Admission decisions are serialised by one lock around evaluate+hold: an admitted
-candidate is held as pending until a rebuilt snapshot contains it (the watch confirmed it), a
-watch DELETE ends it, or its TTL passes, so two conflicting creates racing on this replica
-cannot both pass.
+rebuild.
 
-Anyone who can reach the port can send a review, and the watch lags the API server, so a
-denial is confirmed before it is given (`decide`): each object it rests on is read from the API
-server, outside the lock. A held object the API server does not have (in the held version) after a short
-window is dropped; a cached object the API server no longer has is left out; the candidate is
-judged again without them. With `--state` there is no API server: denials stand as computed.
+Admissions across replicas are ordered by the ledger (webhook/ledger.py): a candidate is judged
+against the snapshot plus every record in it and, when admitted (not a dry run), recorded there by
+compare-and-swap before the answer; a 409 reads the ledger again and judges again. No lock: two
+decisions on this replica are ordered the same way. A snapshot is used only once it has caught up
+with the ledger's horizon. Records leave by compare-and-swap (`sweep`, a background task).
+
+Anyone who can reach the port can send a review, and the watch lags the API server, so a denial is
+confirmed before it is given (`decide`): records it rests on are read again from the ledger (and,
+past their deadline, from the API server); cached objects it rests on are read from the API server,
+and one it no longer has is judged as absent. Every decision finishes within `budget` seconds, with
+at most MAX_READS live reads. With `--state` there is no API server: the ledger lives in memory and
+denials rest on the files.
 """
 
 from __future__ import annotations
@@ -21,33 +26,43 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
 from simulation.validation import crds
-from webhook import admission, judging, store
+from webhook import admission, chain, judging, store, verdict
+from webhook import ledger as lg
+from webhook.leader import Conflict
+from webhook.ledgerstore import LedgerStore, MemoryLedger
 from webhook.store import Key, Store
 
 log = logging.getLogger("overlay-guard.state")
-# How long an UPDATE of a still-pending object waits for a Prepared holding that version.
+# How long an UPDATE of an object not in the cache yet waits for a Prepared holding that version.
 REBASE_WAIT = 2.0
-# Rounds of judging again without the objects a denial rested on that are missing (each round
-# reads at most admission.MAX_CONFIRM cached objects): bounds the reads one request causes.
-CONFIRM_ROUNDS = 3
-# When, as fractions of the confirmation window, a held object is read again while absent: a
-# CREATE the guard admitted is persisted within milliseconds, a forged one never.
-RECHECKS = (0.0, 0.1, 0.3, 0.6, 1.0)
+# Live reads one denial may cause: it must not cost hundreds.
+MAX_READS = 12
+# Tries to write a record (each after a 409 reads the ledger once more), and the most a try waits first.
+MAX_WRITES = 16
+CONFLICT_PAUSE = 0.02
+# A ledger write is not started with less than this left of the budget.
+MIN_WRITE = 0.2
+# Seconds between sweeps of the ledger while it has records, and while it has none.
+SWEEP_BUSY, SWEEP_IDLE = 0.5, 5.0
+# Deletions the watch delivered, remembered by uid for the records they settle.
+DELETED_KEPT = 256
 # The readiness key of a followed CRD (set_crd).
 CRD = "CustomResourceDefinition"
 
 # Reads one object from the API server: the object, None when it does not exist; raises when
 # that cannot be told (the denial then stands).
 Reader = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +70,11 @@ class Snapshot:
     generation: int
     basis: Store
     prepared: ev.Prepared | None
-    pending: store.Holds
     built_at: float
+    # The NodeOverlay resourceVersion the basis has caught up with (webhook/ledger.py's horizon).
+    version: int = 0
+    # How many changes to the simulation's input the basis includes.
+    changes: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +82,31 @@ class Decision:
     report: ev.Report
     allowed: bool
     held: bool
+    # A denial that rests only on these records, whose objects are being admitted and not stored yet.
+    in_flight: tuple[str, ...] = ()
+
+
+class Unanswerable(Exception):
+    """No verdict in time, or none that can be recorded: the request is refused with 503 and why."""
+
+
+class _Attempt:
+    """One decision's progress: the ledger it judges by (`fresh`: read for this decision), the live reads
+    and ledger writes it has left, the cached objects it has read and those the API server no longer has."""
+
+    def __init__(self, view: lg.Ledger) -> None:
+        self.view = view
+        self.fresh = False
+        self.reads = MAX_READS
+        self.writes = MAX_WRITES
+        self.checked: set[Key] = set()
+        self.gone: frozenset[Key] = frozenset()
+
+    def take(self, n: int = 1) -> bool:
+        if n > self.reads:
+            return False
+        self.reads -= n
+        return True
 
 
 class NotReady(Exception):
@@ -71,30 +114,41 @@ class NotReady(Exception):
 
 
 class Cache:
-    def __init__(self, *, ttl: float = 30.0, debounce: float = 0.1, max_pending: int = store.MAX_PENDING,
-                 confirm_window: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl = ttl
+    def __init__(self, *, debounce: float = 0.1, max_pending: int = lg.MAX_RECORDS,
+                 ledger: LedgerStore | None = None, admission_chain: chain.Chain | None = None,
+                 budget: float | None = None, after: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self.debounce = debounce
         self.max_pending = max_pending
-        self.confirm_window = confirm_window
+        self.ledger: LedgerStore = ledger or MemoryLedger()
+        # The admission chain (webhook/chain.py) and the flags that override what it derives.
+        self.chain = admission_chain or chain.Chain()
+        self._budget, self._after = budget, after
+        # The latest ledger this replica read or wrote.
+        self.view = lg.Ledger()
         # Set by a live source; None (`--state`) leaves nothing to confirm against.
         self.reader: Reader | None = None
         self.confirmations = 0
-        self.dropped_holds = 0
         self.stale_objects = 0
+        self.ledger_writes = {"written": 0, "conflict": 0, "swept": 0}
+        self.unanswered = {"budget": 0, "busy": 0, "ledger": 0}
         self._clock = clock
+        self._wall = wall
         self._catalog: cat.Catalog | None = None
         self._crd: crds.Crd | None = None
         self._live: Store = {}
+        self._version = 0
+        self._changes = 0
+        self._deleted: dict[str, int] = {}
         self._synced: dict[str, bool] = {}
-        self._snapshot = Snapshot(0, {}, None, {}, 0.0)
+        self._snapshot = Snapshot(0, {}, None, 0.0)
         self._dirty = asyncio.Event()
         self._built = asyncio.Event()
-        self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         # Prepared snapshots for stale-cache UPDATEs and re-CREATEs: rare, and each is the size
         # of the whole snapshot, so only the latest is kept.
         self._derived: dict[tuple[int, Key, str | None], ev.Prepared] = {}
+        # The checks of admitted candidates, by digest, for the requests that judge their records.
         self._checked: dict[str, ev.Checked] = {}
         self._rebasing: dict[tuple[int, Key, str | None], asyncio.Future[ev.Prepared]] = {}
         self._closing = False
@@ -102,6 +156,20 @@ class Cache:
         self.last_sync: float | None = None
         self.rebuild_seconds: list[float] = []
         self.on_rebuild: Callable[[float], None] | None = None
+
+    def follow_chain(self, found: chain.Chain) -> None:
+        """The admission chain as read from the cluster (webhook/chain.py)."""
+        self.chain = found
+
+    @property
+    def budget(self) -> float:
+        """Seconds a decision may take (--decision-budget, else below the webhook's timeoutSeconds)."""
+        return self._budget if self._budget is not None else self.chain.budget
+
+    @property
+    def after(self) -> float:
+        """Seconds a record waits past its admission before it may be read as never stored."""
+        return self._after if self._after is not None else self.chain.after
 
     # -- sources --------------------------------------------------------------------------
     def expect(self, kinds: Iterable[str]) -> None:
@@ -122,13 +190,15 @@ class Cache:
         self._synced[CRD] = True
         self._mark_dirty()
 
-    def replace_kind(self, kind: str, items: Iterable[Mapping[str, Any]]) -> None:
+    def replace_kind(self, kind: str, items: Iterable[Mapping[str, Any]], version: str | None = None) -> None:
+        """A fresh list; `version`: its resourceVersion (everything up to it is in the list)."""
         self._live, changed = store.replace_kind(self._live, kind, items)
+        if kind == model.NODEOVERLAY:
+            self._version = max(self._version, lg.resource_version({"metadata": {"resourceVersion": version}}))
         first = not self._synced.get(kind, False)
         self._synced[kind] = True
         self.last_sync = self._clock()
-        if changed or first:
-            self._mark_dirty()
+        self._changed(changed or first)
 
     def load(self, objects: Iterable[Mapping[str, Any]]) -> None:
         """Offline state (`--state`): everything arrives at once and counts as synced."""
@@ -139,17 +209,28 @@ class Cache:
     def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Transition:
         outcome = store.handle(self._live, kind, event)
         self._live = outcome.store
-        obj = event.get("raw_object", event.get("object"))
-        key = store.key_of(obj, kind) if event.get("type") == "DELETED" else None
-        if key is not None and isinstance(obj, Mapping):
-            snap = self._snapshot
-            pending = store.release(snap.pending, key, obj)
-            if pending is not snap.pending:
-                self._snapshot = dataclasses.replace(snap, pending=pending)
+        if kind == model.NODEOVERLAY and outcome.resource_version is not None:
+            version = lg.resource_version({"metadata": {"resourceVersion": outcome.resource_version}})
+            self._version = max(self._version, version)
+            obj = event.get("raw_object", event.get("object"))
+            uid = store.uid_of(obj)
+            if event.get("type") == "DELETED" and uid is not None:
+                self._deleted[uid] = version
+                while len(self._deleted) > DELETED_KEPT:
+                    del self._deleted[next(iter(self._deleted))]
         self.last_sync = self._clock()
-        if outcome.changed:
-            self._mark_dirty()
+        self._changed(outcome.changed)
         return outcome
+
+    def _changed(self, changed: bool) -> None:
+        """Rebuild for a change; without one (status churn, a bookmark), a snapshot that has every change
+        so far takes the new resourceVersion at once: a decision waiting for the horizon goes on."""
+        if changed:
+            self._changes += 1
+            self._mark_dirty()
+        elif self._snapshot.changes == self._changes and self._snapshot.version < self._version:
+            self._snapshot = dataclasses.replace(self._snapshot, version=self._version)
+            self._built.set()
 
     def mark_unsynced(self, kind: str) -> None:
         self._synced[kind] = False
@@ -180,8 +261,8 @@ class Cache:
         return store.counts(self._live)
 
     def pending_count(self) -> int:
-        now = self._clock()
-        return sum(1 for p in self._snapshot.pending.values() if p.expires > now)
+        """Records in the ledger as this replica last saw it."""
+        return len(self.view.records)
 
     def stop_serving(self) -> None:
         """SIGTERM: report unready so the endpoints controller stops routing here."""
@@ -199,18 +280,19 @@ class Cache:
                 await asyncio.wait_for(self._built.wait(), min(left, 0.25))
         return True
 
-    # -- the rebuild task -----------------------------------------------------------------
+    # -- the background tasks -------------------------------------------------------------
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._rebuild_loop(), name="overlay-guard-rebuild")
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._rebuild_loop(), name="overlay-guard-rebuild"),
+                           asyncio.create_task(self._sweep_loop(), name="overlay-guard-sweep")]
 
     async def close(self) -> None:
         self._closing = True
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._tasks = []
 
     async def _rebuild_loop(self) -> None:
         while True:
@@ -226,7 +308,7 @@ class Cache:
                 log.exception("rebuilding the snapshot failed; keeping the previous one")
 
     async def rebuild(self) -> None:
-        catalog, live = self._catalog, self._live
+        catalog, live, version, changes = self._catalog, self._live, self._version, self._changes
         if catalog is None:
             return
         started = time.perf_counter()
@@ -235,18 +317,80 @@ class Cache:
                                             crd=self._crd)
         seconds = time.perf_counter() - started
         current = self._snapshot
-        pending = store.settle(current.pending, live, self._clock())
-        self._snapshot = Snapshot(current.generation + 1, live, prepared, pending, self._clock())
+        self._snapshot = Snapshot(current.generation + 1, live, prepared, self._clock(), version, changes)
         self._derived.clear()
         self._built.set()
         if self.on_rebuild is not None:
             self.on_rebuild(seconds)
         log.info("snapshot rebuilt", extra={"fields": {
             "generation": current.generation + 1, "seconds": round(seconds, 4),
-            **{k.lower() + "s": v for k, v in store.counts(live).items()}, "pending": len(pending)}})
+            **{k.lower() + "s": v for k, v in store.counts(live).items()}, "records": len(self.view.records)}})
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_BUSY if self.view.records else SWEEP_IDLE)
+            if not self.usable:
+                continue
+            try:
+                await self.sweep()
+            except Exception as exc:
+                log.warning("sweeping the ledger failed; trying again", extra={"fields": {
+                    "ledger": self.ledger.where, "error": f"{type(exc).__name__}: {exc}"[:300]}})
+
+    async def sweep(self) -> None:
+        """Take out of the ledger the records whose object the watch has (or whose deletion it has), and
+        those past their deadline whose object the API server does not have as recorded."""
+        view = self._observe(await self.ledger.get(SWEEP_BUSY * 4))
+        if not view.records:
+            return
+        found = lg.sweep(view, self._snapshot.basis, self._deleted, self._wall())
+        leaving = dict(found.settled)
+        for r in found.overdue[:MAX_READS]:
+            try:
+                live = await self.reader(*r.key) if self.reader is not None else None
+            except Exception:
+                continue  # it stays until a read answers
+            at = lg.verdict(r, live)
+            if at is not None:
+                leaving[r.name] = at
+        if not leaving:
+            return
+        try:
+            self._observe(await self.ledger.put(lg.without(view, leaving), SWEEP_BUSY * 4))
+        except Conflict:
+            return  # another write landed first; the next sweep reads it
+        self.ledger_writes["swept"] += 1
+        log.info("records left the ledger", extra={"fields": {"records": sorted(leaving)}})
+
+    def _observe(self, view: lg.Ledger) -> lg.Ledger:
+        self.view = view
+        return view
 
     # -- decisions ------------------------------------------------------------------------
-    async def _prepared_for(self, snap: Snapshot, key: Key, plan: store.Plan) -> tuple[ev.Prepared, str]:
+    def _left(self, ends: float) -> float:
+        left = ends - self._clock()
+        if left <= 0:
+            self.unanswered["budget"] += 1
+            raise Unanswerable(f"the decision did not finish within {self.budget:g}s; retry in a few seconds")
+        return left
+
+    async def _within(self, work: Awaitable[T], ends: float) -> T:
+        try:
+            return await asyncio.wait_for(work, self._left(ends))
+        except TimeoutError:
+            self._left(ends)
+            raise
+
+    async def _caught_up(self, horizon: int, ends: float) -> None:
+        """Until the snapshot has every object whose record left the ledger (its horizon)."""
+        while self._snapshot.version < horizon:
+            self._built.clear()
+            left = self._left(ends)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._built.wait(), min(0.05, left))
+
+    async def _prepared_for(self, snap: Snapshot, key: Key, plan: store.Plan,
+                            ends: float) -> tuple[ev.Prepared, str]:
         """The Prepared to judge against when the plan asks for a rebase, and a note when it is not the exact one."""
         assert snap.prepared is not None and self._catalog is not None
         tag = (snap.generation, key, plan.previous.semantic if plan.previous else None)
@@ -260,14 +404,14 @@ class Cache:
             self._rebasing = {tag: task}
             task.add_done_callback(lambda t: self._keep_derived(tag, t))
         if key not in snap.basis:
-            # An UPDATE of an object only held as pending (created moments ago): judging it as
-            # a create is exact except that nothing is ratcheted, i.e. stricter. Take that
-            # rather than let a slow rebuild run into the API server's timeout.
-            done, _ = await asyncio.wait({task}, timeout=REBASE_WAIT)
+            # An UPDATE of an object only recorded (created moments ago): judging it as a create is
+            # exact except that nothing is ratcheted, i.e. stricter. Take that rather than let a slow
+            # rebuild run into the API server's timeout.
+            done, _ = await asyncio.wait({task}, timeout=min(REBASE_WAIT, self._left(ends) / 2))
             if not done:
                 return snap.prepared, ("the stored version is not in the cache yet, so errors it already "
                                        "had are not ratcheted; retry in a few seconds if that matters")
-        return await asyncio.shield(task), ""
+        return await self._within(asyncio.shield(task), ends), ""
 
     def _keep_derived(self, tag: tuple[int, Key, str | None], task: asyncio.Future[ev.Prepared]) -> None:
         if self._rebasing.get(tag) is task:
@@ -277,123 +421,201 @@ class Cache:
         self._derived = {tag: task.result()}
 
     async def _evaluate(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
-                        without: frozenset[Key] = frozenset(), small: bool = False) -> ev.Report:
-        """The verdict on the current snapshot; `without`: cached objects the API server no
-        longer has, judged as absent; `small`: as judging.Judge takes it."""
+                        held: store.Holds, ends: float, without: frozenset[Key] = frozenset(),
+                        small: bool = False) -> tuple[ev.Report, store.Plan]:
+        """The verdict on the current snapshot plus `held` (the ledger's records); `without`: cached
+        objects the API server no longer has, judged as absent; `small`: as judging.Judge takes it."""
         snap = self._snapshot
         if snap.prepared is None or self._catalog is None or not self.synced:
             raise NotReady("the cluster state has not been synced yet")
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
         basis = {k: v for k, v in snap.basis.items() if k not in without} if without else snap.basis
-        plan = store.plan(basis, snap.pending, key, operation, old, self._clock())
+        plan = store.plan(basis, held, key, operation, old)
         if without:
-            prepared, note = await asyncio.to_thread(admission.rebased, basis, key, plan, self._catalog,
-                                                     snap.prepared, snap.prepared.crd), ""
+            prepared, note = await self._within(asyncio.to_thread(
+                admission.rebased, basis, key, plan, self._catalog, snap.prepared, snap.prepared.crd), ends), ""
         elif plan.rebase:
-            prepared, note = await self._prepared_for(snap, key, plan)
+            prepared, note = await self._prepared_for(snap, key, plan, ends)
         else:
             prepared, note = snap.prepared, ""
-        held: dict[str, ev.Checked] = {}
-        if plan.extras:
-            extras = {model.name_of(x) for x in plan.extras}
-            held = {n: c for n, c in self._checked.items() if n in extras}
-        report = await self._judge(prepared, candidate, plan.extras, held, small)
-        return dataclasses.replace(report, notes=(*report.notes, note)) if note else report
-
-    async def _confirm(self, keys: list[Key], subject: findings.ObjectRef) -> set[Key] | None:
-        """Read `keys` (outside the decision lock: the reads and the window take up to about a
-        second, and other decisions must not wait for them). Drops the holds the API server does
-        not have; returns the cached objects it no longer has, or None when nothing was missing."""
-        snap = self._snapshot
-        self.confirmations += 1
-        results = await asyncio.gather(*(self._check(k, snap) for k in keys))
-        held = [k for k, r in zip(keys, results, strict=True) if r.drop_hold]
-        stale = {k for k, r in zip(keys, results, strict=True) if r.absent}
-        if not held and not stale:
-            return None
-        self.dropped_holds += len(held)
-        self.stale_objects += len(stale)
-        log.info("a denial rested on objects the API server does not have; judging again without them",
-                 extra={"fields": {"candidate": subject.name, "droppedHolds": [k[1] for k in held],
-                                   "staleInCache": sorted(f"{k[0]}/{k[1]}" for k in stale)}})
-        # Only the holds that were read: one taken meanwhile (a new request) is a different hold.
-        current = self._snapshot.pending
-        self._snapshot = dataclasses.replace(self._snapshot, pending=store.drop(
-            current, [k for k in held if current.get(k) is snap.pending.get(k)]))
-        return stale
-
-    async def _check(self, key: Key, snap: Snapshot) -> admission.Read:
-        """Read one object a denial rests on; a held version is read again over the confirmation
-        window before it counts as never stored. One that cannot be read counts as confirmed."""
-        assert self.reader is not None
-        held = snap.pending.get(key)
-        waited = 0.0
-        live: Mapping[str, Any] | None = None
-        for at in (RECHECKS if held is not None else (0.0,)):
-            await asyncio.sleep(max(0.0, at * self.confirm_window - waited))
-            waited = at * self.confirm_window
-            try:
-                live = await self.reader(*key)
-            except Exception as err:
-                log.warning("cannot confirm an object a denial rests on; the denial stands", extra={
-                    "fields": {"object": f"{key[0]}/{key[1]}", "error": f"{type(err).__name__}: {err}"[:300]}})
-                return admission.Read(drop_hold=False, absent=False)
-            if admission.settled(held, live):
-                break
-        return admission.read(key, held, live, snap.basis)
+        checks: dict[str, ev.Checked] = {}
+        for extra in plan.extras:
+            found = self._checked.get(lg.digest(store.semantic(extra)))
+            if found is not None:
+                checks[model.name_of(extra) or ""] = found
+        report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
+        return (dataclasses.replace(report, notes=(*report.notes, note)) if note else report), plan
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
                        old: Mapping[str, Any] | None, small: bool = False) -> ev.Report:
-        """The verdict without a hold (/mutate and anything else that must not change state)."""
-        return await self._evaluate(candidate, operation, old, small=small)
+        """The verdict without a record (/mutate and anything else that must not change state)."""
+        ends = self._clock() + self.budget
+        return (await self._evaluate(candidate, operation, old, lg.holds(self.view), ends, small=small))[0]
 
     async def decide(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
-                     *, uid: str, dry_run: bool, admits: Callable[[ev.Report], bool], small: bool = False) -> Decision:
-        """Evaluate and hold under the lock, so two conflicting requests cannot both pass; a
-        denial is confirmed between rounds, with the lock released (module docstring). `small`: as
-        judging.Judge takes it."""
+                     *, dry_run: bool, admits: Callable[[ev.Report], bool], small: bool = False) -> Decision:
+        """Judge against the snapshot plus the ledger; record an admission with compare-and-swap, judging
+        again after a 409; confirm a denial first (module docstring). Raises Unanswerable past the budget,
+        or when the admission cannot be recorded. `small`: as judging.Judge takes it."""
+        ends = self._clock() + self.budget
         subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
-        checked: set[Key] = set()
-        gone: frozenset[Key] = frozenset()
-        rounds = 0
+        attempt = _Attempt(self.view)
         while True:
-            async with self._lock:
-                report = await self._evaluate(candidate, operation, old, gone, small)
-                allowed = admits(report)
-                confirmable = not allowed and self.reader is not None and rounds < CONFIRM_ROUNDS
-                keys = (admission.to_confirm(report, subject, self._snapshot.pending, checked, self._clock())
-                        if confirmable else [])
-                if not keys:
-                    held = allowed and not dry_run
-                    if held:
-                        self._hold(candidate, uid, report)
-                    return Decision(report, allowed, held)
-            rounds += 1
-            checked.update(keys)
-            stale = await self._confirm(keys, subject)
-            if stale is None:
-                # Every object the denial rests on exists: deny. (Judged again it could only
-                # come out the same or stricter, e.g. a conflicting object admitted meanwhile.)
-                return Decision(report, False, False)
-            gone |= stale
+            await self._caught_up(attempt.view.horizon, ends)
+            report, plan = await self._evaluate(candidate, operation, old, lg.holds(attempt.view), ends,
+                                                attempt.gone, small)
+            if admits(report):
+                if dry_run:
+                    return Decision(report, True, False)
+                if attempt.writes <= 0:
+                    self.unanswered["busy"] += 1
+                    raise Unanswerable("the admissions ledger changed too often to record this one; retry")
+                attempt.writes -= 1
+                if await self._record(candidate, attempt.view, report, ends) is not None:
+                    return Decision(report, True, True)
+                # 409: another admission landed first; judge again with it, after a pause that keeps
+                # writers that lost together from colliding again.
+                await asyncio.sleep(min(random.uniform(0, CONFLICT_PAUSE) * (MAX_WRITES - attempt.writes),
+                                        self._left(ends) / 2))
+                attempt.view, attempt.fresh = await self._read_ledger(ends), True
+                continue
+            extras = {(model.NODEOVERLAY, model.name_of(x) or "") for x in plan.extras}
+            grounds = [(r.kind, r.name) for r in verdict.grounds(report, subject)]
+            if not await self._reconsider(attempt, grounds, extras, subject, ends):
+                records = [k[1] for k in grounds if k in extras]
+                return Decision(report, False, False, tuple(records) if len(records) == len(grounds) else ())
 
-    def _hold(self, candidate: Mapping[str, Any], uid: str, report: ev.Report) -> None:
-        key = (model.NODEOVERLAY, model.name_of(candidate) or "")
-        snap = self._snapshot
-        pending = store.hold(snap.pending, key, candidate, uid, self._clock(), self.ttl, self.max_pending)
-        self._snapshot = dataclasses.replace(snap, pending=pending)
-        # Keep the held object's own checks for the requests that judge it as an extra.
-        self._checked = {n: c for n, c in self._checked.items() if (model.NODEOVERLAY, n) in pending}
-        if key[1] in report.overlays:
-            self._checked[key[1]] = report.overlays[key[1]]
+    async def _reconsider(self, attempt: _Attempt, grounds: list[Key], extras: set[Key],
+                          subject: findings.ObjectRef, ends: float) -> bool:
+        """Whether a denial resting on `grounds` must be judged again: a record it rests on may have left
+        the ledger (read it again), be past its deadline and never stored (read the object, take the
+        record out), or a cached object it rests on be gone (read it, judge without it)."""
+        records = [k for k in grounds if k in extras]
+        if records and not attempt.fresh and attempt.take():
+            attempt.view, attempt.fresh = await self._read_ledger(ends), True
+            return True
+        found = lg.sweep(attempt.view, self._snapshot.basis, self._deleted, self._wall())
+        # Records whose deletion the watch delivered (deleted, then replaced) count no more.
+        settled = {n: at for n, at in found.settled.items() if (model.NODEOVERLAY, n) in records}
+        overdue = [r for r in found.overdue if r.key in records][:attempt.reads - 1]
+        if (settled or overdue) and attempt.take(len(overdue) + 1):
+            after = await self._settle(attempt.view, overdue, settled, ends)
+            if after is not None:
+                attempt.view = after
+                return True
+        cached = [k for k in grounds if k not in extras and k not in attempt.checked
+                  and k[0] in store.KINDS][:attempt.reads]
+        if cached and self.reader is not None and attempt.take(len(cached)):
+            attempt.checked.update(cached)
+            stale = await self._confirm(cached, subject, ends)
+            attempt.gone |= stale
+            return bool(stale)
+        return False
+
+    async def _read_ledger(self, ends: float) -> lg.Ledger:
+        try:
+            return self._observe(await self._within(self.ledger.get(self._left(ends)), ends))
+        except (Unanswerable, TimeoutError):
+            raise
+        except Exception as exc:
+            self.unanswered["ledger"] += 1
+            raise Unanswerable(f"cannot read the admissions ledger ({type(exc).__name__}); retry") from exc
+
+    async def _record(self, candidate: Mapping[str, Any], view: lg.Ledger, report: ev.Report,
+                      ends: float) -> lg.Ledger | None:
+        """Add the candidate's record to `view` by compare-and-swap, with the records the watch settled
+        taken out on the way; None when another write landed first."""
+        now = self._wall()
+        mine = lg.record(candidate, now + self.after)
+        found = lg.sweep(view, self._snapshot.basis, self._deleted, now)
+        # Without an API server (--state) nothing is stored later: past its deadline a record has no object.
+        leaving = {**found.settled, **({r.name: 0 for r in found.overdue} if self.reader is None else {})}
+        rival = lg.rival(view, mine, leaving)
+        if rival is not None:
+            self.unanswered["busy"] += 1
+            raise Unanswerable(f"another NodeOverlay {rival.name} (uid {rival.uid}) is being admitted right now; "
+                               "retry in a few seconds")
+        updated = lg.admit(view, mine, leaving, self.max_pending)
+        if updated is None:
+            self.unanswered["busy"] += 1
+            raise Unanswerable(f"{len(view.records)} NodeOverlay admissions are in flight, the most the ledger "
+                               "holds; retry in a few seconds")
+        if self._left(ends) < MIN_WRITE:
+            self.unanswered["budget"] += 1
+            raise Unanswerable(f"the decision did not finish within {self.budget:g}s; retry in a few seconds")
+        try:
+            stored = await self._within(self.ledger.put(updated, self._left(ends)), ends)
+        except Conflict:
+            self.ledger_writes["conflict"] += 1
+            return None
+        except (Unanswerable, TimeoutError):
+            raise
+        except Exception as exc:
+            self.unanswered["ledger"] += 1
+            raise Unanswerable(f"cannot record the admission in the ledger ({type(exc).__name__}); retry") from exc
+        self.ledger_writes["written"] += 1
+        self._observe(stored)
+        if mine.name in report.overlays:
+            # Its own checks, for the requests that judge its record as an extra.
+            live = {r.digest for r in stored.records}
+            self._checked = {d: c for d, c in self._checked.items() if d in live}
+            self._checked[mine.digest] = report.overlays[mine.name]
+        return stored
+
+    async def _settle(self, view: lg.Ledger, overdue: list[lg.Record], settled: Mapping[str, int],
+                      ends: float) -> lg.Ledger | None:
+        """Read the overdue records a denial rests on; take out those the API server does not have as
+        recorded, and the `settled` ones. The ledger afterwards (read again after a 409), or None when
+        every one stays."""
+        if self.reader is None:
+            lives: list[Mapping[str, Any] | None] = [None] * len(overdue)
+        else:
+            try:
+                lives = list(await self._within(asyncio.gather(*(self.reader(*r.key) for r in overdue)), ends))
+            except (Unanswerable, TimeoutError):
+                raise
+            except Exception:
+                return None  # cannot be told: the records stay, and so does the denial
+        leaving = {**settled, **{r.name: at for r, live in zip(overdue, lives, strict=True)
+                                 if (at := lg.verdict(r, live)) is not None}}
+        if not leaving:
+            return None
+        log.info("a denial rested on records whose object is not stored as recorded; judging again without them",
+                 extra={"fields": {"records": sorted(leaving)}})
+        try:
+            return self._observe(await self._within(self.ledger.put(lg.without(view, leaving),
+                                                                    self._left(ends)), ends))
+        except Conflict:
+            return await self._read_ledger(ends)
+
+    async def _confirm(self, keys: list[Key], subject: findings.ObjectRef, ends: float) -> frozenset[Key]:
+        """Read the cached objects a denial rests on; returns those the API server no longer has."""
+        assert self.reader is not None
+        self.confirmations += 1
+        try:
+            results = await self._within(asyncio.gather(*(self.reader(*k) for k in keys), return_exceptions=True),
+                                         ends)
+        except TimeoutError:
+            return frozenset()
+        stale = frozenset(k for k, r in zip(keys, results, strict=True) if r is None)
+        for k, r in zip(keys, results, strict=True):
+            if isinstance(r, BaseException):
+                log.warning("cannot confirm an object a denial rests on; the denial stands", extra={
+                    "fields": {"object": f"{k[0]}/{k[1]}", "error": f"{type(r).__name__}: {r}"[:300]}})
+        if stale:
+            self.stale_objects += len(stale)
+            log.info("a denial rested on objects the API server does not have; judging again without them",
+                     extra={"fields": {"candidate": subject.name, "staleInCache": sorted(f"{k[0]}/{k[1]}"
+                                                                                         for k in stale)}})
+        return stale
 
     async def assess(self, pool: Mapping[str, Any]) -> ev.Report:
-        """What a NodePool change does to the overlays, held ones included (a NodePool applied
-        right after an overlay must see it); never held itself: NodePools are not denied."""
+        """What a NodePool change does to the overlays, recorded ones included (a NodePool applied
+        right after an overlay must see it); never recorded itself: NodePools are not denied."""
         snap = self._snapshot
         if snap.prepared is None or self._catalog is None:
             raise NotReady("the cluster state has not been synced yet")
-        basis = store.including(snap.basis, snap.pending, self._clock())
+        basis = store.including(snap.basis, lg.holds(self.view))
         prepared = snap.prepared
         if basis is not snap.basis:
             prepared = await asyncio.to_thread(ev.prepare, store.documents(basis), self._catalog, prepared,

@@ -1,6 +1,6 @@
-"""Pure bookkeeping of the cluster-state cache: watch events, pending admissions, and which
-objects a request has to be judged against. No I/O and no clock of its own (callers pass
-`now`), so every rule here is tested without a cluster or an event loop."""
+"""Pure bookkeeping of the cluster-state cache: watch events, and which objects a request has to
+be judged against (the cache's plus the admissions in flight). No I/O and no clock, so every rule
+here is tested without a cluster or an event loop."""
 
 from __future__ import annotations
 
@@ -125,29 +125,9 @@ def handle(store: Store, kind: str, event: Mapping[str, Any]) -> Transition:
     return Transition(out, changed, rv)
 
 
-@dataclasses.dataclass(frozen=True)
-class Pending:
-    """An admitted object the watch has not delivered yet."""
-
-    stored: Stored
-    expires: float
-    uid: str
-
-
-Holds = Mapping[Key, Pending]
+# Objects admitted and not (known to be) stored yet: the ledger's records (webhook/ledger.py).
+Holds = Mapping[Key, Stored]
 MAX_PENDING = 64
-
-
-def hold(pending: Holds, key: Key, obj: Mapping[str, Any], uid: str, now: float, ttl: float,
-         cap: int = MAX_PENDING) -> Holds:
-    """Add a hold; past `cap` holds the oldest go first (each hold joins every later evaluation,
-    and anyone who can reach the port can add them)."""
-    out = {k: p for k, p in pending.items() if p.expires > now and k != key}
-    out[key] = Pending(stored(obj), now + ttl, uid)
-    if len(out) > cap:
-        keep = sorted(out, key=lambda k: out[k].expires)[len(out) - cap:]
-        out = {k: out[k] for k in keep}
-    return out
 
 
 def uid_of(obj: Any) -> str | None:
@@ -156,48 +136,12 @@ def uid_of(obj: Any) -> str | None:
     return uid if isinstance(uid, str) and uid else None
 
 
-def release(pending: Holds, key: Key, deleted: Mapping[str, Any]) -> Holds:
-    """A watch DELETE of `key` ends its hold, unless both carry a uid and they differ (the
-    DELETE of an older incarnation, e.g. under `kubectl replace --force`)."""
-    held = pending.get(key)
-    if held is None:
-        return pending
-    gone, mine = uid_of(deleted), uid_of(held.stored.obj)
-    if gone is not None and mine is not None and gone != mine:
-        return pending
-    return {k: p for k, p in pending.items() if k != key}
-
-
-def drop(pending: Holds, keys: Iterable[Key]) -> Holds:
-    gone = set(keys)
-    return {k: p for k, p in pending.items() if k not in gone}
-
-
-def confirms(held: Pending, live: Mapping[str, Any] | None) -> bool:
-    """The API server's copy is the version that was held (what the simulation reads of it)."""
-    return live is not None and semantic(live) == held.stored.semantic
-
-
-def settle(pending: Holds, basis: Store, now: float) -> Holds:
-    """Drop holds the snapshot now contains verbatim (the watch confirmed them) or that expired
-    (the API server never stored them, e.g. a later webhook or quota refused the request). A
-    different version of the same object does not confirm: it may be an older event still in
-    flight, so the hold stays until its TTL."""
-    out = {}
-    for key, p in pending.items():
-        confirmed = key in basis and basis[key].semantic == p.stored.semantic
-        if not confirmed and p.expires > now:
-            out[key] = p
-    return out
-
-
-def including(basis: Store, pending: Holds, now: float) -> Store:
-    """The stored objects with the live holds in place: what a NodePool change is judged
-    against, since an overlay admitted a moment ago is as real to it as a stored one. `basis`
-    itself when no hold adds anything."""
-    held = {k: p.stored for k, p in sorted(pending.items())
-            if p.expires > now and (k not in basis or basis[k].semantic != p.stored.semantic)}
-    return {**basis, **held} if held else basis
+def including(basis: Store, held: Holds) -> Store:
+    """The stored objects with the held ones in place: what a NodePool change is judged against,
+    since an overlay admitted a moment ago is as real to it as a stored one. `basis` itself when no
+    hold adds anything."""
+    extra = {k: h for k, h in sorted(held.items()) if k not in basis or basis[k].semantic != h.semantic}
+    return {**basis, **extra} if extra else basis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +151,7 @@ class Plan:
     `extras`: held overlays the snapshot's Prepared does not contain yet; they join the
     evaluation as fellow candidates and only findings involving the real candidate are kept.
     `rebase`: the snapshot holds a different previous version of the candidate than the
-    request says (a stale cache, an UPDATE of a still-pending object, a CREATE over a name the
+    request says (a stale cache, an UPDATE of an object only recorded so far, a CREATE over a name the
     cache still has), so a Prepared with `previous` in its place must be built first.
     """
 
@@ -216,11 +160,10 @@ class Plan:
     previous: Stored | None
 
 
-def plan(basis: Store, pending: Holds, key: Key, operation: str, old: Mapping[str, Any] | None,
-         now: float) -> Plan:
-    extras = tuple(p.stored.obj for k, p in sorted(pending.items())
-                   if k != key and k[0] == model.NODEOVERLAY and p.expires > now
-                   and (k not in basis or basis[k].semantic != p.stored.semantic)) if pending else ()
+def plan(basis: Store, held: Holds, key: Key, operation: str, old: Mapping[str, Any] | None) -> Plan:
+    extras = tuple(h.obj for k, h in sorted(held.items())
+                   if k != key and k[0] == model.NODEOVERLAY
+                   and (k not in basis or basis[k].semantic != h.semantic)) if held else ()
     current = basis.get(key)
     if operation == "UPDATE" and old is not None:
         previous: Stored | None = stored(old)

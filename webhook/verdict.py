@@ -128,13 +128,25 @@ def audit(report: ev.Report, label: str) -> dict[str, str]:
     return out
 
 
-def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool) -> Verdict:
+def being_admitted(names: Sequence[str]) -> str:
+    """Why a denial that rests only on admissions in flight may not stand for long."""
+    objects = ", ".join(f"NodeOverlay {n}" for n in names)
+    verb = "is" if len(names) == 1 else "are"
+    return (f"{objects} {verb} being admitted right now and not stored yet: if the API server refuses it, "
+            "retry in a few seconds")
+
+
+def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool,
+            in_flight: Sequence[str] = ()) -> Verdict:
+    """`in_flight`: the errors rest only on these overlays, admitted and not stored yet (the denial says so)."""
     errors = report.errors()
     rest = [f for f in report.findings if f.severity < findings.Severity.ERROR]
     notes = list(report.notes)
     if errors and enforce:
-        return Verdict(False, denial(subject, errors), tuple(warnings(rest, notes, subject=subject)),
-                       len(errors))
+        text = denial(subject, errors)
+        if in_flight:
+            text += "; " + being_admitted(in_flight)
+        return Verdict(False, text, tuple(warnings(rest, notes, subject=subject)), len(errors))
     lines = warnings(errors, subject=subject, as_error="not enforced (warn mode): ") if errors else []
     lines += warnings(rest, notes, subject=subject)
     return Verdict(True, "", tuple(lines[:MAX_WARNINGS]), len(errors))

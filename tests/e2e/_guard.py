@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ruamel.yaml import YAML
 
@@ -206,6 +206,8 @@ class Webhook:
         self.extra_args = tuple(extra_args)
         self.port = _cluster.free_port()
         self.metrics_port = _cluster.free_port()
+        while self.metrics_port == self.port:  # the kernel may hand a just-released port out again
+            self.metrics_port = _cluster.free_port()
         self.log_path = plane.log_dir / f"webhook-{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._tls = ssl.create_default_context(cafile=str(certs.ca))
@@ -297,6 +299,20 @@ class Webhook:
         return _cluster.log_tail(self.log_path, lines)
 
 
+class Endpoint(Protocol):
+    """What the API server can be routed to: one webhook, or a proxy in front of several."""
+
+    name: str
+
+    @property
+    def url(self) -> str: ...
+
+    def admissions(self) -> float: ...
+
+
+E = TypeVar("E", bound=Endpoint)
+
+
 class Guard:
     """The main webhook, its registration, and any extra webhooks a scenario starts."""
 
@@ -316,7 +332,7 @@ class Guard:
     def logs(self) -> list[Path]:
         return [h.log_path for h in (self.webhook, *self.extra)]
 
-    def _config_file(self, hook: Webhook) -> Path:
+    def _config_file(self, hook: Endpoint) -> Path:
         path = self._configs.get(hook.url)
         if path is None:
             docs = webhook_configurations(self.plane, self.certs, hook.url)
@@ -325,7 +341,7 @@ class Guard:
             self._configs[hook.url] = path
         return path
 
-    def route_to(self, hook: Webhook) -> None:
+    def route_to(self, hook: Endpoint) -> None:
         """Register `hook` by URL and return once the API server calls it."""
         self.plane.kubectl("apply", "-f", str(self._config_file(hook)))
         self.wait_effective(hook)
@@ -336,7 +352,7 @@ class Guard:
         self.wait_effective(None)
 
     @contextlib.contextmanager
-    def routed_to(self, hook: Webhook) -> Iterator[Webhook]:
+    def routed_to(self, hook: E) -> Iterator[E]:
         self.route_to(hook)
         try:
             yield hook
@@ -361,7 +377,7 @@ class Guard:
             notes = dict(json.loads(done.stdout)["metadata"].get("annotations") or {})
         return done, notes
 
-    def wait_effective(self, hook: Webhook | None) -> None:
+    def wait_effective(self, hook: Endpoint | None) -> None:
         """Until a probe is answered by `hook` (or, for None, by no webhook at all)."""
         deadline = time.monotonic() + EFFECTIVE_TIMEOUT
         last = ""
@@ -378,15 +394,19 @@ class Guard:
         target = "no webhook" if hook is None else f"webhook {hook.name} ({hook.url})"
         raise ControlPlaneError(f"registration never took effect for {target}; last probe: {last}")
 
-    def wait_pool_visible(self, pool: str, timeout: float = 30.0) -> None:
+    def wait_pool_visible(self, pool: str, timeout: float = 30.0, times: int = 6) -> None:
         """Until the routed webhook's snapshot knows NodePool `pool` (an overlay scoped to it
-        matches cells): a verdict taken earlier would see an empty pool and no conflict."""
+        matches cells): a verdict taken earlier would see an empty pool and no conflict. `times`
+        probes in a row, so that behind a round-robin proxy every replica has it."""
         deadline = time.monotonic() + timeout
+        seen = 0
         while time.monotonic() < deadline:
             done, notes = self.probe(pool)
-            if done.returncode == 0 and notes.get(ANNOTATIONS + "cells-matched", "0") != "0":
+            seen = seen + 1 if done.returncode == 0 and notes.get(ANNOTATIONS + "cells-matched", "0") != "0" else 0
+            if seen >= times:
                 return
-            time.sleep(0.2)
+            if not seen:
+                time.sleep(0.2)
         raise AssertionError(f"the webhook never saw NodePool {pool}")
 
     def new_pool(self, test: str, labels: Mapping[str, str] | None = None) -> str:

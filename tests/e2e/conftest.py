@@ -66,6 +66,8 @@ def guard(control_plane: ControlPlane, crds: _crds.Crds,
     running = Guard(control_plane, certs)
     _guards.append(running)
     try:
+        # The guard's namespace, as the manifests create it: the admissions ledger's Lease lives there.
+        control_plane.kubectl("create", "namespace", "overlay-guard", check=False)
         running.webhook.start()
         running.route_to(running.webhook)
     except ControlPlaneError as exc:
