@@ -14,12 +14,10 @@ import io
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 from lint import completion, formats, junit, sarif, views
-from lint import report as html_report
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import effects, explain, hints
@@ -81,6 +79,15 @@ class _Many(argparse.Action):
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *items])
 
 
+class _Version(argparse.Action):
+    """--version, the package's version read only when asked: its metadata lookup cost every run 20 ms."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"{parser.prog} {sarif.version()}\n")
+        parser.exit()
+
+
 def _size(text: str) -> int:
     try:
         return files.parse_size(text)
@@ -112,7 +119,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description="Lint and simulate Karpenter NodeOverlays offline or in a cluster.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {sarif.version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = sub.add_parser("check", help="report conflicts and invalid overlays",
@@ -321,6 +328,8 @@ def _report(run: _Run) -> int:
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
     result = formats.Output(found, run.table, loaded.objects, loaded.ignored, notes, loaded.skipped)
+    from lint import report as html_report  # the page's code, only for the command that writes it
+
     run.out.write(html_report.render(result, report, effects.effects(report)))
     return status
 
@@ -330,6 +339,8 @@ _COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "repor
 
 def write_output(path: str, text: str) -> None:
     """Replace `path` whole: a CI step never reads a half-written report."""
+    import tempfile
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".overlay-lint-")

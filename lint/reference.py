@@ -1,6 +1,7 @@
 """Reference documents made from the core's own lists: the README's code table and the JSON Schema of
 `overlay-lint check --format json` (from the finding codes), and the JSON Schema of
-`overlay-lint simulate --format json` (from Karpenter's overlay states). All are committed; `make reference`
+`overlay-lint simulate --format json` (from Karpenter's overlay states), and the JSON twin of each YAML file of the
+core's package data (read at start-up instead of the YAML). All are committed; `make reference`
 rewrites them and tests/test_reference.py fails when a committed copy differs from what this module makes."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ruamel.yaml import YAML
+
 from simulation import codes
 from simulation.semantics import merge
 
@@ -18,6 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SCHEMA = pathlib.Path(__file__).resolve().parent / "schemas" / "check-output.schema.json"
 SIMULATE_SCHEMA = SCHEMA.parent / "simulate-output.schema.json"
+PACKAGE_DATA = ROOT / "simulation" / "data"
 # The README table sits between these two lines, so regenerating it leaves the prose around it alone.
 TABLE_START = "<!-- finding-codes:start (made by `make reference` from simulation/codes.py) -->"
 TABLE_END = "<!-- finding-codes:end -->"
@@ -189,6 +193,14 @@ def simulate_schema_text() -> str:
     return json.dumps(simulate_output_schema(), indent=2) + "\n"
 
 
+def json_twins() -> dict[pathlib.Path, str]:
+    """Per YAML file of the package data, its JSON twin (packagedata.yaml_twin): the same value, parsed as the
+    core parsed the YAML before (YAML 1.2 safe, pure Python)."""
+    return {path.with_name(path.name + ".json"):
+            json.dumps(YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8")), indent=1) + "\n"
+            for path in sorted(PACKAGE_DATA.glob("*.yaml"))}
+
+
 def main(argv: Sequence[str]) -> int:
     """Rewrite the committed copies (no arguments), or with --check report which ones are stale."""
     check = list(argv) == ["--check"]
@@ -196,7 +208,8 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write("usage: python -m lint.reference [--check]\n")
         return 2
     readme = README.read_text(encoding="utf-8")
-    wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text()}
+    wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text(),
+              **json_twins()}
     stale = [path for path, text in wanted.items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in stale:

@@ -184,7 +184,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:
         grid = previous.grid
     else:
-        grid = cells.build(catalog, pools)
+        grid = cells.build(catalog, pools, previous.grid if previous is not None else None)
     comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
     known = previous.overlays if comparable and previous is not None else {}
     overlays: dict[str, Checked] = {}
@@ -224,7 +224,8 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         merged = {p.name: p for p in prepared.pools if not p.implicit}
         merged.update({p.name: p for p in _pools(pool_docs)})
         pools = sorted(merged.values(), key=lambda p: p.name) or [model.IMPLICIT_NODEPOOL]
-        snapshot = dataclasses.replace(prepared, grid=cells.build(prepared.catalog, pools), pools=tuple(pools))
+        snapshot = dataclasses.replace(prepared, grid=cells.build(prepared.catalog, pools, prepared.grid),
+                                       pools=tuple(pools))
     # The full run reads every overlay: a plain dict. One request reads a few: the change over the snapshot.
     whole = full or bool(pool_docs) or not prepared.overlays
     fresh: dict[str, Checked] = {}
