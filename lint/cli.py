@@ -8,6 +8,7 @@ it can be called from tests and other programs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import gc
 import io
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, formats, junit, sarif, views
+from lint import changes, completion, formats, junit, sarif, views
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import effects, explain, hints
@@ -128,6 +129,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     check.add_argument("--existing", action=_Many, paths=True, default=[], metavar="PATH",
                        help="objects already in the cluster (files; repeat or comma-separate); a candidate "
                             "with the same name replaces its existing version")
+    check.add_argument("--against", action=_Many, paths=True, default=[], metavar="PATH",
+                       help="the rest of the repository: the objects under PATH in files other than the given "
+                            "ones, judged against as --existing (a pre-commit hook's staged files against the "
+                            "committed ones); their own problems are not reported")
+    check.add_argument("--changed-since", metavar="REF",
+                       help="a pull request's mode: check the files under the PATHs that changed since git REF "
+                            "(from its merge base with HEAD) against the rest of the PATHs (--against)")
     check.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default text)")
     check.add_argument("--fail-on", choices=("error", "warning"), default="error",
                        help="lowest severity that makes the exit status 1 (default error)")
@@ -178,6 +186,22 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Name
     return args
 
 
+def _rest(candidates: Loaded, existing: Loaded, rest: Loaded) -> list[str]:
+    """The rest of a repository joins what the candidates are judged against. Its own problems are not the
+    change's: they are counted in a note (a whole-tree check reports them). An object of a candidate's kind and
+    name there is a second copy in the repository, not an earlier version: it joins the candidates, so that the
+    core reports the duplicate."""
+    named = {(model.kind_of(d.obj), model.name_of(d.obj)) for d in candidates.documents}
+    copies = [d for d in rest.documents if (model.kind_of(d.obj), model.name_of(d.obj)) in named]
+    candidates.documents += [dataclasses.replace(d, candidate=True) for d in copies]
+    existing.documents += [d for d in rest.documents if d not in copies]
+    existing.instance_types += rest.instance_types
+    existing.ignored += rest.ignored
+    problems = len(rest.problems) + len(rest.notes)
+    return [f"{problems} problem(s) in the rest of the repository (--against) not reported here: "
+            "`overlay-lint check` on those files reports them"] if problems else []
+
+
 class _Run:
     """One invocation: the handle table, the loader and the streams."""
 
@@ -200,13 +224,25 @@ class _Run:
             raise UsageError("--kubeconfig and --context only apply with --cluster")
         if not args.paths and not args.cluster:
             raise UsageError("give at least one PATH (or - for stdin), or --cluster")
-        candidates = self.loader.load(args.paths) if args.paths else Loaded()
+        paths, against = args.paths, getattr(args, "against", [])
+        notes: list[str] = []
+        if getattr(args, "changed_since", None) is not None:
+            if files.STDIN in paths:
+                raise UsageError("--changed-since takes directories and files, not - (stdin)")
+            try:
+                paths, against = changes.changed_files(args.changed_since, paths), [*against, *paths]
+            except changes.ChangesError as err:
+                raise files.InputError(str(err)) from None
+            notes.append(f"{len(paths)} file(s) changed since {args.changed_since}, checked against the rest")
+        candidates = self.loader.load(paths) if paths else Loaded()
         existing_paths = getattr(args, "existing", [])
         existing = self.loader.load(existing_paths, candidate=False) if existing_paths else Loaded()
-        notes: list[str] = []
+        if against:
+            notes += _rest(candidates, existing, self.loader.load(against, candidate=False, rest=True))
         if args.cluster:
-            objects, notes = kube.read(args.kubeconfig, args.context)
-            audit = not args.paths
+            objects, unread = kube.read(args.kubeconfig, args.context)
+            notes += unread
+            audit = not args.paths and getattr(args, "changed_since", None) is None
             (candidates if audit else existing).extend(self.loader.add_objects(objects, candidate=audit))
         return candidates, existing, notes
 
@@ -243,7 +279,7 @@ class _Run:
         gc.freeze()
         report = ev.evaluate(candidates.documents, prepared)
         candidates.problems += existing.problems
-        return candidates, report, catalog, [*notes, *report.notes]
+        return candidates, report, catalog, [*candidates.notes, *existing.notes, *notes, *report.notes]
 
     def subjects(self, loaded: Loaded) -> list[junit.Subject]:
         out = []
