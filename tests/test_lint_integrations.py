@@ -89,15 +89,18 @@ def _inputs(inputs: dict[str, str], action_path: str) -> dict[str, str]:
     return values
 
 
-def _run_action(installer: dict[str, str], tmp_path: pathlib.Path, inputs: dict[str, str]) -> tuple[
+def _run_action(installer: dict[str, str], tmp_path: pathlib.Path, inputs: dict[str, str],
+                work: pathlib.Path | None = None) -> tuple[
         list[tuple[str, subprocess.CompletedProcess[str] | None]], dict[str, str]]:
-    """Every `run:` step in order, as the runner would: stop at the first failing one."""
+    """Every `run:` step in order, as the runner would: stop at the first failing one. `work`: the checked-out
+    repository (default: a copy of examples/)."""
     env = json.loads(installer["env"])
     tmp_path.mkdir(parents=True, exist_ok=True)
     output_file = tmp_path / "github-output"
     output_file.touch()
-    work = tmp_path / "workspace"
-    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
+    if work is None:
+        work = tmp_path / "workspace"
+        shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
     done = []
     values = _inputs(inputs, installer["source"])
     for step in _yaml(ROOT / "action.yml")["runs"]["steps"]:
@@ -172,11 +175,12 @@ def _gitlab_script(variables: dict[str, str]) -> tuple[str, dict[str, str]]:
     return "\n".join(job["script"]), {**template["variables"], **variables}
 
 
-def _run_gitlab(installer: dict[str, str], tmp_path: pathlib.Path,
-                variables: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], pathlib.Path]:
+def _run_gitlab(installer: dict[str, str], tmp_path: pathlib.Path, variables: dict[str, str],
+                work: pathlib.Path | None = None) -> tuple[subprocess.CompletedProcess[str], pathlib.Path]:
     script, env_vars = _gitlab_script({"OVERLAY_LINT_PACKAGE": installer["source"], **variables})
-    work = tmp_path / "project"
-    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
+    if work is None:
+        work = tmp_path / "project"
+        shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
     # pip is the install environment's: GitLab's python image has it on PATH as `python -m pip`.
     result = _bash(script, {**json.loads(installer["env"]), **env_vars}, work)
     return result, work / "overlay-lint.junit.xml"
@@ -197,6 +201,66 @@ def test_gitlab_template_clean_run(installer: dict[str, str], tmp_path: pathlib.
     result, report = _run_gitlab(installer, tmp_path, {
         "OVERLAY_LINT_PATHS": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml",
         "OVERLAY_LINT_EXISTING": f"{EXAMPLES}/team-chargeback.yaml"})
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert ET.parse(report).getroot().get("failures") == "0"
+
+
+# --- a pull request's change against the rest of the repository -----------------------------------------
+
+SAVINGS_PLAN = """\
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: savings-plan-m5}
+spec:
+  weight: %d
+  requirements:
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+  priceAdjustment: "-20%%"
+"""
+RESERVED = SAVINGS_PLAN.replace("savings-plan-m5", "reserved-m5").replace("-20%", "-10%")
+
+
+def _pull_request(tmp_path: pathlib.Path, weight: int) -> tuple[pathlib.Path, str]:
+    """A repository whose base commit holds an overlay at weight 10 and a broken file elsewhere, and a pull
+    request adding a Savings-Plan overlay at `weight`; and the base commit."""
+    work = tmp_path / "checkout"
+    (work / "clusters" / "prod").mkdir(parents=True)
+    (work / "clusters" / "prod" / "reserved.yaml").write_text(RESERVED % 10)
+    (work / "clusters" / "staging").mkdir()
+    (work / "clusters" / "staging" / "broken.yaml").write_text("kind: NodeOverlay\nmetadata: [\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, timeout=60)
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+    (work / "clusters" / "prod" / "savings-plan.yaml").write_text(SAVINGS_PLAN % weight)
+    for args in (["add", "-A"], ["commit", "-q", "-m", "pull request"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, timeout=60)
+    return work, base
+
+
+def test_github_action_pull_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    work, base = _pull_request(tmp_path / "conflict", 10)
+    done, outputs = _run_action(installer, tmp_path / "conflict", {"changed-since": base}, work)
+    assert outputs == {"exit-code": "1"}, _errors(done)
+    results = json.loads((work / "overlay-lint.sarif").read_text())["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"same-weight-conflict"}
+    # The whole-tree mode (no changed-since) reports the broken file the pull request did not touch too.
+    done, outputs = _run_action(installer, tmp_path / "whole", {}, _pull_request(tmp_path / "whole", 20)[0])
+    assert outputs == {"exit-code": "1"}
+    work, base = _pull_request(tmp_path / "clean", 20)
+    done, outputs = _run_action(installer, tmp_path / "clean", {"changed-since": base}, work)
+    assert outputs == {"exit-code": "0"}, _errors(done)
+
+
+def test_gitlab_template_merge_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    work, base = _pull_request(tmp_path / "conflict", 10)
+    result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_CHANGED_SINCE": base}, work)
+    assert result.returncode == 1 and "same-weight-conflict" in result.stdout, result.stderr[-2000:]
+    assert "parse-error" not in result.stdout
+    work, base = _pull_request(tmp_path / "clean", 20)
+    result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_CHANGED_SINCE": base}, work)
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     assert ET.parse(report).getroot().get("failures") == "0"
 
