@@ -90,7 +90,7 @@ class Loader:
                 self._stdin_used = True
             else:
                 real = os.path.realpath(source.path)
-                if rest and (real in self.read or source.kustomization and self._holds_read(real)):
+                if rest and (real in self.read or (source.kustomization and self._holds_read(real))):
                     continue
                 self.read.add(real)
             if source.kustomization:
