@@ -428,7 +428,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         err.write(f"{prog}: interrupted\n")
         return 130
     except BrokenPipeError:
-        return 1
+        # The reader went away (`| head`): it has what it wanted, as with other command-line tools. Not 1, which
+        # means findings.
+        return 0
     except Exception as bug:  # exit 1 means findings: a crash must never look like one
         err.write(f"{prog}: internal error: {type(bug).__name__}: {_one_line(bug)}\n")
         return 2
@@ -457,7 +459,6 @@ def finish(status: int) -> NoReturn:
         # The reader went away (`| head`): exit quietly, as other Unix tools do, instead of a
         # second error when the interpreter flushes stdout on the way out.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = status or 1
     raise SystemExit(status)
 
 

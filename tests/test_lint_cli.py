@@ -273,3 +273,12 @@ def test_simulate_and_explain_report_input_errors_on_stderr(tmp_path: pathlib.Pa
 def test_simulate_text_without_changes(tmp_path: pathlib.Path) -> None:
     code, out, _ = run("simulate", write(tmp_path, "np.yaml", nodepool("p")))
     assert code == 0 and "no NodeOverlays" in out and "no instance type is changed" in out
+
+
+def test_a_closed_stdout_is_exit_0_without_a_message() -> None:
+    """`overlay-lint simulate ... | head`: the reader has what it wanted; 1 stays "findings". The output (megabytes)
+    outgrows the pipe's buffer, so the write meets the closed pipe."""
+    script = (f"{sys.executable} -m lint simulate {ROOT / 'examples'} --format json | head -c 1 >/dev/null; "
+              "echo \"${PIPESTATUS[0]}\"")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert (done.stdout.strip(), done.stderr.count("Error"), done.stderr.count("Traceback")) == ("0", 0, 0)
