@@ -96,7 +96,8 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 10485760, 10Mi)") from None
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
+    """`writes_file`: the command's output is a file (report), so -o is required."""
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="files, directories (recursive: *.yaml, *.yml, *.json) or - for stdin")
     p.add_argument("--catalog", metavar="FILE",
@@ -115,7 +116,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster (default: $KUBECONFIG, "
                                                         "~/.kube/config, or the pod's service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster (default: the current one)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+    if writes_file:
+        p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
+    else:
+        p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -160,7 +164,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     page = sub.add_parser("report", help="write one self-contained HTML page for people",
                           description="Overlays by verdict, conflicts with witnesses, price effect per "
                                       "NodePool and matched cells, as one offline HTML page (-o FILE.html).")
-    _common(page)
+    _common(page, writes_file=True)
 
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
@@ -358,8 +362,6 @@ def _explain(run: _Run) -> int:
 
 
 def _report(run: _Run) -> int:
-    if run.args.output is None:
-        raise UsageError("report writes a file: give -o FILE.html")
     loaded, report, _, notes = run.evaluate()
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))

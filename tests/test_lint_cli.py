@@ -282,3 +282,21 @@ def test_a_closed_stdout_is_exit_0_without_a_message() -> None:
               "echo \"${PIPESTATUS[0]}\"")
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert (done.stdout.strip(), done.stderr.count("Error"), done.stderr.count("Traceback")) == ("0", 0, 0)
+
+
+def test_report_counts_in_the_singular(tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "report.html"
+    path = write(tmp_path, "o.yaml", nodepool("general"), overlay("bad", 0))
+    run("report", path, "-o", str(page))
+    text = page.read_text()
+    assert 'data-errors="1">1 error</span>' in text and 'data-nodepools="1">1 NodePool</span>' in text
+
+
+def test_report_help_shows_output_required() -> None:
+    out = io.StringIO()
+    parser = cli.build_parser()
+    report = cli.completion.subcommands(parser)["report"]
+    out.write(report.format_usage())
+    assert " -o FILE" in out.getvalue() and "[-o FILE]" not in out.getvalue()
+    code, _, err = run("report", BASIC)
+    assert code == 2 and "-o/--output" in err
