@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from sources import tree
 
-# A Go template action: `{{`, optional `-` and a space, then anything up to `}}` on the same line. YAML and JSON
-# manifests of our kinds never hold one (label values, names and quantities cannot contain braces).
-_ACTION = re.compile(r"\{\{-?.*?-?\}\}")
+# A Go template action on a line that is not a YAML comment: `{{`, an optional `-`, something (Go refuses an empty
+# action, and `{{}}` is a YAML flow mapping in a key), then `}}` on the same line. YAML and JSON manifests of our
+# kinds never hold one (label values, names and quantities cannot contain braces).
+_ACTION = re.compile(r"^(?![ \t]*#).*?\{\{-?\s*[^\s}].*?\}\}", re.MULTILINE)
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 # A kustomization's entries that may name another kustomization directory.
 _REFERENCES = ("resources", "bases", "components")

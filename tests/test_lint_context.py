@@ -208,3 +208,13 @@ def test_a_kustomization_kustomize_refuses_is_a_parse_error(tmp_path: pathlib.Pa
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     code, out, _ = run("check", str(root), "--format", "json")
     assert code == 1 and codes(out) == ["parse-error"]
+
+
+@pytest.mark.parametrize(("text", "template"), [
+    ("name: {{ .Release.Name }}", True), ("  {{- if .Values.enabled }}", True), ("{{/* a comment */}}", True),
+    ("# mentions {{ .Values.x }} in a comment", False), ("capacity: {{}}", False), ("spec: {weight: 1}", False),
+])
+def test_what_counts_as_a_go_template(text: str, template: bool) -> None:
+    from sources import templates
+
+    assert templates.is_template(f"kind: NodeOverlay\n{text}\n") is template
