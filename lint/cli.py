@@ -310,10 +310,25 @@ class _Run:
             self.err.write(f"note: {note}\n")
 
 
+def _first_copies(found: Sequence[findings.Finding], table: Table) -> list[findings.Finding]:
+    """A duplicate's `detail.first` (the core's handle of the first copy) as that copy's file:line."""
+    out = []
+    for f in found:
+        detail = dict(f.detail)
+        if f.code == "duplicate-object" and detail.get("first", "").isdigit():
+            origin = table[int(detail["first"])]
+            position = origin.locate(()) if origin.file is not None else None
+            where = f"{origin.file}:{position[0]}" if position is not None else (origin.file or "the cluster")
+            f = dataclasses.replace(f, detail=tuple(sorted({**detail, "first": where}.items())),
+                                    message=f"{f.message}; the first copy is at {where}")
+        out.append(f)
+    return out
+
+
 def _check(run: _Run) -> int:
     args = run.args
     candidates, report, _, notes = run.evaluate()
-    found = findings.ordered(hints.attach([*candidates.problems, *report.findings]))
+    found = findings.ordered(hints.attach(_first_copies([*candidates.problems, *report.findings], run.table)))
     threshold = Severity.parse(args.fail_on)
     result = formats.Output(found, run.table, candidates.objects, candidates.ignored, notes,
                             candidates.skipped, run.subjects(candidates), threshold)

@@ -396,7 +396,8 @@ def _keyed(snapshot: Prepared, prepared: Prepared, changed: Sequence[str]) -> Ma
 
 
 def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
-    """Two candidates with the same kind and name: the later one is reported and ignored."""
+    """Two candidates with the same kind and name: the later one is reported and ignored. `detail.first` is the
+    first copy's source handle (the linter turns it into its file and line)."""
     out = []
     first: dict[tuple[str, str], Document] = {}
     for doc in docs:
@@ -408,7 +409,8 @@ def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
             ref = findings.ObjectRef(kind, name)
             out.append(findings.make(
                 "duplicate-object", ref, ("metadata", "name"),
-                f"{kind} {name} is defined twice; this copy is ignored",
+                f"{kind} {name} is defined twice; the checks read the first copy and ignore this one, but "
+                f"`kubectl apply -f` keeps the copy it applies last (this one, in a directory's order)",
                 related=[ref], source=doc.source, detail={"first": str(earlier.source)}))
     return out
 

@@ -300,3 +300,13 @@ def test_report_help_shows_output_required() -> None:
     assert " -o FILE" in out.getvalue() and "[-o FILE]" not in out.getvalue()
     code, _, err = run("report", BASIC)
     assert code == 2 and "-o/--output" in err
+
+
+def test_duplicate_names_the_first_copys_file_and_line(tmp_path: pathlib.Path) -> None:
+    first = tmp_path / "a.yaml"
+    first.write_text("# the first copy\n---\n" + json.dumps(overlay("twice", 10)), encoding="utf-8")
+    second = write(tmp_path, "b.yaml", overlay("twice", 20))
+    code, out, _ = run("check", str(tmp_path), "--format", "json")
+    (dup,) = [f for f in json.loads(out)["findings"] if f["code"] == "duplicate-object"]
+    assert code == 1 and dup["file"] == second and dup["detail"]["first"] == f"{first}:3"
+    assert "kubectl apply -f" in dup["message"]
