@@ -90,6 +90,9 @@ def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry) -> tuple[find
     found = checks.unknown_labels(grid, e.overlay, keys)
     if not e.cells and (unmatched := checks.no_match(grid, e.overlay, keys)) is not None:
         found.append(unmatched)
+    found += checks.fractional_resources(e.overlay)
+    if (everywhere := checks.price_on_every_type(grid, e)) is not None:
+        found.append(everywhere)
     return tuple(found)
 
 
