@@ -83,9 +83,12 @@ def write_explanation(data: Mapping[str, Any], out: TextIO) -> None:
     if not fields:
         out.write("no overlay matches or nearly matches it\n")
         return
+    out.write("MATCHED: the cells (NodePool, offering or instance type) the overlay matches; WON: those where its "
+              "value is in effect\n")
     for field, entries in fields.items():
         out.write(f"\n{field}:\n")
-        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "CELLS", "WHY"]]
+        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "MATCHED", "WON", "WHY"]]
         rows += [[str(e.get("outcome", "")), str(e.get("overlay", "")), str(e.get("weight", "")),
-                  str(e.get("status", "")), str(e.get("cells", "")), str(e.get("why", ""))] for e in entries]
+                  str(e.get("status", "")), str(e.get("matched", "")), str(e.get("won", "")), str(e.get("why", ""))]
+                 for e in entries]
         out.writelines(line + "\n" for line in table(rows, "  "))

@@ -310,3 +310,15 @@ def test_duplicate_names_the_first_copys_file_and_line(tmp_path: pathlib.Path) -
     (dup,) = [f for f in json.loads(out)["findings"] if f["code"] == "duplicate-object"]
     assert code == 1 and dup["file"] == second and dup["detail"]["first"] == f"{first}:3"
     assert "kubectl apply -f" in dup["message"]
+
+
+def test_explain_counts_matched_and_won_cells_apart(tmp_path: pathlib.Path) -> None:
+    """Two overlays on m5.large's spot offering at different weights: both match it, the higher one wins it."""
+    path = write(tmp_path, "o.yaml", nodepool("p"), overlay("high", 20, family="m5"), overlay("low", 10, family="m5"))
+    code, out, _ = run("explain", path, "--instance-type", "m5.large")
+    assert code == 0
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.strip().startswith(("won", "lost"))}
+    header = next(line.split() for line in out.splitlines() if line.strip().startswith("OUTCOME"))
+    matched, won = header.index("MATCHED"), header.index("WON")
+    assert (rows["high"][matched], rows["high"][won]) == ("1", "1")
+    assert (rows["low"][matched], rows["low"][won]) == ("1", "0")

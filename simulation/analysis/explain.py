@@ -46,8 +46,11 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
         entry = report.entries.get(o.name)
         matched = entry.cells & mask if entry is not None else merge.EMPTY
         for field in _fields(o):
+            # Matched and won: an overlay matches cells it may not hold (a higher one set the field first).
+            # Price is per offering, the rest per (NodePool, instance type): both columns count in the field's unit.
+            counted = matched if field == merge.PRICE else grid.type_cells(matched)
             base = {"overlay": o.name, "weight": o.weight, "status": status,
-                    "cells": matched.bit_count()}
+                    "matched": counted.bit_count(), "won": 0}
             if entry is None:
                 row = {**base, "outcome": "invalid", "why": reason}
             elif not matched:
@@ -81,7 +84,7 @@ def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: merge.Field,
                  claims: Mapping[tuple[str, merge.Field], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
     mine = claims.get((o.name, field), merge.EMPTY) & mask
     if mine:
-        return {**base, "outcome": "won",
+        return {**base, "outcome": "won", "won": mine.bit_count(),
                 "why": f"first in Karpenter's order (weight {o.weight}, then name descending) to set it"}
     winners = sorted({name for (name, f), bits in claims.items()
                       if f == field and name != o.name and bits.intersects(mask)})
@@ -103,4 +106,4 @@ def _near_miss(report: rp.Report, overlay: model.Overlay, mask: cellset.Cells) -
     rest = reqs.from_specs((s.key, s.operator, s.values) for j, s in enumerate(specs) if j != i)
     if not report.grid.match(rest).intersects(mask):
         return None
-    return f"requirement {i} ({r.key} {r.operator} {list(r.values)}) excludes it"
+    return f"requirement {i} ({r.key} {r.operator} [{', '.join(r.values)}]) excludes it"
