@@ -152,6 +152,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                           help="only these NodePools (repeat or comma-separate)")
     simulate.add_argument("--instance-type", action=_Many, default=[], metavar="NAME",
                           help="only these instance types (repeat or comma-separate)")
+    simulate.add_argument("--full", action="store_true",
+                          help="text: every instance type's figures (default without a filter: a summary per "
+                               "overlay and NodePool)")
     simulate.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
     explain_ = sub.add_parser("explain", help="who sets each field of one instance type, and why",
@@ -356,8 +359,10 @@ def _simulate(run: _Run) -> int:
     if run.args.format == "json":
         run.out.write(json.dumps(views.simulation_json(report.status, cells), indent=2))
         run.out.write("\n")
-    else:
+    elif run.args.full or run.args.nodepool or run.args.instance_type:
         views.write_simulation(report.status, cells, run.out)
+    else:
+        views.write_summary(report.status, cells, run.out)
     return status
 
 

@@ -322,3 +322,15 @@ def test_explain_counts_matched_and_won_cells_apart(tmp_path: pathlib.Path) -> N
     matched, won = header.index("MATCHED"), header.index("WON")
     assert (rows["high"][matched], rows["high"][won]) == ("1", "1")
     assert (rows["low"][matched], rows["low"][won]) == ("1", "0")
+
+
+def test_simulate_without_a_filter_is_a_summary(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", nodepool("p"), overlay("broad", 10), overlay("gpu", 20, family="g5"))
+    code, summary, _ = run("simulate", path)
+    assert code == 0 and "TYPES" in summary.splitlines()[0] and "--full" in summary
+    assert "ZONE" not in summary, "no per-type table"
+    rows = {line.split()[0]: line.split()[1:4] for line in summary.splitlines()[1:3]}
+    # broad loses g5.xlarge's spot offering to gpu, and c7g.large has none: it is in effect on m5.large alone.
+    assert rows == {"broad": ["Applied", "1", "1"], "gpu": ["Applied", "1", "1"]}
+    for args in (["--full"], ["--instance-type", "m5.large"], ["--nodepool", "p"]):
+        assert "ZONE" in run("simulate", path, *args)[1], args
