@@ -341,3 +341,109 @@ def test_krew_manifest_matches_the_reproducible_archive(tmp_path: pathlib.Path) 
     env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     shown = subprocess.run([str(launcher), "--help"], capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0 and shown.stdout.startswith("usage: kubectl overlay")
+
+
+# --- the README's "Where to lint" recipes, as written ------------------------------------------------------
+
+README = ROOT / "README.md"
+HELM = pathlib.Path(os.environ.get("OVERLAY_GUARD_CACHE", pathlib.Path.home() / ".cache" / "overlay-guard"))
+
+
+def _recipes() -> list[tuple[str, str]]:
+    """(language, text) of every code block of the README's "Where to lint" section."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Where to lint"):text.index("## overlay-webhook")]
+    return re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+
+
+def test_readme_pre_commit_recipe_is_the_published_hook() -> None:
+    """The recipe as written (repo and rev filled) names the hook .pre-commit-hooks.yaml publishes; the hook
+    itself runs for real in tests/test_lint_precommit.py (pre-commit try-repo, staged against committed files)."""
+    (recipe,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "hooks:" in t]
+    published = {h["id"]: h for h in _yaml(ROOT / ".pre-commit-hooks.yaml")}
+    assert [h["id"] for h in recipe[0]["hooks"]] == ["overlay-lint"]
+    assert published["overlay-lint"]["args"] == ["--against", "."]
+
+
+def _kustomized(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A GitOps checkout: clusters/prod (a kustomization: NodePool and two overlays, the second a pull request's
+    addition), and a Helm chart of overlays with values-prod.yaml."""
+    work, _ = _pull_request(tmp_path, 10)
+    prod = work / "clusters" / "prod"
+    (prod / "nodepools.yaml").write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: general}\nspec:\n  template:\n    spec:\n"
+        "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n")
+    (prod / "kustomization.yaml").write_text("resources: [nodepools.yaml, reserved.yaml, savings-plan.yaml]\n")
+    chart = work / "charts" / "overlays"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: overlays\nversion: 0.1.0\n")
+    (chart / "templates" / "discount.yaml").write_text(
+        "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata:\n  name: {{ .Release.Name }}-discount\n"
+        "spec:\n  weight: {{ .Values.weight }}\n  requirements: []\n  priceAdjustment: {{ .Values.adjustment | quote }}\n")
+    (work / "values-prod.yaml").write_text("weight: 10\nadjustment: '-10%'\n")
+    return work
+
+
+def test_readme_rendering_recipes_run_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    """Each `... | overlay-lint check -` line, run by bash in a checkout. kustomize is kubectl's embedded one when
+    kustomize itself is missing; helm is hack/helm.sh's build. A line whose tool is missing here (flux) or that
+    needs a live cluster (--cluster, tests/e2e) is left out, and the test says which in its name list."""
+    work = _kustomized(tmp_path)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    if not shutil.which("kustomize") and shutil.which("kubectl"):
+        (tools / "kustomize").write_text('#!/bin/sh\n[ "$1" = build ] && shift\nexec kubectl kustomize "$@"\n')
+        (tools / "kustomize").chmod(0o755)
+    helm = next(iter(sorted(HELM.glob("helm-*/helm"))), None)
+    if helm is not None:
+        (tools / "helm").symlink_to(helm)
+    env = {**json.loads(installer["env"])}
+    subprocess.run([f"{installer['bin']}/python", "-m", "pip", "install", "--quiet", installer["source"]], env=env,
+                   check=True, capture_output=True, timeout=600)
+    env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    lines = [line.split("  #")[0].strip() for lang, text in _recipes() if lang == "sh"
+             for line in text.splitlines() if "| overlay-lint check -" in line]
+    ran, left = [], []
+    for line in lines:
+        tool = line.split()[0]
+        if "--cluster" in line or not shutil.which(tool, path=env["PATH"]):
+            left.append(line)
+            continue
+        done = _bash(line, env, work)
+        ran.append(line)
+        expected = 0 if tool == "helm" else 1  # clusters/prod holds a same-weight conflict; the chart does not
+        assert done.returncode == expected, (line, done.stdout[-2000:], done.stderr[-2000:])
+        if "--output overlay-lint.xml" in line:
+            assert "same-weight-conflict" in (work / "overlay-lint.xml").read_text()
+        elif tool == "kustomize":
+            assert "same-weight-conflict" in done.stdout
+    assert any(line.startswith("kustomize build") for line in ran), (ran, left)
+    assert helm is None or any(line.startswith("helm template") for line in ran), (ran, left)
+    assert all(line.startswith("flux ") or "--cluster" in line or line.startswith("helm ") for line in left), left
+
+
+def test_readme_github_workflow_runs_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    (workflow,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "jobs:" in t]
+    steps = workflow["jobs"]["lint"]["steps"]
+    assert steps[0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
+    inputs = {k: str(v) for k, v in steps[1]["with"].items()}
+    assert set(inputs) <= set(_yaml(ROOT / "action.yml")["inputs"])
+    work, base = _pull_request(tmp_path / "pr", 10)
+    # The pull request's base sha, as GitHub fills the expression.
+    inputs = {k: v.replace("${{ github.event.pull_request.base.sha }}", base) for k, v in inputs.items()}
+    done, outputs = _run_action(installer, tmp_path / "pr", inputs, work)
+    assert outputs == {"exit-code": "1"}, _errors(done)
+    # On push the expression is empty: the whole of `paths` is checked (here without a conflict).
+    work, _ = _pull_request(tmp_path / "push", 20)
+    done, outputs = _run_action(installer, tmp_path / "push", {**inputs, "changed-since": ""}, work)
+    assert outputs == {"exit-code": "0"}, _errors(done)
+
+
+def test_readme_gitlab_include_runs_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    (include,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "include:" in t]
+    assert include["include"][0]["remote"].endswith("/ci/gitlab/overlay-lint.gitlab-ci.yml")
+    variables = {k: str(v) for k, v in include["variables"].items()}
+    assert set(variables) <= set(_yaml(ROOT / "ci" / "gitlab" / "overlay-lint.gitlab-ci.yml")["variables"])
+    work, _ = _pull_request(tmp_path, 10)
+    result, _ = _run_gitlab(installer, tmp_path, variables, work)
+    assert result.returncode == 1 and "same-weight-conflict" in result.stdout, result.stderr[-2000:]
