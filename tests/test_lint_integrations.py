@@ -379,7 +379,8 @@ def _kustomized(tmp_path: pathlib.Path) -> pathlib.Path:
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: overlays\nversion: 0.1.0\n")
     (chart / "templates" / "discount.yaml").write_text(
         "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata:\n  name: {{ .Release.Name }}-discount\n"
-        "spec:\n  weight: {{ .Values.weight }}\n  requirements: []\n  priceAdjustment: {{ .Values.adjustment | quote }}\n")
+        "spec:\n  weight: {{ .Values.weight }}\n  requirements: []\n"
+        "  priceAdjustment: {{ .Values.adjustment | quote }}\n")
     (work / "values-prod.yaml").write_text("weight: 10\nadjustment: '-10%'\n")
     return work
 
