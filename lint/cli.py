@@ -15,12 +15,10 @@ import io
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, diffpage, diffview, formats, junit, sarif, sides, views
-from lint import report as html_report
+from lint import changes, completion, diffview, formats, junit, sarif, sides, views
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import diff, effects, explain, hints
@@ -82,6 +80,15 @@ class _Many(argparse.Action):
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *items])
 
 
+class _Version(argparse.Action):
+    """--version, the package's version read only when asked: its metadata lookup cost every run 20 ms."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"{parser.prog} {sarif.version()}\n")
+        parser.exit()
+
+
 def _size(text: str) -> int:
     try:
         return files.parse_size(text)
@@ -99,7 +106,8 @@ def _percent(text: str) -> float:
     return value
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
+    """`writes_file`: the command's output is a file (report), so -o is required."""
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="files, directories (recursive: *.yaml, *.yml, *.json) or - for stdin")
     p.add_argument("--catalog", metavar="FILE",
@@ -119,12 +127,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster (default: $KUBECONFIG, "
                                                         "~/.kube/config, or the pod's service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster (default: the current one)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+    if writes_file:
+        p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
+    else:
+        p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description="Lint and simulate Karpenter NodeOverlays offline or in a cluster.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {sarif.version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = sub.add_parser("check", help="report conflicts and invalid overlays",
@@ -133,6 +144,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     check.add_argument("--existing", action=_Many, paths=True, default=[], metavar="PATH",
                        help="objects already in the cluster (files; repeat or comma-separate); a candidate "
                             "with the same name replaces its existing version")
+    check.add_argument("--against", action=_Many, paths=True, default=[], metavar="PATH",
+                       help="the rest of the repository: the objects under PATH in files other than the given "
+                            "ones, judged against as --existing (a pre-commit hook's staged files against the "
+                            "committed ones); their own problems are not reported")
+    check.add_argument("--changed-since", metavar="REF",
+                       help="a pull request's mode: check the files under the PATHs that changed since git REF "
+                            "(from its merge base with HEAD) against the rest of the PATHs (--against)")
     check.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default text)")
     check.add_argument("--fail-on", choices=("error", "warning"), default="error",
                        help="lowest severity that makes the exit status 1 (default error)")
@@ -145,6 +163,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                           help="only these NodePools (repeat or comma-separate)")
     simulate.add_argument("--instance-type", action=_Many, default=[], metavar="NAME",
                           help="only these instance types (repeat or comma-separate)")
+    simulate.add_argument("--full", action="store_true",
+                          help="text: every instance type's figures (default without a filter: a summary per "
+                               "overlay and NodePool)")
     simulate.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
     explain_ = sub.add_parser("explain", help="who sets each field of one instance type, and why",
@@ -157,7 +178,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     page = sub.add_parser("report", help="write one self-contained HTML page for people",
                           description="Overlays by verdict, conflicts with witnesses, price effect per "
                                       "NodePool and matched cells, as one offline HTML page (-o FILE.html).")
-    _common(page)
+    _common(page, writes_file=True)
     page.add_argument("--diff", action="store_true",
                       help="the page of a change instead: the paths are diff's (BASE..HEAD [PATH...], OLD NEW, "
                            "or --cluster NEW...)")
@@ -199,6 +220,22 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Name
     return args
 
 
+def _rest(candidates: Loaded, existing: Loaded, rest: Loaded) -> list[str]:
+    """The rest of a repository joins what the candidates are judged against. Its own problems are not the
+    change's: they are counted in a note (a whole-tree check reports them). An object of a candidate's kind and
+    name there is a second copy in the repository, not an earlier version: it joins the candidates, so that the
+    core reports the duplicate."""
+    named = {(model.kind_of(d.obj), model.name_of(d.obj)) for d in candidates.documents}
+    copies = [d for d in rest.documents if (model.kind_of(d.obj), model.name_of(d.obj)) in named]
+    candidates.documents += [dataclasses.replace(d, candidate=True) for d in copies]
+    existing.documents += [d for d in rest.documents if d not in copies]
+    existing.instance_types += rest.instance_types
+    existing.ignored += rest.ignored
+    problems = len(rest.problems) + len(rest.notes)
+    return [f"{problems} problem(s) in the rest of the repository (--against) not reported here: "
+            "`overlay-lint check` on those files reports them"] if problems else []
+
+
 class _Run:
     """One invocation: the handle table, the loader and the streams."""
 
@@ -221,13 +258,25 @@ class _Run:
             raise UsageError("--kubeconfig and --context only apply with --cluster")
         if not args.paths and not args.cluster:
             raise UsageError("give at least one PATH (or - for stdin), or --cluster")
-        candidates = self.loader.load(args.paths) if args.paths else Loaded()
+        paths, against = args.paths, getattr(args, "against", [])
+        notes: list[str] = []
+        if getattr(args, "changed_since", None) is not None:
+            if files.STDIN in paths:
+                raise UsageError("--changed-since takes directories and files, not - (stdin)")
+            try:
+                paths, against = changes.changed_files(args.changed_since, paths), [*against, *paths]
+            except changes.ChangesError as err:
+                raise files.InputError(str(err)) from None
+            notes.append(f"{len(paths)} file(s) changed since {args.changed_since}, checked against the rest")
+        candidates = self.loader.load(paths) if paths else Loaded()
         existing_paths = getattr(args, "existing", [])
         existing = self.loader.load(existing_paths, candidate=False) if existing_paths else Loaded()
-        notes: list[str] = []
+        if against:
+            notes += _rest(candidates, existing, self.loader.load(against, candidate=False, rest=True))
         if args.cluster:
-            objects, notes = kube.read(args.kubeconfig, args.context)
-            audit = not args.paths
+            objects, unread = kube.read(args.kubeconfig, args.context)
+            notes += unread
+            audit = not args.paths and getattr(args, "changed_since", None) is None
             (candidates if audit else existing).extend(self.loader.add_objects(objects, candidate=audit))
         return candidates, existing, notes
 
@@ -259,7 +308,7 @@ class _Run:
                               notes)
         report = self.judge(candidates, existing, catalog, self.crd(notes))
         candidates.problems += existing.problems
-        return candidates, report, catalog, [*notes, *report.notes]
+        return candidates, report, catalog, [*candidates.notes, *existing.notes, *notes, *report.notes]
 
     def judge(self, candidates: Loaded, existing: Loaded, catalog: cat.Catalog, crd: crds.Crd,
               checked: Mapping[str, ev.Checked] | None = None) -> ev.Report:
@@ -295,10 +344,25 @@ class _Run:
             self.err.write(f"note: {note}\n")
 
 
+def _first_copies(found: Sequence[findings.Finding], table: Table) -> list[findings.Finding]:
+    """A duplicate's `detail.first` (the core's handle of the first copy) as that copy's file:line."""
+    out = []
+    for f in found:
+        detail = dict(f.detail)
+        if f.code == "duplicate-object" and detail.get("first", "").isdigit():
+            origin = table[int(detail["first"])]
+            position = origin.locate(()) if origin.file is not None else None
+            where = f"{origin.file}:{position[0]}" if position is not None else (origin.file or "the cluster")
+            f = dataclasses.replace(f, detail=tuple(sorted({**detail, "first": where}.items())),
+                                    message=f"{f.message}; the first copy is at {where}")
+        out.append(f)
+    return out
+
+
 def _check(run: _Run) -> int:
     args = run.args
     candidates, report, _, notes = run.evaluate()
-    found = findings.ordered(hints.attach([*candidates.problems, *report.findings]))
+    found = findings.ordered(hints.attach(_first_copies([*candidates.problems, *report.findings], run.table)))
     threshold = Severity.parse(args.fail_on)
     result = formats.Output(found, run.table, candidates.objects, candidates.ignored, notes,
                             candidates.skipped, run.subjects(candidates), threshold)
@@ -326,8 +390,10 @@ def _simulate(run: _Run) -> int:
     if run.args.format == "json":
         run.out.write(json.dumps(views.simulation_json(report.status, cells), indent=2))
         run.out.write("\n")
-    else:
+    elif run.args.full or run.args.nodepool or run.args.instance_type:
         views.write_simulation(report.status, cells, run.out, named=bool(run.args.instance_type))
+    else:
+        views.write_summary(report.status, cells, run.out)
     return status
 
 
@@ -347,9 +413,9 @@ def _explain(run: _Run) -> int:
 
 
 def _report(run: _Run) -> int:
-    if run.args.output is None:
-        raise UsageError("report writes a file: give -o FILE.html")
     if run.args.diff:
+        from lint import diffpage  # the page's code, only for the command that writes it
+
         change, two, notes = _compared(run)
         run.out.write(diffpage.render(diffview.Page(change, run.table, two.base_label, two.head_label, notes)))
         return _diff_status(run, change, two)
@@ -357,6 +423,8 @@ def _report(run: _Run) -> int:
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
     result = formats.Output(found, run.table, loaded.objects, loaded.ignored, notes, loaded.skipped)
+    from lint import report as html_report  # the page's code, only for the command that writes it
+
     run.out.write(html_report.render(result, report, effects.effects(report)))
     return status
 
@@ -419,6 +487,8 @@ _COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "repor
 
 def write_output(path: str, text: str) -> None:
     """Replace `path` whole: a CI step never reads a half-written report."""
+    import tempfile
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".overlay-lint-")
@@ -470,7 +540,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         err.write(f"{prog}: interrupted\n")
         return 130
     except BrokenPipeError:
-        return 1
+        # The reader went away (`| head`): it has what it wanted, as with other command-line tools. Not 1, which
+        # means findings.
+        return 0
     except Exception as bug:  # exit 1 means findings: a crash must never look like one
         err.write(f"{prog}: internal error: {type(bug).__name__}: {_one_line(bug)}\n")
         return 2
@@ -499,7 +571,6 @@ def finish(status: int) -> NoReturn:
         # The reader went away (`| head`): exit quietly, as other Unix tools do, instead of a
         # second error when the interpreter flushes stdout on the way out.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = status or 1
     raise SystemExit(status)
 
 

@@ -76,22 +76,22 @@ _COLORS = {Severity.ERROR: "\033[1;31m", Severity.WARNING: "\033[1;33m", Severit
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def summary_line(result: Output) -> str:
-    parts = [_plural(result.count(Severity.ERROR), "error"),
-             _plural(result.count(Severity.WARNING), "warning")]
+    parts = [plural(result.count(Severity.ERROR), "error"),
+             plural(result.count(Severity.WARNING), "warning")]
     infos = result.count(Severity.INFO)
     if infos:
-        parts.append(_plural(infos, "note"))
-    text = f"{', '.join(parts)} in {_plural(result.objects, 'object')}"
+        parts.append(plural(infos, "note"))
+    text = f"{', '.join(parts)} in {plural(result.objects, 'object')}"
     aside = []
     if result.ignored:
-        aside.append(f"{_plural(result.ignored, 'other document')} ignored")
+        aside.append(f"{plural(result.ignored, 'other document')} ignored")
     if result.skipped:
-        aside.append(f"{_plural(result.skipped, 'file')} without NodeOverlays, NodePools or InstanceTypes "
+        aside.append(f"{plural(result.skipped, 'file')} without NodeOverlays, NodePools or InstanceTypes "
                      "skipped")
     return text + (f" ({'; '.join(aside)})" if aside else "")
 

@@ -1,8 +1,8 @@
 """Reference documents made from the core's own lists: the README's code table and the JSON Schema of
-`overlay-lint check --format json` (from the finding codes), and the JSON Schemas of `overlay-lint simulate
---format json` and `overlay-lint diff --format json` (from Karpenter's overlay states). All are committed;
-`make reference` rewrites them and tests/test_reference.py fails when a committed copy differs from what this
-module makes."""
+`overlay-lint check --format json` (from the finding codes), the JSON Schemas of `overlay-lint simulate
+--format json` and `overlay-lint diff --format json` (from Karpenter's overlay states), and the JSON twin of each
+YAML file of the core's package data (read at start-up instead of the YAML). All are committed; `make reference`
+rewrites them and tests/test_reference.py fails when a committed copy differs from what this module makes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ruamel.yaml import YAML
+
 from simulation import codes
 from simulation.semantics import merge
 
@@ -20,6 +22,7 @@ README = ROOT / "README.md"
 SCHEMA = pathlib.Path(__file__).resolve().parent / "schemas" / "check-output.schema.json"
 SIMULATE_SCHEMA = SCHEMA.parent / "simulate-output.schema.json"
 DIFF_SCHEMA = SCHEMA.parent / "diff-output.schema.json"
+PACKAGE_DATA = ROOT / "simulation" / "data"
 # The README table sits between these two lines, so regenerating it leaves the prose around it alone.
 TABLE_START = "<!-- finding-codes:start (made by `make reference` from simulation/codes.py) -->"
 TABLE_END = "<!-- finding-codes:end -->"
@@ -270,6 +273,14 @@ def diff_schema_text() -> str:
     return json.dumps(diff_output_schema(), indent=2) + "\n"
 
 
+def json_twins() -> dict[pathlib.Path, str]:
+    """Per YAML file of the package data, its JSON twin (packagedata.yaml_twin): the same value, parsed as the
+    core parsed the YAML before (YAML 1.2 safe, pure Python)."""
+    return {path.with_name(path.name + ".json"):
+            json.dumps(YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8")), indent=1) + "\n"
+            for path in sorted(PACKAGE_DATA.glob("*.yaml"))}
+
+
 def main(argv: Sequence[str]) -> int:
     """Rewrite the committed copies (no arguments), or with --check report which ones are stale."""
     check = list(argv) == ["--check"]
@@ -278,7 +289,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     readme = README.read_text(encoding="utf-8")
     wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text(),
-              DIFF_SCHEMA: diff_schema_text()}
+              DIFF_SCHEMA: diff_schema_text(), **json_twins()}
     stale = [path for path, text in wanted.items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in stale:

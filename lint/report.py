@@ -92,10 +92,10 @@ def _summary(result: formats.Output, report: rp.Report) -> str:
     badges = "".join(f'<span class="badge {v}" data-verdict-count="{v}" data-count="{n}">{n} {v}</span>'
                      for v, n in counts.items())
     errors, warnings = result.count(Severity.ERROR), result.count(Severity.WARNING)
-    return (f'<p id="summary">{badges}<span class="badge" data-errors="{errors}">{errors} errors</span>'
-            f'<span class="badge" data-warnings="{warnings}">{warnings} warnings</span>'
-            f'<span class="badge" data-nodepools="{len(report.grid.pools)}">{len(report.grid.pools)} '
-            f"NodePools</span></p>")
+    pools = len(report.grid.pools)
+    return (f'<p id="summary">{badges}<span class="badge" data-errors="{errors}">{formats.plural(errors, "error")}'
+            f'</span><span class="badge" data-warnings="{warnings}">{formats.plural(warnings, "warning")}</span>'
+            f'<span class="badge" data-nodepools="{pools}">{formats.plural(pools, "NodePool")}</span></p>')
 
 
 def _notes(notes: Sequence[str]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import pathlib
 import urllib.parse
@@ -21,6 +20,8 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 
 
 def version() -> str:
+    import importlib.metadata  # a metadata scan and the email package: only runs that show the version pay
+
     try:
         return importlib.metadata.version("overlay-guard")
     except importlib.metadata.PackageNotFoundError:

@@ -42,6 +42,41 @@ HELD = "held by Karpenter's overlay store, never launched by this NodePool"
 NAMES_SHOWN = 5
 
 
+def write_summary(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], out: TextIO) -> None:
+    """simulate without a filter: per overlay and per NodePool what changes, in a few lines whatever the catalog
+    (the whole table of a broad overlay is tens of thousands of lines)."""
+    types: dict[str, set[str]] = {}
+    offerings: dict[str, int] = {}
+    for cell in cells:
+        for o in cell.offerings:
+            if o.get("priceOverlay"):
+                offerings[str(o["priceOverlay"])] = offerings.get(str(o["priceOverlay"]), 0) + 1
+                types.setdefault(str(o["priceOverlay"]), set()).add(cell.instance_type)
+        for name in (*cell.capacity_overlays.values(), *cell.templates.values()):
+            types.setdefault(name, set()).add(cell.instance_type)
+    if status:
+        rows = [["OVERLAY", "STATUS", "TYPES", "PRICES", "REASON"],
+                *([n, s.state, str(len(types.get(n, ()))), str(offerings.get(n, 0)), s.reason]
+                  for n, s in sorted(status.items()))]
+        out.writelines(line + "\n" for line in table(rows))
+    else:
+        out.write("no NodeOverlays in the input\n")
+    by_pool: dict[str, list[CellEffect]] = {}
+    for cell in cells:
+        by_pool.setdefault(cell.pool, []).append(cell)
+    rows = [["NODEPOOL", "TYPES CHANGED", "PRICES SET", "CAPACITY SET"]]
+    for pool, changed in sorted(by_pool.items()):
+        priced = sum(1 for c in changed for o in c.offerings if o.get("priceOverlay"))
+        rows.append([pool, str(len(changed)), str(priced), str(sum(1 for c in changed if c.capacity_overlays))])
+    if len(rows) == 1:
+        out.write("\nno instance type is changed by an overlay\n")
+        return
+    out.write("\n")
+    out.writelines(line + "\n" for line in table(rows))
+    out.write("\nTYPES: instance types an overlay sets a value on; PRICES: offerings it prices. Per instance type: "
+              "--full, or --nodepool/--instance-type; --format json has every figure\n")
+
+
 def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], out: TextIO,
                      named: bool = False) -> None:
     """`named`: the user named the instance types, so those a NodePool never launches are shown whole
@@ -120,10 +155,12 @@ def write_explanation(data: Mapping[str, Any], out: TextIO) -> None:
     if not fields:
         out.write("no overlay matches or nearly matches it\n")
         return
+    out.write("MATCHED: the cells (NodePool, offering or instance type) the overlay matches; WON: those where its "
+              "value is in effect\n")
     for field, entries in fields.items():
         out.write(f"\n{field}:\n")
-        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "CELLS", "LAUNCHED", "WHY"]]
+        rows = [["OUTCOME", "OVERLAY", "WEIGHT", "STATUS", "MATCHED", "WON", "LAUNCHED", "WHY"]]
         rows += [[str(e.get("outcome", "")), str(e.get("overlay", "")), str(e.get("weight", "")),
-                  str(e.get("status", "")), str(e.get("cells", "")), str(e.get("launched", "")),
-                  str(e.get("why", ""))] for e in entries]
+                  str(e.get("status", "")), str(e.get("matched", "")), str(e.get("won", "")),
+                  str(e.get("launched", "")), str(e.get("why", ""))] for e in entries]
         out.writelines(line + "\n" for line in table(rows, "  "))

@@ -153,6 +153,20 @@ ALL: Sequence[Code] = (
          "which one launches, and which overlays apply, is decided by a name, not by price or intent.",
          "Give the NodePools distinct weights (the one to try first the higher) or make their requirements "
          "disjoint."),
+    Code("fractional-extended-resource", _W,
+         "an overlay gives an extended resource a fraction (500m), which no pod can request",
+         "An extended resource in spec.capacity is not a whole number",
+         "Kubernetes counts extended resources in whole units: a pod requesting a fraction is refused and a "
+         "device plugin advertises whole devices. Karpenter takes the fraction as given, so its simulation counts "
+         "capacity no node will have (500m fits no pod that asks for 1).",
+         "Give a whole number (e.g. \"1\")."),
+    Code("price-on-every-type", _W,
+         "an absolute spec.price that applies to every instance type of the catalog",
+         "A fixed price applies to every instance type",
+         "spec.price replaces the price of every offering the overlay matches; matching every instance type makes "
+         "them all cost the same, so Karpenter can no longer prefer cheaper types: almost always missing "
+         "requirements.",
+         "Add requirements that select the instance types the price is for, or use a priceAdjustment."),
     Code("price-clamped", _W,
          "an adjustment drives some offering's price below 0",
          "A price adjustment drives some offering's price below 0",

@@ -101,6 +101,9 @@ def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry) -> tuple[find
     found = checks.unknown_labels(grid, e.overlay, keys)
     if not e.cells and (unmatched := checks.no_match(grid, e.overlay, keys)) is not None:
         found.append(unmatched)
+    found += checks.fractional_resources(e.overlay)
+    if (everywhere := checks.price_on_every_type(grid, e)) is not None:
+        found.append(everywhere)
     return tuple(found)
 
 
@@ -195,7 +198,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:
         grid = previous.grid
     else:
-        grid = cells.build(catalog, pools)
+        grid = cells.build(catalog, pools, previous.grid if previous is not None else None)
     comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
     known = previous.overlays if comparable and previous is not None else {}
     overlays: dict[str, Checked] = {}
@@ -235,7 +238,8 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         merged = {p.name: p for p in prepared.pools if not p.implicit}
         merged.update({p.name: p for p in _pools(pool_docs)})
         pools = sorted(merged.values(), key=lambda p: p.name) or [model.IMPLICIT_NODEPOOL]
-        snapshot = dataclasses.replace(prepared, grid=cells.build(prepared.catalog, pools), pools=tuple(pools))
+        snapshot = dataclasses.replace(prepared, grid=cells.build(prepared.catalog, pools, prepared.grid),
+                                       pools=tuple(pools))
     # The full run reads every overlay: a plain dict. One request reads a few: the change over the snapshot.
     whole = full or bool(pool_docs) or not prepared.overlays
     fresh: dict[str, Checked] = {}
@@ -417,7 +421,8 @@ def _keyed(snapshot: Prepared, prepared: Prepared, changed: Sequence[str]) -> Ma
 
 
 def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
-    """Two candidates with the same kind and name: the later one is reported and ignored."""
+    """Two candidates with the same kind and name: the later one is reported and ignored. `detail.first` is the
+    first copy's source handle (the linter turns it into its file and line)."""
     out = []
     first: dict[tuple[str, str], Document] = {}
     for doc in docs:
@@ -429,7 +434,8 @@ def _duplicates(docs: Sequence[Document]) -> list[findings.Finding]:
             ref = findings.ObjectRef(kind, name)
             out.append(findings.make(
                 "duplicate-object", ref, ("metadata", "name"),
-                f"{kind} {name} is defined twice; this copy is ignored",
+                f"{kind} {name} is defined twice; the checks read the first copy and ignore this one, but "
+                f"`kubectl apply -f` keeps the copy it applies last (this one, in a directory's order)",
                 related=[ref], source=doc.source, detail={"first": str(earlier.source)}))
     return out
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+from sources import templates
 from sources.tree import Position, position_of
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
@@ -36,6 +37,8 @@ class Source:
     walked: bool = False
     # Why a walked path cannot be read (it is reported, and the rest of the walk is read).
     problem: str | None = None
+    # A directory with a kustomization file, met in a walk: what `kustomize build` renders of it is read.
+    kustomization: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,12 +77,19 @@ def _walk(root: str) -> Iterator[Source]:
         path = err.filename or root
         found.append((key(path), Source(path, path, walked=True, problem=_reason(err))))
 
+    kustomizations: list[str] = []
     for directory, subdirs, files in os.walk(root, onerror=unlistable):
+        if templates.kustomization_file(directory) is not None:
+            # Its files are what kustomize renders (patches are partial objects): the directory is read whole.
+            kustomizations.append(directory)
+            subdirs[:] = []
+            continue
         subdirs[:] = [d for d in subdirs if d not in _SKIPPED_DIRS]
         for name in files:
             if name.lower().endswith(SUFFIXES):
                 path = os.path.join(directory, name)
                 found.append((key(path), Source(path, path, walked=True, problem=_unreadable(path))))
+    found += [(key(d), Source(d, d, walked=True, kustomization=True)) for d in templates.roots(kustomizations)]
     # Sorted as a tree (component by component), as `ls -R` or an editor shows it.
     for _, source in sorted(found, key=lambda pair: pair[0]):
         yield source

@@ -9,6 +9,7 @@ cannot be read raise InputError.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar
@@ -17,7 +18,7 @@ from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
 from simulation.validation import crds
-from sources import files, jsontext, shapes, tree
+from sources import files, jsontext, shapes, templates, tree
 from sources.positions import Origin, Table, split_items
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
@@ -37,6 +38,8 @@ class Loaded:
     skipped: int = 0
     # Paths found in a directory walk that could not be read: the run exits 2.
     unreadable: int = 0
+    # What the reader says of files it did not lint (a Helm template, a kustomization).
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def objects(self) -> int:
@@ -49,6 +52,7 @@ class Loaded:
         self.ignored += other.ignored
         self.skipped += other.skipped
         self.unreadable += other.unreadable
+        self.notes += other.notes
 
 
 def cannot_matter(text: str) -> bool:
@@ -73,16 +77,46 @@ class Loader:
         self.max_bytes = max_bytes
         self.stdin = stdin
         self._stdin_used = False
+        # The files read so far (real paths): a walk of the rest of a repository (`--against`) leaves them out.
+        self.read: set[str] = set()
 
-    def load(self, args: Sequence[str], candidate: bool = True) -> Loaded:
+    def load(self, args: Sequence[str], candidate: bool = True, *, rest: bool = False) -> Loaded:
+        """`rest`: the files of `args` not read already (the rest of a repository)."""
         out = Loaded()
         for source in files.discover(args):
             if source.path is None:
                 if self._stdin_used:
                     raise files.InputError("'-' (stdin) can be given only once")
                 self._stdin_used = True
+            else:
+                real = os.path.realpath(source.path)
+                if rest and (real in self.read or (source.kustomization and self._holds_read(real))):
+                    continue
+                self.read.add(real)
+            if source.kustomization:
+                out.extend(self._kustomization(source, candidate))
+                continue
             out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
         return out
+
+    def _holds_read(self, directory: str) -> bool:
+        """Whether a file read already lies in this directory: the rest of a repository leaves out a
+        kustomization that renders a candidate (its copy would be the candidate's old version, or the same)."""
+        inside = directory.rstrip(os.sep) + os.sep
+        return any(path.startswith(inside) for path in self.read)
+
+    def _kustomization(self, source: files.Source, candidate: bool) -> Loaded:
+        command = templates.renderer()
+        if command is None:
+            return Loaded(notes=[templates.unrendered_note(source.name)])
+        name = f"{source.name} (kustomize build)"
+        try:
+            rendered = templates.render(source.name, command)
+        except templates.RenderError as err:
+            out = Loaded()
+            out.problems.append(self._problem(name, 0, str(err), (1, 1)))
+            return out
+        return self.load_text(files.Text(files.Source(name, None), rendered), candidate)
 
     def load_text(self, text: files.Text, candidate: bool = True) -> Loaded:
         out = Loaded()
@@ -102,6 +136,9 @@ class Loader:
         # walk over thousands of them stays fast. Files named explicitly are always parsed.
         if text.source.walked and cannot_matter(text.text):
             out.skipped += 1
+            return out
+        if templates.is_template(text.text):
+            out.notes.append(templates.template_note(name))
             return out
         for parsed in tree.documents(text.text):
             if parsed.problem is not None:

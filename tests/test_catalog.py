@@ -125,3 +125,14 @@ def test_json_catalog_errors(data: Any) -> None:
 def test_documents_catalog_errors(doc: dict[str, Any]) -> None:
     with pytest.raises(cat.CatalogError):
         cat.from_documents([doc])
+
+
+def test_default_catalog_is_stored_canonical(default_catalog: cat.Catalog) -> None:
+    """The embedded catalog is read without normalising its quantities (start-up cost): normalising them
+    changes nothing."""
+    import json
+
+    from simulation import packagedata
+
+    data = json.loads(packagedata.text(cat.DEFAULT_DATA))
+    assert cat.from_json(data).types == cat.from_json(data, canonical=True).types == default_catalog.types

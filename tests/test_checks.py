@@ -3,6 +3,8 @@ Karpenter's own verdict, shadowed fields, clamped prices, unknown labels, no-mat
 
 from __future__ import annotations
 
+import json
+import pathlib
 from typing import Any
 
 import pytest
@@ -171,3 +173,50 @@ def test_weight_tie_witness_is_an_offering_both_launch_in_the_first(small_catalo
     found, = checks.weight_ties(cs.grid(small_catalog, *pools), pools)
     assert (found.obj.name, dict(found.detail)["first"], dict(found.detail)["weight"]) == ("b-family-m",) * 2 + ("0",)
     assert found.witness == findings.Witness("b-family-m", "m.small", findings.Offering("z-a", "on-demand"))
+
+
+# --- fractional-extended-resource, price-on-every-type ---------------------------------------------------
+
+def _lint(tmp_path: pathlib.Path, *objects: dict[str, Any], catalog: bool = True) -> list[tuple[str, str]]:
+    """The findings of `check` on the objects, with the fixture catalog or (catalog=False) the embedded one."""
+    from tests.lint_support import run, write
+
+    code, out, err = run("check", write(tmp_path, "o.yaml", *objects), "--format", "json", catalog=catalog)
+    assert code in (0, 1), err
+    return [(f["code"], f["field"]) for f in json.loads(out)["findings"]]
+
+
+def _overlay(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"weight": 10, **spec}}
+
+
+@pytest.mark.parametrize(("capacity", "found"), [
+    ({"nvidia.com/gpu": "500m"}, [("fractional-extended-resource", "spec.capacity['nvidia.com/gpu']")]),
+    ({"nvidia.com/gpu": "1.5"}, [("fractional-extended-resource", "spec.capacity['nvidia.com/gpu']")]),
+    ({"nvidia.com/gpu": "2"}, []),
+    ({"example.com/fuse": "1k"}, []),
+    ({"hugepages-2Mi": "1Gi"}, []),
+])
+def test_fractional_extended_resource(tmp_path: pathlib.Path, capacity: dict[str, str],
+                                      found: list[tuple[str, str]]) -> None:
+    requirements = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g5"]}]
+    assert _lint(tmp_path, _overlay("o", {"requirements": requirements, "capacity": capacity})) == found
+
+
+@pytest.mark.parametrize(("requirements", "found"), [
+    ([], [("price-on-every-type", "spec.price")]),
+    ([{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+     [("price-on-every-type", "spec.price")]),
+    # Types without an upstream price have unavailable offerings, still offerings: arm64 is not every type.
+    ([{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}], []),
+    ([{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g5"]}], []),
+])
+def test_price_on_every_type(tmp_path: pathlib.Path, requirements: list[Any], found: list[tuple[str, str]]) -> None:
+    overlay = _overlay("o", {"requirements": requirements, "price": "0.1"})
+    assert _lint(tmp_path, overlay, catalog=False) == found
+    # An adjustment keeps the types' order: no warning.
+    adjusted = _overlay("o", {"requirements": requirements, "priceAdjustment": "-10%"})
+    assert _lint(tmp_path, adjusted, catalog=False) == []
+    # A catalog of a few types (the fixture's three) may well be priced alike on purpose.
+    assert ("price-on-every-type", "spec.price") not in _lint(tmp_path, overlay)

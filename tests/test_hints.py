@@ -101,6 +101,38 @@ def test_conflict_hint_resolves_it_and_keeps_the_winner(tmp_path: pathlib.Path, 
     assert winner in _price_overlays(tmp_path, fixed) and before <= _price_overlays(tmp_path, fixed) | {"broad"}
 
 
+@pytest.mark.parametrize("option", ["raiseOtherWeight", "lowerOtherWeight"])
+def test_conflict_hint_offers_to_put_the_other_overlay_ahead(tmp_path: pathlib.Path, option: str) -> None:
+    """Today's winner is the later name, which says nothing of what was meant: both directions are offered."""
+    objects = [overlay("broad", 10), overlay("gpu", 10, family="g5", adjustment="+5%"), nodepool("p")]
+    _, data = check(write(tmp_path, "o.yaml", *objects))
+    (finding,) = conflicts(data)
+    assert (finding["detail"]["raiseOtherWeight"], finding["detail"]["lowerOtherWeight"]) == ("broad=11", "gpu=9")
+    assert _apply(objects, finding, option) is not None
+    fixed = write(tmp_path, "fixed.yaml", *objects)
+    code, data = check(fixed)
+    assert conflicts(data) == [] and code == 0
+    assert "broad" in _price_overlays(tmp_path, fixed)
+
+
+@pytest.mark.parametrize(("spec", "field", "wanted", "unwanted"), [
+    ({"priceAdjustment": "-10%"}, "spec.requirements", "add spec.requirements", "at most 100"),
+    ({"requirements": "karpenter.sh/capacity-type", "priceAdjustment": "-10%"}, "spec.requirements",
+     "as a list", "at most 100"),
+    ({"requirements": [], "price": "1e308"}, "spec.price", '"0.5"', "0000000000000"),
+    ({"requirements": [], "priceAdjustment": "28%"}, "spec.priceAdjustment",
+     '"-28%" for a discount or "+28%" for a surcharge', None),
+])
+def test_object_error_hints_fit_the_error(tmp_path: pathlib.Path, spec: dict[str, Any], field: str, wanted: str,
+                                          unwanted: str | None) -> None:
+    obj = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "o"},
+           "spec": {"weight": 10, **spec}}
+    _, data = check(write(tmp_path, "o.yaml", obj))
+    hints = [f["hint"] for f in data["findings"] if f["field"] == field and f["severity"] == "error"]
+    assert hints and all(wanted in h for h in hints), hints
+    assert unwanted is None or not any(unwanted in h for h in hints)
+
+
 def test_conflict_hint_avoids_a_third_overlays_weight(tmp_path: pathlib.Path) -> None:
     # `third` sits at 11 on gpu's cells (and at 9 on broad's): the hint skips both.
     objects = [overlay("broad", 10), overlay("gpu", 10, family="g5"), overlay("third", 11, family="g5"),
@@ -150,7 +182,7 @@ def test_corpus_errors_have_hints_and_conflict_hints_work(case: casefmt.Case, tm
         if f["severity"] == "error":
             assert f.get("hint"), f"{f['code']} {f['field']} has no hint: {f['message']}"
     for finding in conflicts(data):
-        for option in ("raiseWeight", "lowerWeight", "disjoint"):
+        for option in ("raiseWeight", "lowerWeight", "raiseOtherWeight", "lowerOtherWeight", "disjoint"):
             inputs, changed = _with_hint_applied(case, finding, option)
             if changed is None:
                 continue

@@ -294,3 +294,64 @@ def test_simulate_text_marks_what_a_nodepool_never_launches() -> None:
 def test_simulate_text_without_changes(tmp_path: pathlib.Path) -> None:
     code, out, _ = run("simulate", write(tmp_path, "np.yaml", nodepool("p")))
     assert code == 0 and "no NodeOverlays" in out and "no instance type is changed" in out
+
+
+def test_a_closed_stdout_is_exit_0_without_a_message() -> None:
+    """`overlay-lint simulate ... | head`: the reader has what it wanted; 1 stays "findings". The output (megabytes)
+    outgrows the pipe's buffer, so the write meets the closed pipe."""
+    script = (f"{sys.executable} -m lint simulate {ROOT / 'examples'} --format json | head -c 1 >/dev/null; "
+              "echo \"${PIPESTATUS[0]}\"")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert (done.stdout.strip(), done.stderr.count("Error"), done.stderr.count("Traceback")) == ("0", 0, 0)
+
+
+def test_report_counts_in_the_singular(tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "report.html"
+    path = write(tmp_path, "o.yaml", nodepool("general"), overlay("bad", 0))
+    run("report", path, "-o", str(page))
+    text = page.read_text()
+    assert 'data-errors="1">1 error</span>' in text and 'data-nodepools="1">1 NodePool</span>' in text
+
+
+def test_report_help_shows_output_required() -> None:
+    out = io.StringIO()
+    parser = cli.build_parser()
+    report = cli.completion.subcommands(parser)["report"]
+    out.write(report.format_usage())
+    assert " -o FILE" in out.getvalue() and "[-o FILE]" not in out.getvalue()
+    code, _, err = run("report", BASIC)
+    assert code == 2 and "-o/--output" in err
+
+
+def test_duplicate_names_the_first_copys_file_and_line(tmp_path: pathlib.Path) -> None:
+    first = tmp_path / "a.yaml"
+    first.write_text("# the first copy\n---\n" + json.dumps(overlay("twice", 10)), encoding="utf-8")
+    second = write(tmp_path, "b.yaml", overlay("twice", 20))
+    code, out, _ = run("check", str(tmp_path), "--format", "json")
+    (dup,) = [f for f in json.loads(out)["findings"] if f["code"] == "duplicate-object"]
+    assert code == 1 and dup["file"] == second and dup["detail"]["first"] == f"{first}:3"
+    assert "kubectl apply -f" in dup["message"]
+
+
+def test_explain_counts_matched_and_won_cells_apart(tmp_path: pathlib.Path) -> None:
+    """Two overlays on m5.large's spot offering at different weights: both match it, the higher one wins it."""
+    path = write(tmp_path, "o.yaml", nodepool("p"), overlay("high", 20, family="m5"), overlay("low", 10, family="m5"))
+    code, out, _ = run("explain", path, "--instance-type", "m5.large")
+    assert code == 0
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.strip().startswith(("won", "lost"))}
+    header = next(line.split() for line in out.splitlines() if line.strip().startswith("OUTCOME"))
+    matched, won = header.index("MATCHED"), header.index("WON")
+    assert (rows["high"][matched], rows["high"][won]) == ("1", "1")
+    assert (rows["low"][matched], rows["low"][won]) == ("1", "0")
+
+
+def test_simulate_without_a_filter_is_a_summary(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "o.yaml", nodepool("p"), overlay("broad", 10), overlay("gpu", 20, family="g5"))
+    code, summary, _ = run("simulate", path)
+    assert code == 0 and "TYPES" in summary.splitlines()[0] and "--full" in summary
+    assert "ZONE" not in summary, "no per-type table"
+    rows = {line.split()[0]: line.split()[1:4] for line in summary.splitlines()[1:3]}
+    # broad loses g5.xlarge's spot offering to gpu, and c7g.large has none: it is in effect on m5.large alone.
+    assert rows == {"broad": ["Applied", "1", "1"], "gpu": ["Applied", "1", "1"]}
+    for args in (["--full"], ["--instance-type", "m5.large"], ["--nodepool", "p"]):
+        assert "ZONE" in run("simulate", path, *args)[1], args

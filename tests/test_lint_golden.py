@@ -31,6 +31,7 @@ CASES = {
     "check.github": (["check", FIXTURES, "--catalog", CATALOG, "--format", "github"], 1),
     "check.junit": (["check", FIXTURES, "--catalog", CATALOG, "--format", "junit"], 1),
     "simulate.txt": (["simulate", FIXTURES, "--catalog", CATALOG], 0),
+    "simulate-full.txt": (["simulate", FIXTURES, "--catalog", CATALOG, "--full"], 0),
     "simulate.json": (["simulate", FIXTURES, "--catalog", CATALOG, "--format", "json"], 0),
     "explain.txt": (["explain", FIXTURES, "--catalog", CATALOG, "--instance-type", "g5.xlarge"], 0),
     # The fixture set before and after a change (tests/lint_fixtures/changed/pricing.yaml says what changed).

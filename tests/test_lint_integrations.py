@@ -180,11 +180,12 @@ def _gitlab_script(variables: dict[str, str]) -> tuple[str, dict[str, str]]:
     return "\n".join(job["script"]), {**template["variables"], **variables}
 
 
-def _run_gitlab(installer: dict[str, str], tmp_path: pathlib.Path,
-                variables: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], pathlib.Path]:
+def _run_gitlab(installer: dict[str, str], tmp_path: pathlib.Path, variables: dict[str, str],
+                work: pathlib.Path | None = None) -> tuple[subprocess.CompletedProcess[str], pathlib.Path]:
     script, env_vars = _gitlab_script({"OVERLAY_LINT_PACKAGE": installer["source"], **variables})
-    work = tmp_path / "project"
-    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
+    if work is None:
+        work = tmp_path / "project"
+        shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES)
     # pip is the install environment's: GitLab's python image has it on PATH as `python -m pip`.
     result = _bash(script, {**json.loads(installer["env"]), **env_vars}, work)
     return result, work / "overlay-lint.junit.xml"
@@ -296,6 +297,66 @@ def test_gitlab_template_notes_the_merge_request(installer: dict[str, str], tmp_
         assert "+12.5%" in note and (work / "overlay-lint-diff.md").read_text(encoding="utf-8") == note
 
 
+# --- a pull request's change against the rest of the repository -----------------------------------------
+
+SAVINGS_PLAN = """\
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: savings-plan-m5}
+spec:
+  weight: %d
+  requirements:
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+  priceAdjustment: "-20%%"
+"""
+RESERVED = SAVINGS_PLAN.replace("savings-plan-m5", "reserved-m5").replace("-20%", "-10%")
+
+
+def _pull_request(tmp_path: pathlib.Path, weight: int) -> tuple[pathlib.Path, str]:
+    """A repository whose base commit holds an overlay at weight 10 and a broken file elsewhere, and a pull
+    request adding a Savings-Plan overlay at `weight`; and the base commit."""
+    work = tmp_path / "checkout"
+    (work / "clusters" / "prod").mkdir(parents=True)
+    (work / "clusters" / "prod" / "reserved.yaml").write_text(RESERVED % 10)
+    (work / "clusters" / "staging").mkdir()
+    (work / "clusters" / "staging" / "broken.yaml").write_text("kind: NodeOverlay\nmetadata: [\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, timeout=60)
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+    (work / "clusters" / "prod" / "savings-plan.yaml").write_text(SAVINGS_PLAN % weight)
+    for args in (["add", "-A"], ["commit", "-q", "-m", "pull request"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, timeout=60)
+    return work, base
+
+
+def test_github_action_pull_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    work, base = _pull_request(tmp_path / "conflict", 10)
+    done, outputs = _run_action(installer, tmp_path / "conflict", {"changed-since": base}, work)
+    assert outputs == {"exit-code": "1"}, _errors(done)
+    results = json.loads((work / "overlay-lint.sarif").read_text())["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"same-weight-conflict"}
+    # The whole-tree mode (no changed-since) reports the broken file the pull request did not touch too.
+    done, outputs = _run_action(installer, tmp_path / "whole", {}, _pull_request(tmp_path / "whole", 20)[0])
+    assert outputs == {"exit-code": "1"}
+    work, base = _pull_request(tmp_path / "clean", 20)
+    done, outputs = _run_action(installer, tmp_path / "clean", {"changed-since": base}, work)
+    assert outputs == {"exit-code": "0"}, _errors(done)
+
+
+def test_gitlab_template_merge_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    work, base = _pull_request(tmp_path / "conflict", 10)
+    result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_CHANGED_SINCE": base}, work)
+    assert result.returncode == 1 and "same-weight-conflict" in result.stdout, result.stderr[-2000:]
+    assert "parse-error" not in result.stdout
+    work, base = _pull_request(tmp_path / "clean", 20)
+    result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_CHANGED_SINCE": base}, work)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert ET.parse(report).getroot().get("failures") == "0"
+
+
 # --- krew ----------------------------------------------------------------------------------------
 
 KREW = ROOT / "plugins" / "krew"
@@ -372,3 +433,110 @@ def test_krew_manifest_matches_the_reproducible_archive(tmp_path: pathlib.Path) 
     env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     shown = subprocess.run([str(launcher), "--help"], capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0 and shown.stdout.startswith("usage: kubectl overlay")
+
+
+# --- the README's "Where to lint" recipes, as written ------------------------------------------------------
+
+README = ROOT / "README.md"
+HELM = pathlib.Path(os.environ.get("OVERLAY_GUARD_CACHE", pathlib.Path.home() / ".cache" / "overlay-guard"))
+
+
+def _recipes() -> list[tuple[str, str]]:
+    """(language, text) of every code block of the README's "Where to lint" section."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Where to lint"):text.index("## overlay-webhook")]
+    return re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+
+
+def test_readme_pre_commit_recipe_is_the_published_hook() -> None:
+    """The recipe as written (repo and rev filled) names the hook .pre-commit-hooks.yaml publishes; the hook
+    itself runs for real in tests/test_lint_precommit.py (pre-commit try-repo, staged against committed files)."""
+    (recipe,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "hooks:" in t]
+    published = {h["id"]: h for h in _yaml(ROOT / ".pre-commit-hooks.yaml")}
+    assert [h["id"] for h in recipe[0]["hooks"]] == ["overlay-lint"]
+    assert published["overlay-lint"]["args"] == ["--against", "."]
+
+
+def _kustomized(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A GitOps checkout: clusters/prod (a kustomization: NodePool and two overlays, the second a pull request's
+    addition), and a Helm chart of overlays with values-prod.yaml."""
+    work, _ = _pull_request(tmp_path, 10)
+    prod = work / "clusters" / "prod"
+    (prod / "nodepools.yaml").write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: general}\nspec:\n  template:\n    spec:\n"
+        "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n")
+    (prod / "kustomization.yaml").write_text("resources: [nodepools.yaml, reserved.yaml, savings-plan.yaml]\n")
+    chart = work / "charts" / "overlays"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: overlays\nversion: 0.1.0\n")
+    (chart / "templates" / "discount.yaml").write_text(
+        "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata:\n  name: {{ .Release.Name }}-discount\n"
+        "spec:\n  weight: {{ .Values.weight }}\n  requirements: []\n"
+        "  priceAdjustment: {{ .Values.adjustment | quote }}\n")
+    (work / "values-prod.yaml").write_text("weight: 10\nadjustment: '-10%'\n")
+    return work
+
+
+def test_readme_rendering_recipes_run_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    """Each `... | overlay-lint check -` line, run by bash in a checkout. kustomize is kubectl's embedded one when
+    kustomize itself is missing; helm is hack/helm.sh's build. A line whose tool is missing here (flux) or that
+    needs a live cluster (--cluster, tests/e2e) is left out, and the test says which in its name list."""
+    work = _kustomized(tmp_path)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    if not shutil.which("kustomize") and shutil.which("kubectl"):
+        (tools / "kustomize").write_text('#!/bin/sh\n[ "$1" = build ] && shift\nexec kubectl kustomize "$@"\n')
+        (tools / "kustomize").chmod(0o755)
+    helm = next(iter(sorted(HELM.glob("helm-*/helm"))), None)
+    if helm is not None:
+        (tools / "helm").symlink_to(helm)
+    env = {**json.loads(installer["env"])}
+    subprocess.run([f"{installer['bin']}/python", "-m", "pip", "install", "--quiet", installer["source"]], env=env,
+                   check=True, capture_output=True, timeout=600)
+    env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    lines = [line.split("  #")[0].strip() for lang, text in _recipes() if lang == "sh"
+             for line in text.splitlines() if "| overlay-lint check -" in line]
+    ran, left = [], []
+    for line in lines:
+        tool = line.split()[0]
+        if "--cluster" in line or not shutil.which(tool, path=env["PATH"]):
+            left.append(line)
+            continue
+        done = _bash(line, env, work)
+        ran.append(line)
+        expected = 0 if tool == "helm" else 1  # clusters/prod holds a same-weight conflict; the chart does not
+        assert done.returncode == expected, (line, done.stdout[-2000:], done.stderr[-2000:])
+        if "--output overlay-lint.xml" in line:
+            assert "same-weight-conflict" in (work / "overlay-lint.xml").read_text()
+        elif tool == "kustomize":
+            assert "same-weight-conflict" in done.stdout
+    assert any(line.startswith("kustomize build") for line in ran), (ran, left)
+    assert helm is None or any(line.startswith("helm template") for line in ran), (ran, left)
+    assert all(line.startswith("flux ") or "--cluster" in line or line.startswith("helm ") for line in left), left
+
+
+def test_readme_github_workflow_runs_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    (workflow,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "jobs:" in t]
+    steps = workflow["jobs"]["lint"]["steps"]
+    assert steps[0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
+    inputs = {k: str(v) for k, v in steps[1]["with"].items()}
+    assert set(inputs) <= set(_yaml(ROOT / "action.yml")["inputs"])
+    work, base = _pull_request(tmp_path / "pr", 10)
+    # The pull request's base sha, as GitHub fills the expression.
+    inputs = {k: v.replace("${{ github.event.pull_request.base.sha }}", base) for k, v in inputs.items()}
+    done, outputs = _run_action(installer, tmp_path / "pr", inputs, work)
+    assert outputs == {"exit-code": "1"}, _errors(done)
+    # On push the expression is empty: the whole of `paths` is checked (here without a conflict).
+    work, _ = _pull_request(tmp_path / "push", 20)
+    done, outputs = _run_action(installer, tmp_path / "push", {**inputs, "changed-since": ""}, work)
+    assert outputs == {"exit-code": "0"}, _errors(done)
+
+
+def test_readme_gitlab_include_runs_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
+    (include,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "include:" in t]
+    assert include["include"][0]["remote"].endswith("/ci/gitlab/overlay-lint.gitlab-ci.yml")
+    variables = {k: str(v) for k, v in include["variables"].items()}
+    assert set(variables) <= set(_yaml(ROOT / "ci" / "gitlab" / "overlay-lint.gitlab-ci.yml")["variables"])
+    work, _ = _pull_request(tmp_path, 10)
+    result, _ = _run_gitlab(installer, tmp_path, variables, work)
+    assert result.returncode == 1 and "same-weight-conflict" in result.stdout, result.stderr[-2000:]

@@ -186,7 +186,7 @@ def test_bash_completes_commands_options_and_values(bash_script: pathlib.Path) -
     assert _bash_complete(bash_script, ["simulate", "--format", "j"]) == ["json"]
     assert _bash_complete(bash_script, ["diff", "--format", ""]) == ["text", "markdown", "json"]
     assert _bash_complete(bash_script, ["diff", "--fail-on-"]) == ["--fail-on-increase"]
-    assert _bash_complete(bash_script, ["completion", ""]) == ["bash", "zsh"]
+    assert _bash_complete(bash_script, ["completion", ""]) == ["bash", "zsh", "fish"]
     # A path argument completes files.
     assert "examples/" in _bash_complete(bash_script, ["check", "exam"]) or "examples" in _bash_complete(
         bash_script, ["check", "exam"])
@@ -223,3 +223,29 @@ def test_zsh_script_parses(tmp_path: pathlib.Path) -> None:
     loaded = subprocess.run([zsh, "-f", "-c", program], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "HOME": str(tmp_path)})
     assert loaded.returncode == 0 and loaded.stdout.strip() == "_overlay_lint", loaded.stderr
+
+
+def _fish_complete(fish: str, script: pathlib.Path, line: str, home: pathlib.Path) -> list[str]:
+    """What fish offers for `line`, through the script's own `complete` definitions (the words only)."""
+    done = subprocess.run([fish, "-N", "-c", f"source {script}; complete -C {line!r}"], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, env={**os.environ, "HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    return [w.split("\t")[0] for w in done.stdout.splitlines() if w]
+
+
+def test_fish_completes_commands_options_and_values(tmp_path: pathlib.Path) -> None:
+    found = subprocess.run(["bash", str(ROOT / "hack" / "debian-tool.sh"), "fish"], capture_output=True, text=True,
+                           timeout=900)
+    assert found.returncode == 0, found.stderr
+    fish = found.stdout.strip()
+    script = tmp_path / "overlay-lint.fish"
+    script.write_text(_script("fish"))
+    assert subprocess.run([fish, "-n", str(script)], capture_output=True, timeout=60).returncode == 0
+    parser = cli.build_parser()
+    assert _fish_complete(fish, script, "overlay-lint ", tmp_path) == sorted(completion.subcommands(parser))
+    assert _fish_complete(fish, script, "overlay-lint check --fo", tmp_path) == ["--format"]
+    assert _fish_complete(fish, script, "overlay-lint check --format ", tmp_path) == sorted(cli.formats.FORMATS)
+    assert _fish_complete(fish, script, "overlay-lint completion ", tmp_path) == sorted(completion.SHELLS)
+    for name, sub in completion.subcommands(parser).items():
+        offered = set(_fish_complete(fish, script, f"overlay-lint {name} --", tmp_path))
+        assert offered == {s for a in sub._actions for s in a.option_strings if s.startswith("--")}, name

@@ -73,3 +73,66 @@ def test_pre_commit_hook(hook_repo: pathlib.Path, tmp_path: pathlib.Path) -> Non
     result = try_repo(hook_repo, clean, cache)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Passed" in result.stdout
+
+
+NODEPOOL = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+"""
+CHART_TEMPLATE = """\
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: {{ .Release.Name }}-discount
+spec:
+  weight: {{ .Values.weight }}
+  requirements: []
+  priceAdjustment: {{ .Values.adjustment | quote }}
+"""
+
+
+def try_staged(hook_repo: pathlib.Path, project: pathlib.Path, cache: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    """The hook as `git commit` runs it: on the staged files only."""
+    env = {**os.environ, "PRE_COMMIT_HOME": str(cache), "NO_COLOR": "1"}
+    return subprocess.run([str(PRE_COMMIT), "try-repo", str(hook_repo), "overlay-lint", "--color", "never"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_pre_commit_hook_judges_the_staged_files_against_the_committed_ones(hook_repo: pathlib.Path,
+                                                                             tmp_path: pathlib.Path) -> None:
+    cache = tmp_path / "pre-commit-cache"
+    project = tmp_path / "gitops"
+    (project / "clusters" / "prod").mkdir(parents=True)
+    (project / "clusters" / "prod" / "nodepools.yaml").write_text(NODEPOOL)
+    (project / "clusters" / "prod" / "ri.yaml").write_text(overlay("reserved", 10, "-10%"))
+    chart = project / "charts" / "overlays"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: overlays\nversion: 0.1.0\n")
+    (chart / "templates" / "discount.yaml").write_text(CHART_TEMPLATE)
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "committed")
+
+    # A Savings-Plan overlay of the same weight on the same cells, staged alone: the committed one conflicts.
+    (project / "clusters" / "prod" / "savings-plan.yaml").write_text(overlay("savings-plan", 10, "-20%"))
+    git(project, "add", "clusters/prod/savings-plan.yaml")
+    result = try_staged(hook_repo, project, cache)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "same-weight-conflict" in output and "reserved" in output and "savings-plan" in output
+
+    # Raised above the committed one, it passes; the Helm template staged with it is a note, not an error.
+    (project / "clusters" / "prod" / "savings-plan.yaml").write_text(overlay("savings-plan", 20, "-20%"))
+    (chart / "templates" / "discount.yaml").write_text(CHART_TEMPLATE.replace("discount", "rebate"))
+    git(project, "add", "-A")
+    result = try_staged(hook_repo, project, cache)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "parse-error" not in output and "Passed" in output

@@ -201,3 +201,18 @@ def test_every_code_the_source_reports_is_listed() -> None:
             used |= _literal_codes(ast.parse(path.read_text(encoding="utf-8")))
     assert len(used) >= 10, "the scan finds the checks' findings.make calls"
     assert not used - set(codes.BY_CODE)
+
+
+def test_package_data_twins_are_the_yaml_they_stand_for() -> None:
+    """The core reads each YAML file of its package data from a JSON twin (no YAML parse at start-up): every
+    YAML file has one, equal to the YAML parsed."""
+    from ruamel.yaml import YAML
+
+    from simulation import packagedata
+
+    yamls = sorted(reference.PACKAGE_DATA.glob("*.yaml"))
+    assert yamls, "the embedded CRD is package data"
+    for path in yamls:
+        parsed = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+        assert packagedata.yaml_twin(path.name) == parsed, f"{path.name}: run `make reference`"
+    assert set(reference.json_twins()) == {p.with_name(p.name + ".json") for p in yamls}

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from simulation import findings
 from simulation.analysis import hints, unknowable
 from simulation.semantics import catalog as cat
-from simulation.semantics import cells, cellset, clash, merge, model
+from simulation.semantics import cells, cellset, clash, merge, model, quantity
 from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
@@ -152,6 +152,45 @@ def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> fin
                f"clamps it to 0 (e.g. {witness.describe() if witness else '-'})")
     return findings.make("price-clamped", overlay.ref, ("spec", "priceAdjustment"), message,
                          witness=witness, source=overlay.source)
+
+
+def fractional_resources(overlay: model.Overlay) -> list[findings.Finding]:
+    """Extended resources (a domain-qualified name outside kubernetes.io) given a fraction."""
+    out = []
+    for name, value in overlay.capacity:
+        if "/" not in name or name.split("/", 1)[0].endswith("kubernetes.io"):
+            continue
+        try:
+            amount = quantity.parse(value)
+        except quantity.QuantityError:
+            continue  # the schema layer reports it
+        if amount != amount.to_integral_value():
+            out.append(findings.make(
+                "fractional-extended-resource", overlay.ref, ("spec", "capacity", name),
+                f"NodeOverlay {overlay.name}: capacity {name} is {value}, a fraction: Kubernetes counts extended "
+                "resources in whole units, so no pod can request it and Karpenter's simulation counts capacity no "
+                "node will advertise", source=overlay.source))
+    return out
+
+
+# Below this many instance types a price on all of them can be meant (a catalog of a few types, a test).
+EVERY_TYPE_MINIMUM = 10
+
+
+def price_on_every_type(grid: cells.Grid, e: merge.Entry) -> findings.Finding | None:
+    """An absolute price on some offering of every instance type of a catalog of many."""
+    if e.overlay.price is None or len(grid.types) < EVERY_TYPE_MINIMUM:
+        return None
+    fold, reach = e.cells.fold(), 0
+    for slot in range(grid.slots):
+        reach |= fold >> slot
+    if reach & grid.first_slots != grid.first_slots:
+        return None
+    return findings.make(
+        "price-on-every-type", e.overlay.ref, ("spec", "price"),
+        f"NodeOverlay {e.overlay.name}: price {e.overlay.price} applies to every instance type of the "
+        f"{grid.catalog or 'catalog'}: they all cost the same to Karpenter, which then no longer prefers cheaper "
+        "types", source=e.overlay.source)
 
 
 def known_keys(grid: cells.Grid) -> set[str]:

@@ -38,6 +38,8 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
     type_mask = grid.type_cells(mask)
     launched = grid.launched & mask
     by_pool = launched.pools()
+    # The launched cells in each field's unit: (NodePool, instance type), or offerings for price.
+    launches = (grid.type_cells(launched), launched)
     claims = report.outcome.claimed
     rows: dict[str, list[dict[str, Any]]] = {}
     overlays = sorted(report.overlays.values(), key=lambda c: (c.overlay.weight, c.overlay.name), reverse=True)
@@ -48,8 +50,12 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
         entry = report.entries.get(o.name)
         matched = entry.cells & mask if entry is not None else merge.EMPTY
         for field in _fields(o):
+            # Matched and won: an overlay matches cells it may not hold (a higher one set the field first).
+            # Price is per offering, the rest per (NodePool, instance type): both columns count in the field's unit.
+            counted = matched if field == merge.PRICE else grid.type_cells(matched)
             base = {"overlay": o.name, "weight": o.weight, "status": status,
-                    "cells": matched.bit_count(), "launched": (matched & launched).bit_count()}
+                    "matched": counted.bit_count(), "won": 0,
+                    "launched": (counted & launches[field == merge.PRICE]).bit_count()}
             if entry is None:
                 row = {**base, "outcome": "invalid", "why": reason}
             elif not matched:
@@ -87,7 +93,7 @@ def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: merge.Field,
                  claims: Mapping[tuple[str, merge.Field], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
     mine = claims.get((o.name, field), merge.EMPTY) & mask
     if mine:
-        return {**base, "outcome": "won",
+        return {**base, "outcome": "won", "won": mine.bit_count(),
                 "why": f"first in Karpenter's order (weight {o.weight}, then name descending) to set it"}
     winners = sorted({name for (name, f), bits in claims.items()
                       if f == field and name != o.name and bits.intersects(mask)})
@@ -109,4 +115,4 @@ def _near_miss(report: rp.Report, overlay: model.Overlay, mask: cellset.Cells) -
     rest = reqs.from_specs((s.key, s.operator, s.values) for j, s in enumerate(specs) if j != i)
     if not report.grid.match(rest).intersects(mask):
         return None
-    return f"requirement {i} ({r.key} {r.operator} {list(r.values)}) excludes it"
+    return f"requirement {i} ({r.key} {r.operator} [{', '.join(r.values)}]) excludes it"

@@ -21,6 +21,9 @@ from simulation.semantics import requirements as reqs
 from simulation.validation import crds, legacy
 
 MIN_WEIGHT, MAX_WEIGHT = 1, 10000
+MAX_REQUIREMENTS = 100
+# A price hint echoes the number only while it is one a person could mean (not 1e308 written out).
+PRICE_DIGITS = 12
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -147,26 +150,40 @@ def _not_in(target: str, key: str, values: tuple[str, ...]) -> tuple[str, str]:
     return rendered, f'{{"overlay": {_STRING(target)}, "requirement": {rendered}}}'
 
 
-def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen | None = None) -> Hint:
-    """Keep `winner` (today's value on the shared cells) in effect without a tie."""
-    seen = seen or Seen()
-    w = winner.overlay.weight
-    up = seen.free(taken, winner, w + 1, 1)
-    down = seen.free(taken, loser, w - 1, -1)
-    detail: dict[str, str] = {}
-    options = []
+def _ahead(first: merge.Entry, second: merge.Entry, taken: Taken, seen: Seen) -> tuple[str, dict[str, str]]:
+    """Weights that put `first` ahead of `second` without a tie: raise the one, or lower the other."""
+    w = first.overlay.weight
+    up = seen.free(taken, first, w + 1, 1)
+    down = seen.free(taken, second, w - 1, -1)
+    options, weights = [], {}
     if up is not None:
-        options.append(f"set {winner.name}'s spec.weight to {up}")
-        detail["raiseWeight"] = f"{winner.name}={up}"
+        options.append(f"set {first.name}'s spec.weight to {up}")
+        weights["raise"] = f"{first.name}={up}"
     if down is not None:
-        options.append(f"{'or ' if options else 'set '}{loser.name}'s spec.weight to {down}")
-        detail["lowerWeight"] = f"{loser.name}={down}"
-    text = f"to keep {winner.name} in effect, {' ('.join(options)}{')' if len(options) > 1 else ''}"
+        options.append(f"{'or ' if options else 'set '}{second.name}'s spec.weight to {down}")
+        weights["lower"] = f"{second.name}={down}"
+    return f"{' ('.join(options)}{')' if len(options) > 1 else ''}", weights
+
+
+def conflict(winner: merge.Entry, loser: merge.Entry, taken: Taken, seen: Seen | None = None) -> Hint:
+    """Weights that keep `winner` (today's value on the shared cells) in effect without a tie, those that put the
+    other ahead instead (which one was meant is the user's to say), and requirements that part them."""
+    seen = seen or Seen()
+    keep, kept = _ahead(winner, loser, taken, seen)
+    swap, swapped = _ahead(loser, winner, taken, seen)
+    detail: dict[str, str] = {}
+    for option, weights in (("Weight", kept), ("OtherWeight", swapped)):
+        for direction, value in weights.items():
+            detail[f"{direction}{option}"] = value
+    options = bool(keep or swap)
+    parts = [f"to keep {winner.name} in effect, {keep}"] if keep else []
+    parts += [f"to put {loser.name} in effect instead, {swap}"] if swap else []
+    text = "; ".join(parts)
     split = _disjoint(winner.overlay, loser.overlay, seen)
     if split is not None:
         target = split[0]
         rendered, detail["disjoint"] = seen.not_in(split)
-        text += f"; or make them disjoint: add {rendered} to {target}'s spec.requirements"
+        text += f"{'; or ' if text else ''}make them disjoint: add {rendered} to {target}'s spec.requirements"
     elif not options:
         text = f"give {winner.name} and {loser.name} different weights, or requirements that select different cells"
     return Hint(text, detail)
@@ -221,15 +238,18 @@ def _decimal_text(value: Any) -> str | None:
     return format(number.normalize(), "f")
 
 
-def _price_adjustment(value: Any) -> str:
+def _price_adjustments(value: Any) -> list[tuple[str, str]]:
+    """The fixes of a priceAdjustment: without a sign, a discount and a surcharge were as likely meant."""
     text = str(value).strip().replace(" ", "")
     match = re.fullmatch(r"([+-]?)(\d+(?:\.\d+)?)(%?)", text)
     if match is None:
-        return "-10%"
+        return [("-10%", "")]
     sign, number, percent = match.groups()
     if sign == "-" and percent and Decimal(number) > 100:
-        return "-100%"
-    return f"{sign or '+'}{number}{percent}"
+        return [("-100%", "")]
+    if not sign:
+        return [(f"-{number}{percent}", "discount"), (f"+{number}{percent}", "surcharge")]
+    return [(f"{sign}{number}{percent}", "")]
 
 
 def _requirement_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
@@ -267,13 +287,22 @@ def _value_hint(value: Any) -> str:
     return f"write the value as a label value (at most 63 of [A-Za-z0-9-_.]), e.g. \"{_label_value(value)}\""
 
 
+def _requirements_hint(value: Any) -> str | None:
+    """For spec.requirements itself: missing, not a list, or too long."""
+    if value is None:
+        return "add spec.requirements: a list of {key, operator, values}; [] selects every instance type"
+    if not isinstance(value, list):
+        return "write spec.requirements as a list of {key, operator, values} (a YAML sequence, `- key: ...`)"
+    if len(value) > MAX_REQUIREMENTS:
+        return f"at most {MAX_REQUIREMENTS} requirements: split the overlay in two"
+    return None
+
+
 def _spec_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
     field = path[1] if len(path) > 1 else None
     value = _dig(raw, path)
     if field == "requirements":
-        if len(path) == 2:
-            return "at most 100 requirements: split the overlay in two"
-        return _requirement_hint(path, raw)
+        return _requirement_hint(path, raw) if len(path) > 2 else _requirements_hint(value)
     if field == "weight" and len(path) == 2:
         number = _decimal_text(value)
         bounded = min(max(int(Decimal(number)), MIN_WEIGHT), MAX_WEIGHT) if number else MIN_WEIGHT
@@ -282,10 +311,12 @@ def _spec_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
     if len(path) == 1 and isinstance(spec, dict) and "price" in spec and "priceAdjustment" in spec:
         return "keep only one of spec.price and spec.priceAdjustment"
     if field == "price" and len(path) == 2:
-        return f"write spec.price as a decimal string, e.g. \"{_decimal_text(value) or '0.5'}\""
+        number = _decimal_text(value)
+        plausible = number is not None and len(number) <= PRICE_DIGITS
+        return f"write spec.price as a decimal string (USD per hour), e.g. \"{number if plausible else '0.5'}\""
     if field == "priceAdjustment" and len(path) == 2:
-        return (f"write spec.priceAdjustment as +N, -N, +N% or -N% (N < 100, or exactly -100%), "
-                f"e.g. \"{_price_adjustment(value)}\"")
+        examples = " or ".join(f"\"{e}\"{f' for a {meant}' if meant else ''}" for e, meant in _price_adjustments(value))
+        return f"write spec.priceAdjustment as +N, -N, +N% or -N% (N < 100, or exactly -100%), e.g. {examples}"
     if field == "capacity" and len(path) == 3:
         name = str(path[2])
         if name in ("cpu", "memory", "ephemeral-storage", "pods"):

@@ -230,7 +230,10 @@ class Grid:
         return bits
 
 
-def build(catalog: cat.Catalog, pools: Sequence[model.NodePool]) -> Grid:
+def build(catalog: cat.Catalog, pools: Sequence[model.NodePool], like: Grid | None = None) -> Grid:
+    """`like`: a grid of the same catalog, whose index of the instance types (all but the NodePools) is kept."""
+    if like is not None and like.types is catalog.types:
+        return dataclasses.replace(like, pools=tuple(pools))
     types = catalog.types
     slots = max((len(t.offerings) for t in types), default=1) or 1
     values: dict[str, dict[str, int]] = {}

@@ -9,17 +9,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import importlib.resources
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
-import jsonschema
-from ruamel.yaml import YAML
 
-from simulation import once
+from simulation import once, packagedata
 from simulation.validation import cel
+
+if TYPE_CHECKING:
+    import jsonschema
 
 GROUP, KIND, VERSION = "karpenter.sh", "NodeOverlay", "v1alpha1"
 NAME = "nodeoverlays.karpenter.sh"
@@ -38,11 +38,18 @@ class Crd:
 
     origin: str
     openapi: Mapping[str, Any] = dataclasses.field(repr=False)
-    validator: Any = dataclasses.field(repr=False)
+    # The OpenAPI schema as JSON Schema (_to_json_schema), for the validator.
+    converted: Mapping[str, Any] = dataclasses.field(repr=False)
     node: Node = dataclasses.field(repr=False)
     # True only for an instance the validator finds no error in, at a fraction of its cost; None where the
     # schema could not be compiled for it. Most objects are valid: only the rest pay for the error walk.
     accepts: Callable[[Any], bool] | None = dataclasses.field(default=None, repr=False)
+
+    @once.Once
+    def validator(self) -> Any:
+        """The jsonschema validator that names each error. Made on first use: most runs meet only objects the
+        quick check accepts, and importing jsonschema costs a one-file check a third of its start-up."""
+        return _validator_class()(self.converted)
 
     def defines(self, *path: str) -> bool:
         """Whether the schema declares the field at `path` (property names from the object's root)."""
@@ -102,8 +109,9 @@ class Node:
                 yield from node.rule_sets()
 
 
-def load(raw: Any, origin: str) -> Crd:
-    """Compile a parsed CustomResourceDefinition of NodeOverlays; CrdError if it is not one."""
+def load(raw: Any, origin: str, *, trusted: bool = False) -> Crd:
+    """Compile a parsed CustomResourceDefinition of NodeOverlays; CrdError if it is not one. `trusted`: the
+    schema is not checked against JSON Schema's metaschema (the embedded CRD's is, by tests/test_schema_crd.py)."""
     if not isinstance(raw, dict) or raw.get("kind") != "CustomResourceDefinition":
         raise CrdError(f"{origin}: not a CustomResourceDefinition")
     kind, group = dig(raw, "spec", "names", "kind"), dig(raw, "spec", "group")
@@ -114,15 +122,14 @@ def load(raw: Any, origin: str) -> Crd:
     openapi = dig(version, "schema", "openAPIV3Schema")
     if not isinstance(openapi, dict):
         raise CrdError(f"{origin}: the CRD has no {VERSION} version with an openAPIV3Schema")
-    extend: Any = jsonschema.validators.extend  # untyped in the stubs
-    validator_class = extend(jsonschema.Draft202012Validator, {"goPattern": _go_pattern})
     try:
         converted = _to_json_schema(openapi)
-        validator_class.check_schema(converted)
+        if not trusted:
+            _check_schema(converted)
         for pattern in _patterns(converted):
             go_regex(pattern)
-        return Crd(origin, openapi, validator_class(converted), Node.of(openapi), _quick_check(converted))
-    except (AttributeError, TypeError, ValueError, re.error, jsonschema.SchemaError) as err:
+        return Crd(origin, openapi, converted, Node.of(openapi), _quick_check(converted))
+    except (AttributeError, TypeError, ValueError, re.error) as err:
         # The API server would not have accepted such a CRD; nothing of it can be trusted.
         raise CrdError(f"{origin}: not a usable openAPIV3Schema: {str(err).splitlines()[0]}") from None
 
@@ -153,8 +160,7 @@ def _patterns(node: Any) -> Iterator[str]:
 @functools.cache
 def raw_dra() -> Mapping[str, Any]:
     """The project's DRA-extended CRD (manifests/crd/, shipped as package data), as parsed YAML."""
-    text = (importlib.resources.files("simulation") / "data" / "nodeoverlays.crd.yaml").read_text("utf-8")
-    loaded: Mapping[str, Any] = YAML(typ="safe", pure=True).load(text)
+    loaded: Mapping[str, Any] = packagedata.yaml_twin("nodeoverlays.crd.yaml")
     return loaded
 
 
@@ -174,13 +180,14 @@ def raw_karpenter() -> Mapping[str, Any]:
 @functools.cache
 def karpenter() -> Crd:
     """The default: what the API server of a cluster running Karpenter checks."""
-    return load(raw_karpenter(), f"the embedded NodeOverlay CRD of Karpenter {KARPENTER_RELEASE}")
+    return load(raw_karpenter(), f"the embedded NodeOverlay CRD of Karpenter {KARPENTER_RELEASE}",
+                trusted=True)
 
 
 @functools.cache
 def dra() -> Crd:
     """The DRA extension, chosen explicitly (`--crd dra`)."""
-    return load(raw_dra(), "the embedded DRA-extended NodeOverlay CRD")
+    return load(raw_dra(), "the embedded DRA-extended NodeOverlay CRD", trusted=True)
 
 
 # --- jsonschema over the OpenAPI schema -----------------------------------------------------------
@@ -263,7 +270,26 @@ def _as_patterns(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def _validator_class() -> Any:
+    import jsonschema  # only where an object fails the quick check, or a CRD is read: see Crd.validator
+
+    extend: Any = jsonschema.validators.extend  # untyped in the stubs
+    return extend(jsonschema.Draft202012Validator, {"goPattern": _go_pattern})
+
+
+def _check_schema(converted: Mapping[str, Any]) -> None:
+    import jsonschema
+
+    try:
+        _validator_class().check_schema(converted)
+    except jsonschema.SchemaError as err:
+        raise ValueError(str(err)) from None
+
+
 def _go_pattern(_v: Any, pattern: str, instance: Any, _s: Any) -> Iterator[jsonschema.ValidationError]:
+    import jsonschema
+
     if isinstance(instance, str) and not go_regex(pattern).search(instance):
         yield jsonschema.ValidationError(f"does not match {pattern}")
 
