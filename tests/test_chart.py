@@ -47,8 +47,8 @@ OPTIONS = ("--set", "certificates.source=cert-manager", "--set", "networkPolicy.
 
 @pytest.mark.parametrize("args", [(), OPTIONS], ids=["default", "options"])
 def test_helm_lint_is_clean(tmp_path: Path, args: tuple[str, ...]) -> None:
-    done = subprocess.run([tools.helm(), "lint", "--strict", str(tools.CHART), *args], capture_output=True, text=True,
-                          timeout=120, env=tools.helm_env(tmp_path))
+    done = subprocess.run([tools.helm(), "lint", "--strict", str(tools.CHART), *tools.IMAGE, *args],
+                          capture_output=True, text=True, timeout=120, env=tools.helm_env(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
 
@@ -96,7 +96,10 @@ def test_webhook_configurations_equal_the_base(default: list[dict[str, Any]], ba
 def test_pod_equals_the_base(default: list[dict[str, Any]], base: list[dict[str, Any]]) -> None:
     chart_dep, base_dep = by_kind(default, "Deployment"), by_kind(base, "Deployment")
     chart_pod, base_pod = chart_dep["spec"]["template"]["spec"], base_dep["spec"]["template"]["spec"]
-    assert chart_pod["containers"] == base_pod["containers"]
+    # Only the image's repository differs: the chart must be told it, the base is given it by `images:`.
+    (chart_container,), (base_container,) = chart_pod["containers"], base_pod["containers"]
+    assert chart_container["image"] == f"registry.example/{base_container['image']}"
+    assert {**chart_container, "image": ""} == {**base_container, "image": ""}
     same = ("securityContext", "volumes", "terminationGracePeriodSeconds", "serviceAccountName")
     assert {k: chart_pod[k] for k in same} == {k: base_pod[k] for k in same}
     assert chart_dep["spec"]["replicas"] == base_dep["spec"]["replicas"] == 2
@@ -221,6 +224,19 @@ def test_schema_rejects_bad_values(tmp_path: Path, bad: tuple[str, ...]) -> None
     assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
 
 
+def test_image_repository_is_required(default: list[dict[str, Any]], tmp_path: Path) -> None:
+    # Nothing publishes the image: a default repository would pull nothing and, with failurePolicy Fail,
+    # block every NodeOverlay write.
+    done = tools.helm_template(tmp_path, "--set", "image.repository=", check=False)
+    assert done.returncode == 1 and "image.repository is required" in done.stderr, done.stderr
+    assert "oci-archive:dist/overlay-guard-0.1.0.oci.tar" in done.stderr
+    (container,) = by_kind(default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/overlay-guard:0.1.0"
+    tagged = tools.chart(tmp_path, "--set", "image.tag=dev")
+    (container,) = by_kind(tagged, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/overlay-guard:dev"
+
+
 def test_packaged_chart_carries_the_linked_crd(tmp_path: Path) -> None:
     # files/ links to manifests/crd/; a packaged chart must hold the file itself.
     env = tools.helm_env(tmp_path)
@@ -228,8 +244,8 @@ def test_packaged_chart_carries_the_linked_crd(tmp_path: Path) -> None:
                           text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     (archive,) = tmp_path.glob("overlay-guard-*.tgz")
-    rendered = subprocess.run([tools.helm(), "template", "overlay-guard", str(archive), "--set", "draCRD.enabled=true"],
-                              capture_output=True, text=True, timeout=120, env=env)
+    rendered = subprocess.run([tools.helm(), "template", "overlay-guard", str(archive), *tools.IMAGE,
+                               "--set", "draCRD.enabled=true"], capture_output=True, text=True, timeout=120, env=env)
     assert rendered.returncode == 0, rendered.stderr
     docs = [d for d in YAML(typ="safe", pure=True).load_all(rendered.stdout) if d]
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]

@@ -281,5 +281,6 @@ def test_readme_installs_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
     blocks = _readme.blocks()
     assert list(blocks) == ["install-helm", "install-kustomize", "install-dra-crd"]
     assert blocks["install-helm"].startswith("helm install overlay-guard charts/overlay-guard")
+    assert "image.repository=" in blocks["install-helm"]
     assert "kubectl apply -k .certs" in blocks["install-kustomize"]
     assert "manifests/crd/karpenter.sh_nodeoverlays.yaml" in blocks["install-dra-crd"]
