@@ -41,8 +41,10 @@ def default(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return tools.chart(tmp_path_factory.mktemp("helm"))
 
 
+MONITORING = ("--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+              "--set", "monitoring.grafanaDashboard.enabled=true")
 OPTIONS = ("--set", "certificates.source=cert-manager", "--set", "networkPolicy.enabled=true",
-           "--set", "draCRD.enabled=true")
+           "--set", "draCRD.enabled=true", *MONITORING)
 
 
 @pytest.mark.parametrize("args", [(), OPTIONS], ids=["default", "options"])
@@ -201,6 +203,32 @@ def test_cert_manager_source(tmp_path: Path) -> None:
         "name": "corp-ca", "kind": "ClusterIssuer"}
 
 
+def test_monitoring_is_opt_in_and_renders_the_kustomize_components(default: list[dict[str, Any]],
+                                                                   tmp_path: Path) -> None:
+    kinds = ("ServiceMonitor", "PrometheusRule", "ConfigMap")
+    assert not [d for d in default if d["kind"] in kinds]
+    docs = tools.chart(tmp_path, *MONITORING, "--set", "namespace.name=guard",
+                       "--set", "monitoring.serviceMonitor.interval=1m",
+                       "--set", "monitoring.serviceMonitor.labels.release=kps",
+                       "--set", "monitoring.prometheusRule.labels.release=kps")
+    components = MANIFESTS / "components"
+    svc, monitor = by_kind(docs, "Service"), by_kind(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kps" and monitor["metadata"]["namespace"] == "guard"
+    assert monitor["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["guard"]}
+    shipped = YAML(typ="safe", pure=True).load(components / "monitoring" / "servicemonitor.yaml")
+    assert monitor["spec"]["endpoints"] == [{**e, "interval": "1m"} for e in shipped["spec"]["endpoints"]]
+    assert "metrics" in [p["name"] for p in svc["spec"]["ports"]]
+    rule = by_kind(docs, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "guard"
+    assert rule["spec"] == YAML(typ="safe", pure=True).load(components / "monitoring" / "prometheusrule.yaml")["spec"]
+    dashboard = by_kind(docs, "ConfigMap", "overlay-guard-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped_json = (components / "grafana-dashboard" / "overlay-guard.json").read_text()
+    assert dashboard["data"]["overlay-guard.json"] == shipped_json
+
+
 def test_dra_crd_is_opt_in_and_kept_on_uninstall(default: list[dict[str, Any]], tmp_path: Path) -> None:
     assert not [d for d in default if d["kind"] == "CustomResourceDefinition"]
     docs = tools.chart(tmp_path, "--set", "draCRD.enabled=true")
@@ -215,7 +243,8 @@ def test_dra_crd_is_opt_in_and_kept_on_uninstall(default: list[dict[str, Any]], 
     ("certificates.source=vault",), ("clientCA.enabled=true",),
     ("clientCA.enabled=true", "clientCA.configMap=a", "clientCA.secret=b"), ("extraArgs={mode=warn}",),
     ("webhook.url=http://127.0.0.1:9443",), ("certificates.selfSigned.extraIPAddresses={not-an-ip}",),
-    ("replicas=3",), ("image.tag=1",),
+    ("replicas=3",), ("image.tag=1",), ("monitoring.serviceMonitor.interval=soon",),
+    ("monitoring.prometheusRule.labels.release=1",),
 ], ids=lambda bad: ",".join(bad))
 def test_schema_rejects_bad_values(tmp_path: Path, bad: tuple[str, ...]) -> None:
     args = [a for value in bad for a in ("--set", value)]

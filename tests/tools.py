@@ -47,6 +47,11 @@ def helm() -> str:
 
 
 @functools.cache
+def promtool() -> str:
+    return _script("promtool.sh")
+
+
+@functools.cache
 def karpenter_crds() -> Path:
     """Directory with Karpenter's own karpenter.sh_{nodeoverlays,nodepools,nodeclaims}.yaml."""
     return Path(_script("karpenter-crds.sh"))
