@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Named for the interpreter: choosing another one installs again.
 STAMP := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
-.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle chromium clean fuzz krew-manifest
+.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle chromium promtool clean fuzz krew-manifest
 
 install: $(STAMP)
 
@@ -29,12 +29,13 @@ $(STAMP): pyproject.toml
 # The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
 # The image tests run the OCI image of `make image`. The differential tests and `make bench` run
 # Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh).
-# The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it).
+# The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it); the alert
+# tests run Debian's promtool (hack/promtool.sh).
 # `make lint` runs first: CI calls only `make test`, and a lint failure must fail it.
-test: install lint helm image karpenter-oracle chromium
+test: install lint helm image karpenter-oracle chromium promtool
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-unit: install helm karpenter-oracle chromium
+unit: install helm karpenter-oracle chromium promtool
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 # The README's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py,
@@ -73,6 +74,9 @@ helm:
 
 chromium:
 	@bash hack/chromium.sh >/dev/null
+
+promtool:
+	@bash hack/promtool.sh >/dev/null
 
 karpenter-oracle:
 	@bash hack/karpenter-oracle.sh >/dev/null

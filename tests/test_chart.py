@@ -41,14 +41,16 @@ def default(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return tools.chart(tmp_path_factory.mktemp("helm"))
 
 
+MONITORING = ("--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+              "--set", "monitoring.grafanaDashboard.enabled=true")
 OPTIONS = ("--set", "certificates.source=cert-manager", "--set", "networkPolicy.enabled=true",
-           "--set", "draCRD.enabled=true")
+           "--set", "draCRD.enabled=true", *MONITORING)
 
 
 @pytest.mark.parametrize("args", [(), OPTIONS], ids=["default", "options"])
 def test_helm_lint_is_clean(tmp_path: Path, args: tuple[str, ...]) -> None:
-    done = subprocess.run([tools.helm(), "lint", "--strict", str(tools.CHART), *args], capture_output=True, text=True,
-                          timeout=120, env=tools.helm_env(tmp_path))
+    done = subprocess.run([tools.helm(), "lint", "--strict", str(tools.CHART), *tools.IMAGE, *args],
+                          capture_output=True, text=True, timeout=120, env=tools.helm_env(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
 
@@ -96,7 +98,10 @@ def test_webhook_configurations_equal_the_base(default: list[dict[str, Any]], ba
 def test_pod_equals_the_base(default: list[dict[str, Any]], base: list[dict[str, Any]]) -> None:
     chart_dep, base_dep = by_kind(default, "Deployment"), by_kind(base, "Deployment")
     chart_pod, base_pod = chart_dep["spec"]["template"]["spec"], base_dep["spec"]["template"]["spec"]
-    assert chart_pod["containers"] == base_pod["containers"]
+    # Only the image's repository differs: the chart must be told it, the base is given it by `images:`.
+    (chart_container,), (base_container,) = chart_pod["containers"], base_pod["containers"]
+    assert chart_container["image"] == f"registry.example/{base_container['image']}"
+    assert {**chart_container, "image": ""} == {**base_container, "image": ""}
     same = ("securityContext", "volumes", "terminationGracePeriodSeconds", "serviceAccountName")
     assert {k: chart_pod[k] for k in same} == {k: base_pod[k] for k in same}
     assert chart_dep["spec"]["replicas"] == base_dep["spec"]["replicas"] == 2
@@ -198,6 +203,32 @@ def test_cert_manager_source(tmp_path: Path) -> None:
         "name": "corp-ca", "kind": "ClusterIssuer"}
 
 
+def test_monitoring_is_opt_in_and_renders_the_kustomize_components(default: list[dict[str, Any]],
+                                                                   tmp_path: Path) -> None:
+    kinds = ("ServiceMonitor", "PrometheusRule", "ConfigMap")
+    assert not [d for d in default if d["kind"] in kinds]
+    docs = tools.chart(tmp_path, *MONITORING, "--set", "namespace.name=guard",
+                       "--set", "monitoring.serviceMonitor.interval=1m",
+                       "--set", "monitoring.serviceMonitor.labels.release=kps",
+                       "--set", "monitoring.prometheusRule.labels.release=kps")
+    components = MANIFESTS / "components"
+    svc, monitor = by_kind(docs, "Service"), by_kind(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kps" and monitor["metadata"]["namespace"] == "guard"
+    assert monitor["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["guard"]}
+    shipped = YAML(typ="safe", pure=True).load(components / "monitoring" / "servicemonitor.yaml")
+    assert monitor["spec"]["endpoints"] == [{**e, "interval": "1m"} for e in shipped["spec"]["endpoints"]]
+    assert "metrics" in [p["name"] for p in svc["spec"]["ports"]]
+    rule = by_kind(docs, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "guard"
+    assert rule["spec"] == YAML(typ="safe", pure=True).load(components / "monitoring" / "prometheusrule.yaml")["spec"]
+    dashboard = by_kind(docs, "ConfigMap", "overlay-guard-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped_json = (components / "grafana-dashboard" / "overlay-guard.json").read_text()
+    assert dashboard["data"]["overlay-guard.json"] == shipped_json
+
+
 def test_dra_crd_is_opt_in_and_kept_on_uninstall(default: list[dict[str, Any]], tmp_path: Path) -> None:
     assert not [d for d in default if d["kind"] == "CustomResourceDefinition"]
     docs = tools.chart(tmp_path, "--set", "draCRD.enabled=true")
@@ -212,13 +243,27 @@ def test_dra_crd_is_opt_in_and_kept_on_uninstall(default: list[dict[str, Any]], 
     ("certificates.source=vault",), ("clientCA.enabled=true",),
     ("clientCA.enabled=true", "clientCA.configMap=a", "clientCA.secret=b"), ("extraArgs={mode=warn}",),
     ("webhook.url=http://127.0.0.1:9443",), ("certificates.selfSigned.extraIPAddresses={not-an-ip}",),
-    ("replicas=3",), ("image.tag=1",),
+    ("replicas=3",), ("image.tag=1",), ("monitoring.serviceMonitor.interval=soon",),
+    ("monitoring.prometheusRule.labels.release=1",),
 ], ids=lambda bad: ",".join(bad))
 def test_schema_rejects_bad_values(tmp_path: Path, bad: tuple[str, ...]) -> None:
     args = [a for value in bad for a in ("--set", value)]
     done = tools.helm_template(tmp_path, *args, check=False)
     assert done.returncode == 1, done.stdout[:500]
     assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+
+
+def test_image_repository_is_required(default: list[dict[str, Any]], tmp_path: Path) -> None:
+    # Nothing publishes the image: a default repository would pull nothing and, with failurePolicy Fail,
+    # block every NodeOverlay write.
+    done = tools.helm_template(tmp_path, "--set", "image.repository=", check=False)
+    assert done.returncode == 1 and "image.repository is required" in done.stderr, done.stderr
+    assert "oci-archive:dist/overlay-guard-0.1.0.oci.tar" in done.stderr
+    (container,) = by_kind(default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/overlay-guard:0.1.0"
+    tagged = tools.chart(tmp_path, "--set", "image.tag=dev")
+    (container,) = by_kind(tagged, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/overlay-guard:dev"
 
 
 def test_packaged_chart_carries_the_linked_crd(tmp_path: Path) -> None:
@@ -228,8 +273,8 @@ def test_packaged_chart_carries_the_linked_crd(tmp_path: Path) -> None:
                           text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     (archive,) = tmp_path.glob("overlay-guard-*.tgz")
-    rendered = subprocess.run([tools.helm(), "template", "overlay-guard", str(archive), "--set", "draCRD.enabled=true"],
-                              capture_output=True, text=True, timeout=120, env=env)
+    rendered = subprocess.run([tools.helm(), "template", "overlay-guard", str(archive), *tools.IMAGE,
+                               "--set", "draCRD.enabled=true"], capture_output=True, text=True, timeout=120, env=env)
     assert rendered.returncode == 0, rendered.stderr
     docs = [d for d in YAML(typ="safe", pure=True).load_all(rendered.stdout) if d]
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]

@@ -276,10 +276,42 @@ def test_client_ca_component_mounts_the_ca_and_moves_the_probes(tmp_path: Path) 
         assert container[probe]["httpGet"]["port"] == "metrics" and container[probe]["httpGet"]["scheme"] == "HTTP"
 
 
+def test_monitoring_components_scrape_the_metrics_port_and_ship_the_rules_and_dashboard(tmp_path: Path) -> None:
+    docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS],
+                                          [COMPONENTS / "monitoring", COMPONENTS / "grafana-dashboard"]))
+    svc, monitor = one(docs, "Service"), one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    metrics_port = [p for p in svc["spec"]["ports"] if p["name"] == endpoint["port"]]
+    assert metrics_port == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+    rule = one(docs, "PrometheusRule")
+    assert rule["metadata"]["namespace"] == "overlay-guard"
+    assert rule["spec"] == YAML(typ="safe", pure=True).load(COMPONENTS / "monitoring" / "prometheusrule.yaml")["spec"]
+    dashboard = one(docs, "ConfigMap", "overlay-guard-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (COMPONENTS / "grafana-dashboard" / "overlay-guard.json").read_text()
+    assert dashboard["data"]["overlay-guard.json"] == shipped
+    # Opt-in: the base has none of them.
+    kinds = ("ServiceMonitor", "PrometheusRule", "ConfigMap")
+    assert not [d for d in tools.kustomize(MANIFESTS) if d["kind"] in kinds]
+
+
+def test_the_chart_links_to_the_monitoring_components() -> None:
+    # One copy of the rules, the ServiceMonitor's endpoints and the dashboard: the chart's files/ link here.
+    for name, target in (("prometheusrule.yaml", "monitoring/prometheusrule.yaml"),
+                         ("servicemonitor.yaml", "monitoring/servicemonitor.yaml"),
+                         ("grafana-dashboard.json", "grafana-dashboard/overlay-guard.json")):
+        link = tools.CHART / "files" / name
+        assert link.is_symlink() and link.resolve() == (COMPONENTS / target).resolve(), name
+
+
 def test_readme_installs_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
     # tests/e2e/test_install.py and the dra_crd fixture run these blocks as written.
     blocks = _readme.blocks()
     assert list(blocks) == ["install-helm", "install-kustomize", "install-dra-crd"]
     assert blocks["install-helm"].startswith("helm install overlay-guard charts/overlay-guard")
+    assert "image.repository=" in blocks["install-helm"]
     assert "kubectl apply -k .certs" in blocks["install-kustomize"]
     assert "manifests/crd/karpenter.sh_nodeoverlays.yaml" in blocks["install-dra-crd"]

@@ -47,6 +47,11 @@ def helm() -> str:
 
 
 @functools.cache
+def promtool() -> str:
+    return _script("promtool.sh")
+
+
+@functools.cache
 def karpenter_crds() -> Path:
     """Directory with Karpenter's own karpenter.sh_{nodeoverlays,nodepools,nodeclaims}.yaml."""
     return Path(_script("karpenter-crds.sh"))
@@ -77,9 +82,15 @@ def kustomize(path: Path) -> list[dict[str, Any]]:
     return _documents(done.stdout)
 
 
+# The chart refuses to render without image.repository: nothing publishes the image.
+IMAGE = ("--set", "image.repository=registry.example/overlay-guard")
+
+
 def helm_template(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`helm template overlay-guard charts/overlay-guard --namespace overlay-guard ARGS`."""
-    done = subprocess.run([helm(), "template", "overlay-guard", str(CHART), "--namespace", "overlay-guard", *args],
+    """`helm template overlay-guard charts/overlay-guard --namespace overlay-guard IMAGE ARGS` (ARGS may
+    override IMAGE)."""
+    done = subprocess.run([helm(), "template", "overlay-guard", str(CHART), "--namespace", "overlay-guard", *IMAGE,
+                           *args],
                           capture_output=True, text=True, timeout=120, env=helm_env(home))
     if check:
         assert done.returncode == 0, done.stderr
