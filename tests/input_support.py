@@ -44,3 +44,16 @@ def write(tmp_path: pathlib.Path, name: str, content: str | bytes) -> str:
     else:
         path.write_text(content, encoding="utf-8")
     return str(path)
+
+
+# A Helm template of an overlay: what a chart in a GitOps repository holds, never valid YAML as it stands.
+HELM_TEMPLATE = """\
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: {{ .Release.Name }}-discount
+spec:
+  weight: {{ .Values.weight }}
+  requirements: []
+  priceAdjustment: {{ .Values.adjustment | quote }}
+"""

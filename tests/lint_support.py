@@ -55,7 +55,22 @@ def codes(output: str) -> list[str]:
     return [f["code"] for f in json.loads(output)["findings"]]
 
 
-class FakeApi(http.server.BaseHTTPRequestHandler):
+class _JsonHandler(http.server.BaseHTTPRequestHandler):
+    """A fake API's answers: JSON bodies, and no request log on stderr."""
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class FakeApi(_JsonHandler):
     pages: ClassVar[collections.abc.Mapping[str, list[dict[str, Any]]]] = {}
     requests: ClassVar[list[str]] = []
 
@@ -74,16 +89,6 @@ class FakeApi(http.server.BaseHTTPRequestHandler):
             body["metadata"] = {"continue": str(index + 1)}
         self._send(200, body)
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 Cluster = tuple[str, type[FakeApi]]
@@ -112,7 +117,7 @@ def fake_api(tmp_path: pathlib.Path) -> collections.abc.Iterator[Cluster]:
         server.server_close()
 
 
-class FakeForge(http.server.BaseHTTPRequestHandler):
+class FakeForge(_JsonHandler):
     """GitHub's and GitLab's comment APIs, as far as `lint.prcomment` uses them: list (paged), create, edit.
     It checks every request's path, token and body; `denied` answers 403 to everything; `log` records
     (method, path) in order."""
@@ -171,16 +176,6 @@ class FakeForge(http.server.BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._route("PUT")
 
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @contextlib.contextmanager

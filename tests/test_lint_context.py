@@ -11,22 +11,13 @@ import subprocess
 
 import pytest
 
+from tests import input_support
 from tests.lint_support import codes, nodepool, overlay, run, write
 
 
 def notes(output: str) -> list[str]:
     return list(json.loads(output)["notes"])
 
-HELM_TEMPLATE = """\
-apiVersion: karpenter.sh/v1alpha1
-kind: NodeOverlay
-metadata:
-  name: {{ .Release.Name }}-discount
-spec:
-  weight: {{ .Values.weight }}
-  requirements: []
-  priceAdjustment: {{ .Values.adjustment | quote }}
-"""
 
 
 def _repo(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -115,7 +106,7 @@ def test_helm_templates_are_skipped_with_a_note_saying_how_to_lint_them(tmp_path
     chart = tmp_path / "charts" / "overlays"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: overlays\nversion: 0.1.0\n", encoding="utf-8")
-    (chart / "templates" / "discount.yaml").write_text(HELM_TEMPLATE, encoding="utf-8")
+    (chart / "templates" / "discount.yaml").write_text(input_support.HELM_TEMPLATE, encoding="utf-8")
     (chart / "values.yaml").write_text("weight: 10\nadjustment: '-10%'\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     for path in ("charts", "charts/overlays/templates/discount.yaml"):
@@ -128,13 +119,13 @@ def test_helm_templates_are_skipped_with_a_note_saying_how_to_lint_them(tmp_path
 
 def test_a_go_template_outside_a_chart_is_skipped_with_a_note(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "overlay.yaml.tmpl"
-    path.write_text(HELM_TEMPLATE, encoding="utf-8")
+    path.write_text(input_support.HELM_TEMPLATE, encoding="utf-8")
     code, out, _ = run("check", str(path), "--format", "json")
     assert (code, codes(out)) == (0, []) and any("a Go template" in n for n in notes(out))
 
 
 def test_a_template_beside_a_real_error_still_fails(tmp_path: pathlib.Path) -> None:
-    (tmp_path / "t.yaml").write_text(HELM_TEMPLATE, encoding="utf-8")
+    (tmp_path / "t.yaml").write_text(input_support.HELM_TEMPLATE, encoding="utf-8")
     write(tmp_path, "bad.yaml", overlay("bad", 0))
     code, out, _ = run("check", str(tmp_path), "--format", "json")
     assert code == 1 and codes(out) == ["schema"]

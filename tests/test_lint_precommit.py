@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from tests import input_support
 from tests.input_support import OVERLAY
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -85,16 +86,6 @@ spec:
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
       requirements: []
 """
-CHART_TEMPLATE = """\
-apiVersion: karpenter.sh/v1alpha1
-kind: NodeOverlay
-metadata:
-  name: {{ .Release.Name }}-discount
-spec:
-  weight: {{ .Values.weight }}
-  requirements: []
-  priceAdjustment: {{ .Values.adjustment | quote }}
-"""
 
 
 def try_staged(hook_repo: pathlib.Path, project: pathlib.Path, cache: pathlib.Path) -> subprocess.CompletedProcess[str]:
@@ -115,7 +106,7 @@ def test_pre_commit_hook_judges_the_staged_files_against_the_committed_ones(hook
     chart = project / "charts" / "overlays"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: overlays\nversion: 0.1.0\n")
-    (chart / "templates" / "discount.yaml").write_text(CHART_TEMPLATE)
+    (chart / "templates" / "discount.yaml").write_text(input_support.HELM_TEMPLATE)
     git(project, "init", "-q")
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "committed")
@@ -130,7 +121,7 @@ def test_pre_commit_hook_judges_the_staged_files_against_the_committed_ones(hook
 
     # Raised above the committed one, it passes; the Helm template staged with it is a note, not an error.
     (project / "clusters" / "prod" / "savings-plan.yaml").write_text(overlay("savings-plan", 20, "-20%"))
-    (chart / "templates" / "discount.yaml").write_text(CHART_TEMPLATE.replace("discount", "rebate"))
+    (chart / "templates" / "discount.yaml").write_text(input_support.HELM_TEMPLATE.replace("discount", "rebate"))
     git(project, "add", "-A")
     result = try_staged(hook_repo, project, cache)
     output = result.stdout + result.stderr
