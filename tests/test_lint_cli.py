@@ -280,7 +280,7 @@ def _offering_rows(text: str) -> list[str]:
 def test_simulate_text_marks_what_a_nodepool_never_launches() -> None:
     """Of a spot-only r6i-only NodePool, the on-demand offering and the g5 type are not ordinary rows; named
     with --instance-type, a type it never launches is shown whole under a marked header."""
-    code, out, _ = run("simulate", SPOT_R6I, catalog=False)
+    code, out, _ = run("simulate", SPOT_R6I, "--full", catalog=False)
     headers = [line for line in out.splitlines() if line.startswith("NodePool spot-r6i, instance type")]
     assert code == 0 and headers == ["NodePool spot-r6i, instance type r6i.large"]
     assert _offering_rows(out) == ["spot"]

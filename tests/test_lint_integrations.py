@@ -227,7 +227,7 @@ def _git(work: pathlib.Path, *args: str) -> str:
                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
 
 
-def _pull_request(work: pathlib.Path, *adjustments: str) -> list[str]:
+def _commits(work: pathlib.Path, *adjustments: str) -> list[str]:
     """A repository whose commits set the spot discount to each adjustment in turn; their shas."""
     (work / "overlays").mkdir(parents=True)
     _git(work, "init", "-q", "-b", "main")
@@ -244,7 +244,7 @@ def test_github_action_comments_on_the_pull_request(installer: dict[str, str], t
     """comment: true posts the diff as one comment, and the next push updates that comment."""
     comments = "/repos/team/gitops/issues/7/comments"
     work = tmp_path / "checkout"
-    base, head, later = _pull_request(work, "-20%", "-30%", "-40%")
+    base, head, later = _commits(work, "-20%", "-30%", "-40%")
     inputs = {"paths": "overlays", "upload": "false", "comment": "true", "github-token": "s3cret",
               "catalog": str(ROOT / "tests" / "lint_fixtures" / "catalog.yaml")}
     with fake_forge([comments]) as (url, api):
@@ -279,7 +279,7 @@ def test_gitlab_template_notes_the_merge_request(installer: dict[str, str], tmp_
     assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
     notes = "/api/v4/projects/42/merge_requests/3/notes"
     work = tmp_path / "project"
-    base, head, later = _pull_request(work, "-20%", "-30%", "-10%")
+    base, head, later = _commits(work, "-20%", "-30%", "-10%")
     with fake_forge([notes]) as (url, api):
         variables = {**template["variables"], **job["variables"], "OVERLAY_LINT_PACKAGE": installer["source"],
                      "OVERLAY_LINT_PATHS": "overlays", "OVERLAY_LINT_GITLAB_TOKEN": "s3cret",
@@ -334,15 +334,15 @@ def _pull_request(tmp_path: pathlib.Path, weight: int) -> tuple[pathlib.Path, st
 
 def test_github_action_pull_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     work, base = _pull_request(tmp_path / "conflict", 10)
-    done, outputs = _run_action(installer, tmp_path / "conflict", {"changed-since": base}, work)
+    done, outputs = _run_action(installer, tmp_path / "conflict", {"changed-since": base}, work=work)
     assert outputs == {"exit-code": "1"}, _errors(done)
     results = json.loads((work / "overlay-lint.sarif").read_text())["runs"][0]["results"]
     assert {r["ruleId"] for r in results} == {"same-weight-conflict"}
     # The whole-tree mode (no changed-since) reports the broken file the pull request did not touch too.
-    done, outputs = _run_action(installer, tmp_path / "whole", {}, _pull_request(tmp_path / "whole", 20)[0])
+    done, outputs = _run_action(installer, tmp_path / "whole", {}, work=_pull_request(tmp_path / "whole", 20)[0])
     assert outputs == {"exit-code": "1"}
     work, base = _pull_request(tmp_path / "clean", 20)
-    done, outputs = _run_action(installer, tmp_path / "clean", {"changed-since": base}, work)
+    done, outputs = _run_action(installer, tmp_path / "clean", {"changed-since": base}, work=work)
     assert outputs == {"exit-code": "0"}, _errors(done)
 
 
@@ -524,11 +524,11 @@ def test_readme_github_workflow_runs_as_written(installer: dict[str, str], tmp_p
     work, base = _pull_request(tmp_path / "pr", 10)
     # The pull request's base sha, as GitHub fills the expression.
     inputs = {k: v.replace("${{ github.event.pull_request.base.sha }}", base) for k, v in inputs.items()}
-    done, outputs = _run_action(installer, tmp_path / "pr", inputs, work)
+    done, outputs = _run_action(installer, tmp_path / "pr", inputs, work=work)
     assert outputs == {"exit-code": "1"}, _errors(done)
     # On push the expression is empty: the whole of `paths` is checked (here without a conflict).
     work, _ = _pull_request(tmp_path / "push", 20)
-    done, outputs = _run_action(installer, tmp_path / "push", {**inputs, "changed-since": ""}, work)
+    done, outputs = _run_action(installer, tmp_path / "push", {**inputs, "changed-since": ""}, work=work)
     assert outputs == {"exit-code": "0"}, _errors(done)
 
 
