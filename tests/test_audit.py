@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,46 +16,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from simulation import findings
 from simulation.semantics import model
-from tests.webhook_support import default_catalog, nodepool, overlay
+from tests.webhook_support import CONFLICTING, P5, FakeEvents, cache_of, nodepool, overlay
 from webhook import audit, events, leader
 from webhook.config import Config
-from webhook.state import Cache
-
-P5 = [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["gpu"]}]
-
-
-class FakeEvents:
-    def __init__(self) -> None:
-        self.created: dict[str, Mapping[str, Any]] = {}
-        self.patched: list[tuple[str, Mapping[str, Any]]] = []
-        self.fail = False
-
-    async def create(self, body: Mapping[str, Any]) -> bool:
-        if self.fail:
-            raise RuntimeError("API server unavailable")
-        name = body["metadata"]["name"]
-        if name in self.created:
-            return False
-        self.created[name] = body
-        return True
-
-    async def patch(self, name: str, body: Mapping[str, Any]) -> None:
-        self.patched.append((name, body))
-
-
-async def cache_of(*objects: Mapping[str, Any]) -> Cache:
-    cache = Cache(debounce=0)
-    cache.set_catalog(default_catalog())
-    cache.load(objects)
-    await cache.rebuild()
-    return cache
 
 
 def reasons(api: FakeEvents) -> list[tuple[str, str, str]]:
     return sorted((b["reason"], b["regarding"]["kind"], b["regarding"]["name"]) for b in api.created.values())
 
 
-CONFLICTING = (nodepool("gpu"), overlay("a", price="1", extra=P5), overlay("b", price="2", extra=P5))
 
 
 async def test_conflict_is_reported_once_on_the_overlays_and_the_nodepool() -> None:

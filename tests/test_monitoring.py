@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
 from tests import tools
-from tests.test_audit import CONFLICTING, FakeEvents, cache_of
+from tests.webhook_support import CONFLICTING, FakeEvents, cache_of
 from webhook import audit
 from webhook.metrics import Metrics
 

@@ -323,3 +323,38 @@ def server_args(pki: Pki, *extra: str) -> list[str]:
         "0",
         *extra,
     ]
+
+
+# --- the audit without a cluster (tests/test_audit.py, tests/test_monitoring.py) ---------------------------
+
+P5 = [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["gpu"]}]
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.created: dict[str, Mapping[str, Any]] = {}
+        self.patched: list[tuple[str, Mapping[str, Any]]] = []
+        self.fail = False
+
+    async def create(self, body: Mapping[str, Any]) -> bool:
+        if self.fail:
+            raise RuntimeError("API server unavailable")
+        name = body["metadata"]["name"]
+        if name in self.created:
+            return False
+        self.created[name] = body
+        return True
+
+    async def patch(self, name: str, body: Mapping[str, Any]) -> None:
+        self.patched.append((name, body))
+
+
+async def cache_of(*objects: Mapping[str, Any]) -> Cache:
+    cache = Cache(debounce=0)
+    cache.set_catalog(default_catalog())
+    cache.load(objects)
+    await cache.rebuild()
+    return cache
+
+
+CONFLICTING = (nodepool("gpu"), overlay("a", price="1", extra=P5), overlay("b", price="2", extra=P5))

@@ -20,14 +20,9 @@ from typing import Any
 
 import pytest
 
+from . import _scenarios
 from ._guard import Guard, Webhook, apply, as_input, exists, overlay, unique
 from ._proxy import RoundRobin
-from .test_security import (
-    test_a_deleted_overlay_does_not_deny_its_replacement,
-    test_a_forged_review_holds_a_conflicting_write_off_until_its_deadline_at_most,
-    test_replace_force_judges_by_the_new_incarnation,
-    test_two_conflicting_applies_at_once_exactly_one_admitted,
-)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("replicas")]
 
@@ -35,10 +30,6 @@ VALIDATOR = 'admission webhook "nodeoverlays.validate.overlay-guard.io" denied t
 ROUNDS = 50
 SAMPLES = 30
 
-# The scenarios of test_security.py again, through three replicas.
-REUSED = (test_a_forged_review_holds_a_conflicting_write_off_until_its_deadline_at_most,
-          test_a_deleted_overlay_does_not_deny_its_replacement, test_replace_force_judges_by_the_new_incarnation,
-          test_two_conflicting_applies_at_once_exactly_one_admitted)
 
 
 @pytest.fixture(scope="module")
@@ -156,4 +147,5 @@ def test_admissions_per_second_with_the_ledger_against_without(guard: Guard) -> 
               f"{without:.0f} without (dry runs); {with_ledger / without:.2f}x")
 
 
-globals().update({f.__name__: f for f in REUSED})
+class TestThroughThreeReplicas(_scenarios.Scenarios):
+    """The scenarios of test_security.py again, through three replicas."""
