@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from simulation.semantics import model, region
@@ -191,14 +191,20 @@ class Client:
             return None
         return with_kind(obj, resource) if isinstance(obj, dict) else None
 
-    def node_places(self) -> region.Named:
-        """The regions and zones the cluster's Nodes carry (one page of Nodes: a cluster is in one region)."""
+    def node_places(self) -> tuple[region.Named | None, Sequence[str]]:
+        """The regions and zones the cluster's Nodes carry (one page of Nodes: a cluster is in one region), or None
+        with a note saying why they could not be read."""
         core: Any = _kubernetes().client.CoreV1Api(self._api_client)
-        body = self._call("list nodes", core.list_node, limit=PAGE, _request_timeout=TIMEOUT_SECONDS,
-                          _preload_content=False)
+        try:
+            body = self._call("list nodes", core.list_node, limit=PAGE, _request_timeout=TIMEOUT_SECONDS,
+                              _preload_content=False)
+        except Unreachable:
+            raise
+        except KubeError as err:
+            return None, [f"cannot list Nodes ({err.status}): the cluster's region is not read from them"]
         items = json.loads(body.data).get("items") or []
         labels = [item.get("metadata", {}).get("labels") or {} for item in items if isinstance(item, dict)]
-        return region.from_labels(labels)
+        return region.from_labels(labels), []
 
     def crd(self, name: str) -> dict[str, Any] | None:
         """A CustomResourceDefinition as raw JSON (the client's models would drop or reject parts of an
@@ -255,15 +261,12 @@ def read_all(client: Client) -> tuple[list[dict[str, Any]], list[str]]:
     return objects, notes
 
 
-def read_places(kubeconfig: str | None = None, context: str | None = None) -> tuple[region.Named | None, list[str]]:
-    """Where the cluster's Nodes are, or None with a note saying why that could not be read."""
+def read_places(kubeconfig: str | None = None,
+                context: str | None = None) -> tuple[region.Named | None, Sequence[str]]:
+    """Where the cluster's Nodes are (Client.node_places) through a client of its own."""
     client = Client.connect(kubeconfig, context)
     try:
-        return client.node_places(), []
-    except Unreachable:
-        raise
-    except KubeError as err:
-        return None, [f"cannot list Nodes ({err.status}): the region comes from the inputs"]
+        return client.node_places()
     finally:
         client.close()
 

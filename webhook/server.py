@@ -12,12 +12,12 @@ import logging
 import signal
 import ssl
 import time
+from collections.abc import Sequence
 from typing import Any, cast
 
 from aiohttp import web
 
 from simulation.semantics import region
-from sources import kube
 from webhook import audit, chain, crdwatch, listener, loader
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
@@ -84,14 +84,10 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_task
 
 def _places(source: Any) -> region.Named | None:
     """Where the cluster's Nodes are; None (the region then comes from the catalog) where they cannot be listed."""
-    try:
-        return cast(region.Named, source.client.node_places())
-    except kube.Unreachable:
-        raise
-    except kube.KubeError as err:
-        log.warning("cannot list Nodes for the cluster's region; using the catalog's",
-                    extra={"fields": {"error": str(err)}})
-        return None
+    places, unread = cast(tuple[region.Named | None, Sequence[str]], source.client.node_places())
+    for note in unread:
+        log.warning(note)
+    return places
 
 
 async def _announce_ready(cache: Cache, started: float, collecting: tuple[int, int, int]) -> None:

@@ -161,9 +161,9 @@ def default() -> Catalog:
 
 def from_json(data: Any, *, canonical: bool = False) -> Catalog:
     """The JSON catalog format: {"region", "source", "instanceTypes": [{name, labels,
-    allocatable, onDemandPrice, offerings?}]}. Without explicit offerings, each type is offered
-    in zones <region>a/b/c for on-demand and spot. `canonical`: every quantity is a string already in
-    Kubernetes' canonical form."""
+    allocatable, onDemandPrice, offerings?}], "provider"?}. Without explicit offerings, each type is offered
+    in the region's usual zones (usual_zones: <region>a/b/c on AWS) for on-demand and spot. `canonical`: every
+    quantity is a string already in Kubernetes' canonical form."""
     if not isinstance(data, Mapping) or not isinstance(data.get("instanceTypes"), list):
         raise CatalogError("a JSON catalog is an object with an 'instanceTypes' list")
     region = str(data.get("region") or "us-east-1")

@@ -21,8 +21,8 @@ class Named:
 
     pool_regions: tuple[str, ...] = ()
     overlay_regions: tuple[str, ...] = ()
+    # Only NodePools' and Nodes' zones add zones: an overlay's zone selects among them (its region still counts).
     pool_zones: tuple[str, ...] = ()
-    overlay_zones: tuple[str, ...] = ()
 
     def regions(self) -> list[str]:
         """Every region named, most named first (NodePools count before overlays), then by name."""
@@ -38,7 +38,7 @@ def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
     pool_regions: list[str] = []
     overlay_regions: list[str] = []
     pool_zones: list[str] = []
-    overlay_zones: list[str] = []
+    zones: list[str] | None
     for obj in objects:
         kind = model.kind_of(obj)
         if kind == model.NODEPOOL:
@@ -48,7 +48,7 @@ def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
             sink, zones = pool_regions, pool_zones
         elif kind == model.NODEOVERLAY:
             pairs = [(r.key, v) for r in model.overlay(obj).requirements if r.operator == reqs.IN for v in r.values]
-            sink, zones = overlay_regions, overlay_zones
+            sink, zones = overlay_regions, None
         else:
             continue
         for key, value in pairs:
@@ -57,9 +57,10 @@ def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
             if key == reqs.REGION and cat.is_region(value, provider):
                 sink.append(value)
             elif key == reqs.ZONE and (region := cat.zone_region(value, provider)) is not None:
-                zones.append(value)
+                if zones is not None:
+                    zones.append(value)
                 sink.append(region)
-    return Named(tuple(pool_regions), tuple(overlay_regions), tuple(pool_zones), tuple(overlay_zones))
+    return Named(tuple(pool_regions), tuple(overlay_regions), tuple(pool_zones))
 
 
 def from_labels(labels: Iterable[Mapping[str, Any]]) -> Named:
@@ -90,12 +91,12 @@ class RegionError(ValueError):
 def choose(catalog: cat.Catalog, objects: Sequence[Mapping[str, Any]], explicit: str | None = None,
            cluster: Named | None = None) -> Choice:
     """The catalog in the region of the run: `explicit` (--region), else the cluster's (its Nodes), else the one
-    the objects name, else the catalog's own (said in a note). Zones are those named in that region, else the
-    region's usual ones."""
+    the objects name, else the catalog's own (said in a note). Zones: the region's usual ones and those the
+    NodePools (or Nodes) name there (_zones)."""
     seen = named(objects, catalog.provider)
     if cluster is not None:
         seen = Named(cluster.pool_regions + seen.pool_regions, seen.overlay_regions,
-                     cluster.pool_zones + seen.pool_zones, seen.overlay_zones)
+                     cluster.pool_zones + seen.pool_zones)
     ranked = seen.regions()
     notes: list[str] = []
     if explicit is not None:
