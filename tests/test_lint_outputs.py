@@ -208,12 +208,16 @@ def test_completion_follows_the_parser(bash_script: pathlib.Path) -> None:
         assert set(offered) == {s for a in sub._actions for s in a.option_strings}
 
 
-def test_zsh_script_parses(tmp_path: pathlib.Path) -> None:
-    # Installed from Debian's packages when missing, so the check never skips.
-    found = subprocess.run(["bash", str(ROOT / "hack" / "debian-tool.sh"), "zsh"], capture_output=True, text=True,
+def _shell(name: str) -> str:
+    """The shell's path, installed from Debian's packages when missing, so the checks never skip."""
+    found = subprocess.run(["bash", str(ROOT / "hack" / "debian-tool.sh"), name], capture_output=True, text=True,
                            timeout=900)
     assert found.returncode == 0, found.stderr
-    zsh = found.stdout.strip()
+    return found.stdout.strip()
+
+
+def test_zsh_script_parses(tmp_path: pathlib.Path) -> None:
+    zsh = _shell("zsh")
     script = tmp_path / "_overlay-lint"
     script.write_text(_script("zsh"))
     done = subprocess.run([zsh, "-n", str(script)], capture_output=True, text=True, timeout=60)
@@ -234,10 +238,7 @@ def _fish_complete(fish: str, script: pathlib.Path, line: str, home: pathlib.Pat
 
 
 def test_fish_completes_commands_options_and_values(tmp_path: pathlib.Path) -> None:
-    found = subprocess.run(["bash", str(ROOT / "hack" / "debian-tool.sh"), "fish"], capture_output=True, text=True,
-                           timeout=900)
-    assert found.returncode == 0, found.stderr
-    fish = found.stdout.strip()
+    fish = _shell("fish")
     script = tmp_path / "overlay-lint.fish"
     script.write_text(_script("fish"))
     assert subprocess.run([fish, "-n", str(script)], capture_output=True, timeout=60).returncode == 0
