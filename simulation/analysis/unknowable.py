@@ -32,30 +32,28 @@ def possible_conflicts(entries: Mapping[str, merge.Entry], unknowable: Set[str],
     if not unknowable:
         return []
     pairs: dict[str, dict[str, tuple[merge.Field, ...]]] = {}
-    if subjects is None:
-        for name in sorted(unknowable):
-            _pair(entries, name, _same_weight(entries, name), unknowable, pairs)
-    else:
-        for name in subjects:
-            if name not in entries:
-                continue
-            if name in unknowable:
-                _pair(entries, name, _same_weight(entries, name), unknowable, pairs)
-            else:
-                for other in sorted(unknowable):
-                    if other in entries and entries[other].weight == entries[name].weight:
-                        _pair(entries, other, (name,), unknowable, pairs)
+    # Only same-weight overlays can conflict: the entries grouped by weight once (when a subject needs them, not
+    # on every request), not scanned per overlay.
+    by_weight: dict[int, list[str]] = {}
+    for name in sorted(unknowable) if subjects is None else subjects:
+        if name not in entries:
+            continue
+        weight = entries[name].weight
+        if name in unknowable:
+            if not by_weight:
+                for other, e in entries.items():
+                    by_weight.setdefault(e.weight, []).append(other)
+            _pair(entries, name, (o for o in by_weight[weight] if o != name), unknowable, pairs)
+        else:
+            for other in sorted(unknowable):
+                if other in entries and entries[other].weight == weight:
+                    _pair(entries, other, (name,), unknowable, pairs)
     out: list[findings.Finding] = []
     for name, partners in sorted(pairs.items()):
         made = [_finding(entries[name].overlay, entries[other].overlay, fields, catalog)
                 for other, fields in sorted(partners.items())[:clash.LIMIT]]
         out += shadows.first_few(made, len(partners))
     return out
-
-
-def _same_weight(entries: Mapping[str, merge.Entry], name: str) -> list[str]:
-    weight = entries[name].weight
-    return [other for other, e in entries.items() if e.weight == weight and other != name]
 
 
 def _pair(entries: Mapping[str, merge.Entry], name: str, others: Iterable[str], unknowable: Set[str],
