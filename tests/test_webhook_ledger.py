@@ -185,8 +185,14 @@ async def _run(catalog: cat.Catalog, data: st.DataObject, candidates: list[tuple
     async def read(kind: str, name: str) -> Mapping[str, Any] | None:
         return api.get((kind, name))
 
+    # Every choice is drawn before the replicas run: how many pauses a run takes depends on the event loop's
+    # scheduling, and a draw made from inside it would change the shape of the example from run to run.
+    pauses = data.draw(st.lists(st.integers(0, 4), min_size=1, max_size=64), label="pauses")
+    turn = [0]
+
     def pause() -> int:
-        return data.draw(st.integers(0, 4), label="pause")
+        turn[0] += 1
+        return pauses[turn[0] % len(pauses)]
 
     caches = []
     for _ in range(replicas):
@@ -201,6 +207,9 @@ async def _run(catalog: cat.Catalog, data: st.DataObject, candidates: list[tuple
         objects = [stored(overlay(f"o{i}", weight=w, family=f, price=f"{i + 1}"), f"u{i}", 0)
                    for i, (w, f) in enumerate(candidates)]
         judged_by = [data.draw(st.integers(0, replicas - 1), label="replica") for _ in objects]
+        stores = data.draw(st.lists(st.booleans(), min_size=len(objects), max_size=len(objects)), label="stored")
+        deliveries = data.draw(st.lists(st.lists(st.booleans(), min_size=replicas, max_size=replicas),
+                                        min_size=len(objects), max_size=len(objects)), label="delivered")
         decisions = await asyncio.gather(*(
             caches[r].decide(o, "CREATE", None, dry_run=False, admits=lambda rep: not rep.errors())
             for r, o in zip(judged_by, objects, strict=True)))
@@ -210,11 +219,11 @@ async def _run(catalog: cat.Catalog, data: st.DataObject, candidates: list[tuple
 
         # Some admitted objects are stored (another webhook may refuse the rest), and the watch of some
         # replicas delivers them.
-        persisted = [i for i in admitted if data.draw(st.booleans(), label="stored")]
+        persisted = [i for i in admitted if stores[i]]
         for rv, i in enumerate(persisted, start=10):
             obj = stored(objects[i], f"u{i}", rv)
             api[(NO, f"o{i}")] = obj
-            for cache in [c for c in caches if data.draw(st.booleans(), label="delivered")]:
+            for cache in [c for c, yes in zip(caches, deliveries[i], strict=True) if yes]:
                 cache.apply_event(NO, {"type": "ADDED", "object": obj, "raw_object": obj})
         for cache in caches:
             await cache.rebuild()
