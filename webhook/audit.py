@@ -10,6 +10,12 @@ The evaluation is the linter's `check --cluster`: every overlay a candidate agai
 NodePools, through the one `evaluate` entry point, on the cache's immutable snapshot, in a
 worker thread (admissions go on while it runs); each overlay's schema and runtime checks are
 reused from the snapshot, only the merge and the analyses run again.
+
+The leader also checks the prediction against Karpenter (webhook/prediction.py): each overlay's
+status against the condition Karpenter wrote, and, given a source of Karpenter's published prices,
+the effective prices. A disagreement that lasts `grace` seconds is an `OverlayPredictionMismatch`
+event and counts in `overlay_guard_prediction_mismatches`; Karpenter's status writes (which do not
+change the snapshot) and a disagreement's grace running out each cause an audit of their own.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from prometheus_client.registry import Collector
 
 from simulation import evaluate as ev
 from simulation import findings
+from simulation.analysis import report as rp
 from simulation.semantics import model
-from webhook import events, leader, state, store
+from webhook import events, leader, prediction, state, store
 from webhook.config import Config
 
 log = logging.getLogger("overlay-guard.audit")
@@ -47,9 +54,23 @@ BACKLOG_RETRY = 10.0
 class Summary:
     generation: int
     findings: tuple[findings.Finding, ...]
-    status: Mapping[str, str]
+    statuses: Mapping[str, rp.Status]
     cells: Mapping[str, int]
     seconds: float
+    # What Karpenter's provider will publish (only computed when there is something to compare it with).
+    prices: Mapping[prediction.PriceKey, prediction.Priced] | None = None
+
+    @property
+    def status(self) -> Mapping[str, str]:
+        return {name: s.state for name, s in self.statuses.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mismatches:
+    """The disagreements with Karpenter that outlasted the grace period, at the last audit."""
+
+    status: Mapping[str, prediction.StatusMismatch] = dataclasses.field(default_factory=dict)
+    price: Mapping[prediction.PriceKey, prediction.PriceMismatch] = dataclasses.field(default_factory=dict)
 
 
 def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
@@ -62,10 +83,31 @@ def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
     return ev.evaluate(overlays, base, full=True, checked=prepared.overlays)
 
 
-def summarise(generation: int, report: ev.Report, seconds: float) -> Summary:
-    status = {name: s.state for name, s in report.status.items()}
+def summarise(generation: int, report: ev.Report, seconds: float, prices: bool = False) -> Summary:
     cells = {name: e.type_cells.bit_count() for name, e in report.entries.items()}
-    return Summary(generation, report.findings, status, cells, seconds)
+    return Summary(generation, report.findings, dict(report.status.items()), cells, seconds,
+                   prediction.predicted_prices(report) if prices else None)
+
+
+def _evaluate_summary(prepared: ev.Prepared, objects: store.Store, generation: int, prices: bool) -> Summary:
+    started = time.perf_counter()
+    report = evaluate(prepared, objects)
+    return summarise(generation, report, time.perf_counter() - started, prices)
+
+
+def _generation(obj: Mapping[str, Any]) -> Any:
+    meta = obj.get("metadata")
+    return meta.get("generation") if isinstance(meta, Mapping) else None
+
+
+def reconciled_overlays(snap: state.Snapshot, live: store.Store) -> dict[str, Mapping[str, Any]]:
+    """The stored overlays whose spec the snapshot judged (a newer generation waits for its rebuild)."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for (kind, name), s in live.items():
+        judged = snap.basis.get((kind, name))
+        if kind == model.NODEOVERLAY and judged is not None and _generation(judged.obj) == _generation(s.obj):
+            out[name] = s.obj
+    return out
 
 
 class LogEvents:
@@ -84,7 +126,8 @@ class LogEvents:
 class Auditor:
     def __init__(self, cache: state.Cache, api: events.EventApi, *, instance: str, interval: float = DEFAULT_INTERVAL,
                  debounce: float = 2.0, limit: int = events.DEFAULT_LIMIT, elector: leader.Elector | None = None,
-                 poll: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
+                 poll: float = 0.25, clock: Callable[[], float] = time.monotonic,
+                 grace: float = prediction.DEFAULT_GRACE, prices: prediction.PriceSource | None = None) -> None:
         self.cache = cache
         self.api = api
         self.instance = instance
@@ -99,6 +142,18 @@ class Auditor:
         self.written: collections.Counter[str] = collections.Counter()
         self.deferred = 0
         self.audits = 0
+        self.grace = grace
+        # Karpenter's published prices (sources/karpenter.py); None: prices are not compared.
+        self.prices = prices
+        self.mismatches = Mismatches()
+        self._timing: tuple[prediction.Grace[str, prediction.StatusMismatch],
+                            prediction.Grace[prediction.PriceKey, prediction.PriceMismatch]] = self._graces()
+        # When a disagreement's grace runs out, or a lasting one is to be checked again.
+        self.recheck_at: float | None = None
+
+    def _graces(self) -> tuple[prediction.Grace[str, prediction.StatusMismatch],
+                               prediction.Grace[prediction.PriceKey, prediction.PriceMismatch]]:
+        return prediction.Grace(self.grace), prediction.Grace(self.grace)
 
     @property
     def leading(self) -> bool:
@@ -106,7 +161,9 @@ class Auditor:
 
     async def run(self) -> None:
         seen_generation, seen_at = -1, self._clock()
+        seen_updates, updated_at = -1, seen_at
         audited: int | None = None
+        audited_updates = -1
         was_leading = False
         next_due = 0.0
         while True:
@@ -115,16 +172,26 @@ class Auditor:
             now = self._clock()
             if snap.generation != seen_generation:
                 seen_generation, seen_at = snap.generation, now
+            if self.cache.updates != seen_updates:
+                seen_updates, updated_at = self.cache.updates, now
             if not self.leading:
+                if was_leading:
+                    # What a later leadership sees is timed afresh: this replica was not watching meanwhile.
+                    self._timing, self.mismatches, self.recheck_at = self._graces(), Mismatches(), None
                 was_leading, self.result = False, None
                 continue
             if snap.prepared is None or not self.cache.synced:
                 continue
             settled = now - seen_at >= self.debounce
-            due = (not was_leading or now >= next_due or (settled and snap.generation != audited))
+            # Karpenter's status writes leave the snapshot as it is; they are compared once they settle.
+            touched = seen_updates != audited_updates and now - updated_at >= self.debounce
+            recheck = self.recheck_at is not None and now >= self.recheck_at
+            due = (not was_leading or now >= next_due or (settled and snap.generation != audited) or touched
+                   or recheck)
             if not due:
                 continue
             was_leading = True
+            audited_updates = seen_updates
             try:
                 await self.audit(snap)
             except Exception:
@@ -136,14 +203,15 @@ class Auditor:
         assert snap.prepared is not None
         result = self.result
         if result is None or result.generation != snap.generation:
-            started = time.perf_counter()
-            report = await asyncio.to_thread(evaluate, snap.prepared, snap.basis)
-            result = summarise(snap.generation, report, time.perf_counter() - started)
-        # else: a periodic audit of an unchanged snapshot only retries what is left to write.
+            result = await asyncio.to_thread(_evaluate_summary, snap.prepared, snap.basis, snap.generation,
+                                             self.prices is not None)
+        # else: a periodic audit of an unchanged snapshot only retries what is left to write (and compares
+        # Karpenter's statuses and prices again).
         exists = [findings.ObjectRef(kind, name) for kind, name in snap.basis]
         uids = {findings.ObjectRef(*k): uid for k, s in snap.basis.items()
                 if (uid := store.uid_of(s.obj)) is not None}
-        current = events.notes(result.findings)
+        self.mismatches = await self._compare(snap, result)
+        current = events.notes(result.findings) + prediction.notes(self.mismatches.status, self.mismatches.price)
         plan = self.ledger.plan(current, exists)
         # Leadership can be lost while the evaluation runs: the new leader writes instead.
         written = await events.publish(self.api, plan, self.instance, uids, leader.microtime()) \
@@ -156,8 +224,36 @@ class Auditor:
         log.info("audit done", extra={"fields": {
             "generation": snap.generation, "seconds": round(result.seconds, 3), "overlays": len(result.status),
             **{s.lower(): n for s, n in sorted(by_status.items())}, "findings": len(result.findings),
-            "eventsWritten": len(written), "eventsDeferred": self.deferred}})
+            "eventsWritten": len(written), "eventsDeferred": self.deferred,
+            "predictionMismatches": len(self.mismatches.status) + len(self.mismatches.price)}})
         return result
+
+    async def _compare(self, snap: state.Snapshot, result: Summary) -> Mismatches:
+        """The disagreements with Karpenter past their grace; sets when to look again."""
+        status_timing, price_timing = self._timing
+        now = self._clock()
+        status = status_timing.observe(
+            prediction.status_mismatches(result.statuses, reconciled_overlays(snap, self.cache.live)), now)
+        price = self.mismatches.price
+        published = await self._published() if result.prices is not None else None
+        if result.prices is not None and published is not None:
+            price = price_timing.observe(prediction.price_mismatches(result.prices, published), now)
+        dues = [d for d in (status_timing.next_due(now), price_timing.next_due(now)) if d is not None]
+        # A lasting disagreement is looked at again a grace period later, so one that resolves without a
+        # watch event (a price) clears within it.
+        if status or price:
+            dues.append(now + self.grace)
+        self.recheck_at = min(dues, default=None)
+        return Mismatches(status, price)
+
+    async def _published(self) -> Mapping[prediction.PriceKey, float] | None:
+        assert self.prices is not None
+        try:
+            return await self.prices()
+        except Exception as exc:
+            log.warning("cannot read Karpenter's published prices; comparing them at the next audit",
+                        extra={"fields": {"error": f"{type(exc).__name__}: {exc}"[:300]}})
+            return None
 
 
 class AuditCollector(Collector):
@@ -174,7 +270,8 @@ class AuditCollector(Collector):
         written = CounterMetricFamily("overlay_guard_audit_events_written",
                                       "Events written (or found already written) by this replica, by reason.",
                                       labels=["reason"])
-        for reason in (events.CONFLICT, events.NO_MATCH, events.SHADOWED, events.INVALID, events.APPLIED):
+        for reason in (events.CONFLICT, events.NO_MATCH, events.SHADOWED, events.INVALID, events.APPLIED,
+                       events.MISMATCH):
             written.add_metric([reason], a.written[reason])
         yield written
         result = a.result
@@ -199,6 +296,13 @@ class AuditCollector(Collector):
         for status in ("Applied", "Conflict", "Invalid"):
             overlays.add_metric([status], statuses[status])
         yield overlays
+        mismatches = GaugeMetricFamily("overlay_guard_prediction_mismatches",
+                                       "Disagreements with Karpenter lasting past the grace period: overlays whose "
+                                       "status condition (status), offerings whose published price (price).",
+                                       labels=["kind"])
+        mismatches.add_metric(["status"], len(a.mismatches.status))
+        mismatches.add_metric(["price"], len(a.mismatches.price))
+        yield mismatches
         yield _cells_histogram(result.cells.values())
 
 
@@ -223,10 +327,11 @@ def pod_namespace(path: str = SERVICE_ACCOUNT_NAMESPACE, default: str = "overlay
 
 
 def start(config: Config, cache: state.Cache, registry: CollectorRegistry,
-          api_client: Any | None) -> list[asyncio.Task[None]]:
+          api_client: Any | None, prices: prediction.PriceSource | None = None) -> list[asyncio.Task[None]]:
     """The audit's tasks (none with --audit-interval 0, or with --state unless an interval is given);
     `api_client`: the informers' configured `kubernetes` ApiClient of the cluster to elect in and write
-    to (None with --state). The client's default configuration is never loaded, so it must be this one."""
+    to (None with --state). The client's default configuration is never loaded, so it must be this one.
+    `prices`: Karpenter's published prices to compare with (None: only statuses are compared)."""
     live = api_client is not None
     interval = config.audit_interval if config.audit_interval is not None else (DEFAULT_INTERVAL if live else 0.0)
     if interval <= 0:
@@ -240,7 +345,7 @@ def start(config: Config, cache: state.Cache, registry: CollectorRegistry,
                                  renew_deadline=config.lease_renew_deadline, retry_period=config.lease_retry_period)
         api = events.KubeEvents(api_client)
     auditor = Auditor(cache, api, instance=instance, interval=interval, debounce=config.audit_debounce,
-                      limit=config.audit_max_events, elector=elector)
+                      limit=config.audit_max_events, elector=elector, grace=config.prediction_grace, prices=prices)
     registry.register(AuditCollector(auditor))
     tasks = [asyncio.create_task(auditor.run(), name="overlay-guard-audit")]
     if elector is not None:

@@ -80,6 +80,10 @@ def parser() -> argparse.ArgumentParser:
                        help="seconds the cache must be unchanged before a change is audited (default 2)")
     audit.add_argument("--audit-max-events", type=int, default=100,
                        help="events written per audit at most; the rest wait for the next audit (default 100)")
+    audit.add_argument("--prediction-grace", type=float, default=120.0,
+                       help="seconds a disagreement between the audit's prediction and Karpenter's status condition "
+                            "(or published prices) must last before it is an OverlayPredictionMismatch event and "
+                            "counts in overlay_guard_prediction_mismatches (default 120)")
     audit.add_argument("--leader-election-namespace",
                        help="namespace of the audit Lease (default: the pod's namespace, else overlay-guard)")
     audit.add_argument("--leader-election-lease", default="overlay-guard-audit",
@@ -108,9 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               ">= 0, --max-connections and --max-pending >= 1", file=sys.stderr)
         return 2
     if not (0 < args.lease_retry_period < args.lease_renew_deadline < args.lease_duration) \
-            or (args.audit_interval or 0) < 0 or args.audit_debounce < 0 or args.audit_max_events < 1:
+            or (args.audit_interval or 0) < 0 or args.audit_debounce < 0 or args.audit_max_events < 1 \
+            or not args.prediction_grace >= 0:
         print("overlay-webhook: need 0 < --lease-retry-period < --lease-renew-deadline < --lease-duration, "
-              "--audit-interval and --audit-debounce >= 0, --audit-max-events >= 1", file=sys.stderr)
+              "--audit-interval, --audit-debounce and --prediction-grace >= 0, --audit-max-events >= 1",
+              file=sys.stderr)
         return 2
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
@@ -121,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         admission_chain=args.admission_chain_seconds, ledger_name=args.ledger_lease,
         shutdown_timeout=args.shutdown_timeout, audit_interval=args.audit_interval,
         audit_debounce=args.audit_debounce, audit_max_events=args.audit_max_events,
+        prediction_grace=args.prediction_grace,
         lease_name=args.leader_election_lease, lease_namespace=args.leader_election_namespace,
         lease_duration=args.lease_duration, lease_renew_deadline=args.lease_renew_deadline,
         lease_retry_period=args.lease_retry_period,

@@ -56,6 +56,8 @@ class Config:
     audit_interval: float | None = None
     audit_debounce: float = 2.0
     audit_max_events: int = 100
+    # Seconds a disagreement with Karpenter's status or prices must last to be reported.
+    prediction_grace: float = 120.0
     # Its Lease (namespace None: the pod's own, else overlay-guard) and client-go's timings.
     lease_name: str = "overlay-guard-audit"
     lease_namespace: str | None = None

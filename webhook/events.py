@@ -26,6 +26,8 @@ log = logging.getLogger("overlay-guard.events")
 
 CONFLICT, NO_MATCH, SHADOWED, INVALID, APPLIED = (
     "OverlayConflict", "OverlayNoMatch", "OverlayShadowed", "OverlayInvalid", "OverlayApplied")
+# The guard's prediction and Karpenter disagree (webhook/prediction.py).
+MISMATCH = "OverlayPredictionMismatch"
 REASONS = {"same-weight-conflict": CONFLICT, "no-match": NO_MATCH, "shadowed": SHADOWED}
 CONTROLLER = "overlay-guard.io/audit"
 # Cluster-scoped objects' events live here (where kubectl looks for them).

@@ -137,6 +137,8 @@ class Cache:
         self._catalog: cat.Catalog | None = None
         self._crd: crds.Crd | None = None
         self._live: Store = {}
+        # Counts every list and watch event, status writes included (the audit compares Karpenter's).
+        self.updates = 0
         self._version = 0
         self._changes = 0
         self._deleted: dict[str, int] = {}
@@ -197,6 +199,7 @@ class Cache:
             self._version = max(self._version, lg.resource_version({"metadata": {"resourceVersion": version}}))
         first = not self._synced.get(kind, False)
         self._synced[kind] = True
+        self.updates += 1
         self.last_sync = self._clock()
         self._changed(changed or first)
 
@@ -209,6 +212,7 @@ class Cache:
     def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Transition:
         outcome = store.handle(self._live, kind, event)
         self._live = outcome.store
+        self.updates += 1
         if kind == model.NODEOVERLAY and outcome.resource_version is not None:
             version = lg.resource_version({"metadata": {"resourceVersion": outcome.resource_version}})
             self._version = max(self._version, version)
@@ -256,6 +260,11 @@ class Cache:
     @property
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+    @property
+    def live(self) -> Store:
+        """The objects as last listed or watched, status included (the snapshot's basis lags status writes)."""
+        return self._live
 
     def live_counts(self) -> dict[str, int]:
         return store.counts(self._live)

@@ -1,0 +1,194 @@
+"""The audit's prediction against what Karpenter says: each overlay's status against the
+`ValidationSucceeded` condition Karpenter wrote, and the effective prices against the ones its
+provider publishes. Pure (the time is an argument), so the rules are tested without a cluster.
+
+Karpenter v1.15.0's nodeoverlay controller sets the condition True, or False with reason
+`RuntimeValidation` (the overlay is ignored whole) or `Conflict`; a condition of an older
+generation, or none, has not judged the overlay's current spec yet. The AWS provider's metrics
+controller lists the NodePools and, for each, writes every offering's price after overlays into one
+map per (instance type, capacity type, zone): the published figure is the last NodePool's in list
+order (the API server lists cluster-scoped objects by name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from simulation import findings
+from simulation.analysis import effects
+from simulation.analysis import report as rp
+from simulation.semantics import merge, model
+from webhook import events
+
+CONDITION = "ValidationSucceeded"
+# Karpenter's reasons for a False condition, as the guard's statuses: the one place they are mapped.
+KARPENTER_REASONS = {"RuntimeValidation": merge.INVALID, "Conflict": merge.CONFLICT}
+# Karpenter reconciles overlays on every change and its provider republishes prices every minute:
+# a disagreement younger than two of those is a race, not a finding.
+DEFAULT_GRACE = 120.0
+# Published and predicted prices agree within this (the exposition prints floats in shortest form,
+# a reader may round; no price is this precise).
+REL_TOL, ABS_TOL = 1e-6, 1e-9
+# Disagreements remembered at once (per kind): their first-seen times, beyond it the newest wait.
+MEMORY = 10_000
+
+PriceKey = tuple[str, str, str]  # (instance type, capacity type, zone), the metric's labels
+# Returns Karpenter's published effective prices, None when they cannot be read now.
+PriceSource = Callable[[], Awaitable[Mapping[PriceKey, float] | None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Said:
+    """Karpenter's verdict on one overlay: a guard status, or the raw reason of a False condition
+    the guard does not know (a Karpenter version it does not model)."""
+
+    state: str
+    message: str = ""
+
+
+def karpenter_says(obj: Mapping[str, Any]) -> Said | None:
+    """The overlay's ValidationSucceeded condition as a status; None while Karpenter has not
+    reconciled this generation (no condition, Unknown, or an older observedGeneration)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    found = next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == CONDITION), None) \
+        if isinstance(conditions, list) else None
+    if found is None:
+        return None
+    meta = obj.get("metadata")
+    generation = meta.get("generation") if isinstance(meta, Mapping) else None
+    observed = found.get("observedGeneration")
+    if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+        return None
+    message = str(found.get("message") or "")
+    if found.get("status") == "True":
+        return Said(merge.APPLIED, message)
+    if found.get("status") != "False":
+        return None
+    reason = str(found.get("reason") or "")
+    known = KARPENTER_REASONS.get(reason)
+    return Said(known if known is not None else reason or "False", message)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusMismatch:
+    overlay: str
+    predicted: rp.Status
+    said: Said
+
+    def describe(self) -> str:
+        why = f" ({self.predicted.reason})" if self.predicted.reason else ""
+        theirs = f" ({self.said.message})" if self.said.message and self.said.state != merge.APPLIED else ""
+        return f"guard predicts {self.predicted.state}{why}, Karpenter says {self.said.state}{theirs}"
+
+
+def status_mismatches(predicted: Mapping[str, rp.Status],
+                      overlays: Mapping[str, Mapping[str, Any]]) -> dict[str, StatusMismatch]:
+    """Overlays whose reconciled condition differs from the predicted status; `overlays`: the objects
+    as stored now, by name (an overlay the prediction does not hold yet is skipped)."""
+    out: dict[str, StatusMismatch] = {}
+    for name, obj in overlays.items():
+        mine = predicted.get(name)
+        said = karpenter_says(obj)
+        if mine is not None and said is not None and said.state != mine.state:
+            out[name] = StatusMismatch(name, mine, said)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Priced:
+    """A predicted published price: the NodePool it comes from and the overlay setting it (None: the
+    catalog's base price)."""
+
+    price: float
+    pool: str
+    overlay: str | None
+
+
+def predicted_prices(report: rp.Report) -> dict[PriceKey, Priced]:
+    """What the provider will publish: each offering's effective price in the last NodePool by name.
+    Unknown prices (a relative overlay on an unpriced offering) are left out."""
+    out: dict[PriceKey, Priced] = {}
+    cells = effects.at(report, report.grid.type_cells(report.grid.all_cells()))
+    for cell in sorted(cells, key=lambda c: c.pool):
+        for o in cell.offerings:
+            price = o["price"]
+            if price is not None:
+                out[(cell.instance_type, o["capacityType"], o["zone"])] = Priced(
+                    float(price), cell.pool, o["priceOverlay"])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PriceMismatch:
+    key: PriceKey
+    predicted: Priced
+    published: float
+
+    def describe(self) -> str:
+        it, capacity, zone = self.key
+        by = f"overlay {self.predicted.overlay}" if self.predicted.overlay else "base price"
+        return (f"guard predicts {self.predicted.price:g} for {it} {capacity} in {zone} (NodePool "
+                f"{self.predicted.pool}, {by}), Karpenter publishes {self.published:g}")
+
+
+def price_mismatches(predicted: Mapping[PriceKey, Priced], published: Mapping[PriceKey, float],
+                     rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL) -> dict[PriceKey, PriceMismatch]:
+    """Cells both sides price whose prices differ beyond float printing. A cell only one side has is
+    the catalog's business (which offerings exist), not the prediction's: the provider also publishes
+    0 for reserved offerings nobody holds."""
+    out: dict[PriceKey, PriceMismatch] = {}
+    for key, theirs in published.items():
+        mine = predicted.get(key)
+        if mine is not None and math.isfinite(theirs) and not math.isclose(mine.price, theirs, rel_tol=rel_tol,
+                                                                             abs_tol=abs_tol):
+            out[key] = PriceMismatch(key, mine, theirs)
+    return out
+
+
+def notes(status: Mapping[str, StatusMismatch], prices: Mapping[PriceKey, PriceMismatch]) -> list[events.Note]:
+    """The events of lasting disagreements: each overlay's status on it (a new pair of sides is a new event);
+    prices on the overlay in effect, else on the NodePool the figure comes from, one event per object
+    naming the first offering and how many disagree (bounded however many cells do)."""
+    out = [events.Note(findings.ObjectRef(model.NODEOVERLAY, name), events.MISMATCH,
+                       f"status|{m.predicted.state}|{m.said.state}", m.describe()[:events.NOTE_LIMIT])
+           for name, m in sorted(status.items())]
+    by_object: dict[findings.ObjectRef, list[PriceMismatch]] = {}
+    for _, m in sorted(prices.items()):
+        regarding = findings.ObjectRef(model.NODEOVERLAY, m.predicted.overlay) if m.predicted.overlay \
+            else findings.ObjectRef(model.NODEPOOL, m.predicted.pool)
+        by_object.setdefault(regarding, []).append(m)
+    for regarding, found in sorted(by_object.items()):
+        more = f" (and {len(found) - 1} more offerings)" if len(found) > 1 else ""
+        out.append(events.Note(regarding, events.MISMATCH, "price",
+                               f"{found[0].describe()}{more}"[:events.NOTE_LIMIT]))
+    return out
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Grace(Generic[K, V]):
+    """When each current disagreement was first seen; only those older than `grace` are reported. A
+    disagreement that goes away is forgotten (coming back starts its grace again). At most `memory`
+    are timed at once: the newest beyond it wait for room, unreported."""
+
+    def __init__(self, grace: float, memory: int = MEMORY) -> None:
+        self.grace = grace
+        self.memory = memory
+        self._since: dict[K, float] = {}
+
+    def observe(self, current: Mapping[K, V], now: float) -> dict[K, V]:
+        self._since = {k: t for k, t in self._since.items() if k in current}
+        for key in current:
+            if key not in self._since and len(self._since) < self.memory:
+                self._since[key] = now
+        return {k: v for k, v in current.items() if k in self._since and now - self._since[k] >= self.grace}
+
+    def next_due(self, now: float) -> float | None:
+        """When the next timed disagreement passes its grace (None: none is waiting for it)."""
+        return min((t + self.grace for t in self._since.values() if now - t < self.grace), default=None)
