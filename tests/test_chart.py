@@ -146,7 +146,8 @@ def test_non_default_values(tmp_path: Path) -> None:
         "--set", "clientCA.enabled=true", "--set", "clientCA.secret=api-client-ca", "--set", "clientCA.key=ca.pem",
         "--set", "networkPolicy.enabled=true", "--set", "podDisruptionBudget.enabled=false",
         "--set", "resources.limits.memory=1Gi", "--set", "webhook.url=https://127.0.0.1:9443",
-        "--set", "certificates.selfSigned.extraIPAddresses={10.0.0.7}", "--set", "extraArgs={--max-pending=10}")
+        "--set", "certificates.selfSigned.extraIPAddresses={10.0.0.7}", "--set", "extraArgs={--max-pending=10}",
+        "--set", "predictionGraceSeconds=30")
     ns = by_kind(docs, "Namespace", "guard")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert all(d["metadata"].get("namespace", "guard") == "guard" for d in docs)
@@ -156,6 +157,7 @@ def test_non_default_values(tmp_path: Path) -> None:
     pod = dep["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert "--mode=warn" in container["args"] and "--max-pending=10" in container["args"]
+    assert "--prediction-grace=30" in container["args"]
     assert "--client-ca=/etc/overlay-guard/client-ca/ca.pem" in container["args"]
     assert {"name": "client-ca", "secret": {"secretName": "api-client-ca"}} in pod["volumes"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
