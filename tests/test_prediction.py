@@ -1,6 +1,6 @@
 """The audit's prediction against Karpenter without a cluster: reading the condition Karpenter writes,
 the status and price comparisons, the grace period (a fake clock, no sleeps), the event and the gauge.
-(Against a real API server: tests/e2e/test_prediction.py.)"""
+(Against a real API server: tests/e2e/test_audit.py.)"""
 
 from __future__ import annotations
 

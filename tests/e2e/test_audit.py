@@ -118,3 +118,50 @@ def test_audit_reports_unguarded_conflicts_once_and_hands_over(
     assert all(e["type"] == "Normal" for e in applied)
     assert {e["involvedObject"]["name"] for e in applied} <= {
         e["involvedObject"]["name"] for e in conflicts if e["involvedObject"]["kind"] == "NodeOverlay"}
+
+
+def set_condition(guard: Guard, name: str, status: str, reason: str, message: str) -> None:
+    """Write the ValidationSucceeded condition as Karpenter does: through the status subresource, for the
+    overlay's current generation (no Karpenter runs here)."""
+    obj = json.loads(guard.plane.kubectl("get", "nodeoverlay", name, "-o", "json").stdout)
+    generation = obj["metadata"]["generation"]
+    conditions = [{"type": t, "status": status, "reason": r, "message": message, "observedGeneration": generation,
+                   "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                  for t, r in (("ValidationSucceeded", reason), ("Ready", reason))]
+    guard.plane.kubectl("patch", "nodeoverlay", name, "--subresource=status", "--type=merge",
+                        "-p", json.dumps({"status": {"conditions": conditions}}))
+
+
+def test_a_planted_disagreement_with_karpenter_is_an_event_and_a_gauge_until_corrected(
+        guard: Guard, label: str, auditors: tuple[str, list[Webhook]]) -> None:
+    namespace, started = auditors
+    pool = guard.new_pool(label)
+    a = overlay(unique("e2e-predict-a"), pool, test=label, price="0.5")
+    b = overlay(unique("e2e-predict-b"), pool, test=label, price="0.7")
+    names = {a["metadata"]["name"], b["metadata"]["name"]}
+    with guard.unregistered():
+        done = apply(guard.plane, a, b)
+        assert done.returncode == 0, done.stderr
+    hook = guard.spawn(f"predict-{label}", extra_args=(
+        *AUDIT_ARGS, "--prediction-grace", "1", "--leader-election-namespace", namespace,
+        "--leader-election-lease", "audit"))
+    started.append(hook)
+    wait_for("the leader's audit", lambda: hook.metric("overlay_guard_audit_overlays", status="Conflict") >= 1.0)
+    assert hook.metric("overlay_guard_prediction_mismatches", kind="status") == 0.0  # nothing reconciled yet
+
+    # The plant: Karpenter "says" both are Applied; the guard predicts one of them in Conflict.
+    for name in sorted(names):
+        set_condition(guard, name, "True", "ValidationSucceeded", "")
+    [mismatch] = wait_for("the mismatch event", lambda: [
+        e for e in events_about(guard, names) if e["reason"] == "OverlayPredictionMismatch"])
+    loser = mismatch["involvedObject"]["name"]
+    assert mismatch["type"] == "Warning"
+    assert mismatch["message"].startswith("guard predicts Conflict") and \
+        mismatch["message"].endswith("Karpenter says Applied")
+    assert (names - {loser}).pop() in mismatch["message"]  # the overlay it conflicts with
+    wait_for("the gauge", lambda: hook.metric("overlay_guard_prediction_mismatches", kind="status") == 1.0)
+
+    # Corrected as Karpenter would write it: the gauge goes back to 0.
+    set_condition(guard, loser, "False", "Conflict", "conflict with another overlay")
+    wait_for("the gauge to clear", lambda: hook.metric("overlay_guard_prediction_mismatches", kind="status") == 0.0)
+    assert len([e for e in events_about(guard, names) if e["reason"] == "OverlayPredictionMismatch"]) == 1
