@@ -246,12 +246,30 @@ async def test_prices_are_compared_when_a_source_is_given() -> None:
     clock.now += 60.0
     await auditor.audit(cache.snapshot)
     assert gauge(registry, "price") == 1.0
+    assert auditor.recheck_at == clock.now + 60.0  # no watch event tells when a price is fixed: look again
     [event] = mismatch_events(api)
     assert event["regarding"] == {"apiVersion": model.OVERLAY_API, "kind": model.NODEOVERLAY, "name": "cheap"}
     assert "0.5" in event["note"] and "0.7" in event["note"]
     published[cell] = 0.5
     await auditor.audit(cache.snapshot)
     assert gauge(registry, "price") == 0.0
+
+
+async def test_with_no_grace_a_lasting_price_disagreement_is_looked_at_again_no_sooner_than_the_backlog_retry(
+) -> None:
+    cache = await cache_of(nodepool("gpu"), overlay("cheap", price="0.5", family="p5", extra=P5))
+    clock = Clock()
+    published: dict[prediction.PriceKey, float] = {}
+
+    async def source() -> Mapping[prediction.PriceKey, float]:
+        return published
+
+    auditor = audit.Auditor(cache, FakeEvents(), instance="me", clock=clock, grace=0.0, prices=source)
+    result = await auditor.audit(cache.snapshot)
+    assert result.prices
+    published.update(dict.fromkeys(result.prices, 9.0))
+    await auditor.audit(cache.snapshot)
+    assert auditor.mismatches.price and auditor.recheck_at == clock.now + audit.BACKLOG_RETRY
 
 
 async def test_without_a_source_prices_are_neither_predicted_nor_compared() -> None:

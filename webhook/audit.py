@@ -184,7 +184,7 @@ class Auditor:
                 continue
             settled = now - seen_at >= self.debounce
             # Karpenter's status writes leave the snapshot as it is; they are compared once they settle.
-            touched = seen_updates != audited_updates and now - updated_at >= self.debounce
+            touched = seen_updates != audited_updates and now - updated_at >= self.debounce and settled
             recheck = self.recheck_at is not None and now >= self.recheck_at
             due = (not was_leading or now >= next_due or (settled and snap.generation != audited) or touched
                    or recheck)
@@ -239,10 +239,10 @@ class Auditor:
         if result.prices is not None and published is not None:
             price = price_timing.observe(prediction.price_mismatches(result.prices, published), now)
         dues = [d for d in (status_timing.next_due(now), price_timing.next_due(now)) if d is not None]
-        # A lasting disagreement is looked at again a grace period later, so one that resolves without a
-        # watch event (a price) clears within it.
-        if status or price:
-            dues.append(now + self.grace)
+        # A lasting price disagreement is looked at again a grace period later, so that it clears without a
+        # watch event (a status disagreement clears at Karpenter's status write, which causes an audit).
+        if price:
+            dues.append(now + max(self.grace, BACKLOG_RETRY))
         self.recheck_at = min(dues, default=None)
         return Mismatches(status, price)
 

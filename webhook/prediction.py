@@ -110,10 +110,13 @@ class Priced:
 
 def predicted_prices(report: rp.Report) -> dict[PriceKey, Priced]:
     """What the provider will publish: each offering's effective price in the last NodePool by name.
-    Unknown prices (a relative overlay on an unpriced offering) are left out."""
+    Every NodePool offers every type of the one catalog the guard models, so that NodePool's cells are
+    all there is to read. Unknown prices (a relative overlay on an unpriced offering) are left out."""
     out: dict[PriceKey, Priced] = {}
-    cells = effects.at(report, report.grid.type_cells(report.grid.all_cells()))
-    for cell in sorted(cells, key=lambda c: c.pool):
+    names = [p.name for p in report.grid.pools]
+    if not names:
+        return out
+    for cell in effects.effects(report, pools=[max(names)]):
         for o in cell.offerings:
             price = o["price"]
             if price is not None:
