@@ -150,6 +150,7 @@ def test_a_planted_disagreement_with_karpenter_is_an_event_and_a_gauge_until_cor
     assert hook.metric("overlay_guard_prediction_mismatches", kind="status") == 0.0  # nothing reconciled yet
 
     # The plant: Karpenter "says" both are Applied; the guard predicts one of them in Conflict.
+    planted = time.monotonic()
     for name in sorted(names):
         set_condition(guard, name, "True", "ValidationSucceeded", "")
     [mismatch] = wait_for("the mismatch event", lambda: [
@@ -160,8 +161,12 @@ def test_a_planted_disagreement_with_karpenter_is_an_event_and_a_gauge_until_cor
         mismatch["message"].endswith("Karpenter says Applied")
     assert (names - {loser}).pop() in mismatch["message"]  # the overlay it conflicts with
     wait_for("the gauge", lambda: hook.metric("overlay_guard_prediction_mismatches", kind="status") == 1.0)
+    reported = time.monotonic() - planted
 
     # Corrected as Karpenter would write it: the gauge goes back to 0.
+    corrected = time.monotonic()
     set_condition(guard, loser, "False", "Conflict", "conflict with another overlay")
     wait_for("the gauge to clear", lambda: hook.metric("overlay_guard_prediction_mismatches", kind="status") == 0.0)
+    print(f"planted mismatch reported after {reported:.1f} s, correction cleared after "
+          f"{time.monotonic() - corrected:.1f} s (grace 1 s, audit debounce 0.5 s)")
     assert len([e for e in events_about(guard, names) if e["reason"] == "OverlayPredictionMismatch"]) == 1
