@@ -197,6 +197,8 @@ def test_cli_returns_instead_of_exiting(tmp_path: Path) -> None:
         main(["--tls-cert-file", "a", "--tls-private-key-file", "b", "--state", "x", "--kubeconfig", "k"])
         == 2
     )
+    for grace in ("-1", "nan"):
+        assert main(["--tls-cert-file", "a", "--tls-private-key-file", "b", "--prediction-grace", grace]) == 2
     # Unusable certificate files: exit code 2 from the real process, with a JSON log line.
     out = subprocess.run(
         [
