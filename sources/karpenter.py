@@ -229,10 +229,12 @@ def find_service(client: kube.Client) -> Service:
 
 def fetch_service(client: kube.Client, service: Service, max_bytes: int = MAX_BYTES) -> bytes:
     """/metrics of `service` through the API server's service proxy, read with the byte cap."""
+    core: Any = kube._kubernetes().client.CoreV1Api(client.api_client)
     try:
-        response = client.api_client.call_api(
-            service.proxy_path, "GET", auth_settings=["BearerToken"], _preload_content=False,
-            _request_timeout=TIMEOUT_SECONDS)[0]
+        # GET service.proxy_path
+        response = core.connect_get_namespaced_service_proxy_with_path(
+            f"{service.name}:{service.port}", service.namespace, "metrics", _preload_content=False,
+            _request_timeout=TIMEOUT_SECONDS)
     except Exception as exc:
         raise _unreachable(exc, f"read Karpenter's metrics through {service.proxy_path}") from exc
     try:
