@@ -320,3 +320,9 @@ def test_cluster_without_karpenter_is_one_line_and_exit_2(tmp_path: pathlib.Path
     code, _, err = run("catalog", "--cluster", "--kubeconfig", kubeconfig, "--context", "fake",
                        "-o", str(tmp_path / "c.json"), catalog=False)
     assert code == 2 and err.strip().endswith("names it)") and "no Service labelled" in err
+
+
+def test_completion_offers_the_command_and_its_flags() -> None:
+    code, script, _ = run("completion", "bash", catalog=False)
+    assert code == 0
+    assert "catalog" in script and "--karpenter-metrics" in script and "--karpenter-service" in script
