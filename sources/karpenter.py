@@ -15,7 +15,7 @@ number, a price without an availability series or the reverse) is left out or ke
 from __future__ import annotations
 
 import dataclasses
-import json
+import io
 import math
 import re
 import urllib.error
@@ -43,6 +43,7 @@ METRICS_PORT = "http-metrics"
 
 _SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?[ \t]*")
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_OURS = (AVAILABLE.encode(), PRICE.encode())
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 
@@ -54,34 +55,23 @@ class Unreachable(MetricsError):
     """Nothing answered where Karpenter's metrics were looked for."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Where:
-    """Where the metrics were read: a URL, or a Service through the API server's proxy."""
-
-    url: str | None = None
-    service: str | None = None
-
-    def describe(self) -> str:
-        return self.url if self.url is not None else f"service {self.service} (API server proxy)"
-
-
 def parse(body: bytes, max_series: int = MAX_SERIES) -> tuple[tuple[live.Cell, ...], tuple[str, ...]]:
     """The offering cells of a text exposition (Prometheus text format 0.0.4), and notes on what was left out."""
     if not body.endswith(b"\n"):
         raise MetricsError("the metrics body is truncated (it does not end with a newline)")
     available: dict[tuple[str, str, str], float] = {}
     prices: dict[tuple[str, str, str], float] = {}
-    for number, raw in enumerate(body.split(b"\n"), 1):
-        if not raw.startswith(b"karpenter_cloudprovider_instance_type_offering_"):
+    # Line by line from the body (no list of all its lines): memory stays the body's and the kept series'.
+    for number, raw in enumerate(io.BytesIO(body), 1):
+        if not raw.startswith(_OURS):
             continue
-        line = raw.decode("utf-8", "replace")
+        line = raw.rstrip(b"\n").decode("utf-8", "replace")
         found = _SAMPLE.fullmatch(line)
-        family = found.group(1) if found else ""
-        if family not in (AVAILABLE, PRICE):
-            if found and family.startswith((AVAILABLE, PRICE)):
-                continue  # another family sharing the prefix (none today): not ours
+        if found is None or found.group(1) not in (AVAILABLE, PRICE):
+            if found is not None:
+                continue  # a family whose name only starts as ours do
             raise MetricsError(f"metrics line {number} cannot be parsed: {_short(line)}")
-        assert found is not None
+        family = found.group(1)
         key = _key(found.group(2) or "", number, line)
         value = _value(found.group(3), number, line)
         series = available if family == AVAILABLE else prices
@@ -202,6 +192,17 @@ class Service:
         return f"/api/v1/namespaces/{self.namespace}/services/{self.name}:{self.port}/proxy/metrics"
 
 
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where the metrics are read: a URL, or a Service through the API server's proxy."""
+
+    url: str | None = None
+    service: Service | None = None
+
+    def describe(self) -> str:
+        return self.url if self.url is not None else f"service {self.service} (API server proxy)"
+
+
 def parse_service(text: str) -> Service:
     """`NS/NAME[:PORT]` (--karpenter-service); the port defaults to the chart's `http-metrics`."""
     namespace, slash, rest = text.partition("/")
@@ -211,70 +212,37 @@ def parse_service(text: str) -> Service:
     return Service(namespace, name, port or METRICS_PORT)
 
 
-def find_service(client: kube.Client) -> Service:
-    """Karpenter's metrics Service: the Helm chart's (label app.kubernetes.io/name=karpenter, port http-metrics)."""
-    core: Any = kube._kubernetes().client.CoreV1Api(client.api_client)
+def locate(client: kube.Client, named: str | None) -> Where:
+    """Where the cluster's Karpenter publishes its metrics: `named` (NS/NAME[:PORT]), else the Helm chart's
+    Service (label app.kubernetes.io/name=karpenter, port http-metrics)."""
+    if named:
+        return Where(service=parse_service(named))
     try:
-        found = core.list_service_for_all_namespaces(label_selector=SERVICE_SELECTOR, limit=kube.PAGE,
-                                                     _request_timeout=kube.TIMEOUT_SECONDS)
-    except Exception as exc:
-        raise _unreachable(exc, "find Karpenter's Service") from exc
-    for service in found.items or []:
-        ports = [p.name for p in (service.spec.ports or []) if p.name == METRICS_PORT]
-        if ports:
-            return Service(service.metadata.namespace, service.metadata.name, METRICS_PORT)
+        services = client.services(SERVICE_SELECTOR)
+    except kube.KubeError as err:
+        raise Unreachable(f"cannot find Karpenter's Service: {err}") from None
+    for service in services:
+        meta, spec = service.get("metadata") or {}, service.get("spec") or {}
+        if any(isinstance(p, dict) and p.get("name") == METRICS_PORT for p in spec.get("ports") or []):
+            return Where(service=Service(str(meta.get("namespace")), str(meta.get("name")), METRICS_PORT))
     raise Unreachable(f"no Service labelled {SERVICE_SELECTOR} with a port {METRICS_PORT} in the cluster: is "
                       "Karpenter installed? (--karpenter-service NS/NAME[:PORT] names it)")
-
-
-def fetch_service(client: kube.Client, service: Service, max_bytes: int = MAX_BYTES) -> bytes:
-    """/metrics of `service` through the API server's service proxy, read with the byte cap."""
-    core: Any = kube._kubernetes().client.CoreV1Api(client.api_client)
-    try:
-        # GET service.proxy_path
-        response = core.connect_get_namespaced_service_proxy_with_path(
-            f"{service.name}:{service.port}", service.namespace, "metrics", _preload_content=False,
-            _request_timeout=TIMEOUT_SECONDS)
-    except Exception as exc:
-        raise _unreachable(exc, f"read Karpenter's metrics through {service.proxy_path}") from exc
-    try:
-        return read_bounded(response.stream(65536), max_bytes)
-    finally:
-        response.release_conn()
-
-
-def _unreachable(exc: BaseException, doing: str) -> MetricsError:
-    err = kube.error(exc, doing)
-    return Unreachable(str(err)) if not isinstance(err, kube.Unreachable) else Unreachable(
-        f"cannot {doing}: {kube.one_line(exc)}")
-
-
-def read_nodes(client: kube.Client) -> list[Mapping[str, Any]]:
-    """The cluster's Nodes as raw objects (one page): their labels and allocatable name the types Karpenter
-    launched. Unreadable Nodes are none: the catalog then rests on the embedded table and the metrics."""
-    core: Any = kube._kubernetes().client.CoreV1Api(client.api_client)
-    try:
-        body = core.list_node(limit=kube.PAGE, _request_timeout=kube.TIMEOUT_SECONDS, _preload_content=False)
-    except Exception:  # the client raises many unrelated types; Nodes only add detail
-        return []
-    items = json.loads(body.data).get("items") or []
-    return [item for item in items if isinstance(item, dict)]
 
 
 def capture(where: Where, client: kube.Client | None = None, max_bytes: int = MAX_BYTES
             ) -> tuple[tuple[live.Cell, ...], tuple[str, ...]]:
     """The cells from `where` (a URL, or a Service through `client`)."""
-    if where.url is not None:
-        body = fetch_url(where.url, max_bytes)
-    else:
-        assert client is not None and where.service is not None
-        body = fetch_service(client, parse_service(where.service), max_bytes)
+    if where.service is None:
+        assert where.url is not None
+        return parse(fetch_url(where.url, max_bytes))
+    assert client is not None
+    service = where.service
+    try:
+        body = read_bounded(client.proxy_get(service.namespace, f"{service.name}:{service.port}", "metrics"),
+                            max_bytes)
+    except kube.KubeError as err:
+        raise Unreachable(f"Karpenter's metrics through {service.proxy_path}: {err}") from None
     return parse(body)
-
-
-def locate(client: kube.Client, service: str | None) -> Where:
-    """Where the cluster's Karpenter publishes its metrics: `service` (NS/NAME[:PORT]) or the chart's Service."""
-    return Where(service=str(parse_service(service) if service else find_service(client)))
 
 
 def node_types(nodes: Sequence[Mapping[str, Any]]) -> list[live.NodeType]:
@@ -301,7 +269,7 @@ def read_live(where: Where, embedded: cat.Catalog, documents: Sequence[ev.Docume
     """The live catalog from `where`: cells from the metrics, labels from the embedded table and the Nodes
     (through `client`, when there is one), base prices recovered against `documents` (simulation/live.py)."""
     cells, notes = capture(where, client)
-    nodes = node_types(read_nodes(client)) if client is not None else []
+    nodes = node_types(_nodes(client)) if client is not None else []
     built = live.build(cells, embedded, nodes)
     recovered = live.recover(built.catalog, cells, documents)
     counts = recovered.counts
@@ -311,3 +279,11 @@ def read_live(where: Where, embedded: cat.Catalog, documents: Sequence[ev.Docume
     catalog = dataclasses.replace(recovered.catalog, captured=captured, assumptions=tuple(said),
                                   source=f"Karpenter's metrics at {where.describe()}")
     return catalog, said
+
+
+def _nodes(client: kube.Client) -> Sequence[Mapping[str, Any]]:
+    """The Nodes, which only add labels and resources: none where they cannot be read."""
+    try:
+        return client.nodes()
+    except kube.KubeError:
+        return []

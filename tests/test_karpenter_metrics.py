@@ -188,3 +188,9 @@ def test_not_a_url_is_refused() -> None:
 def test_nobody_answering_is_unreachable() -> None:
     with pytest.raises(karpenter.Unreachable):
         karpenter.fetch_url("http://127.0.0.1:9/metrics", timeout=5)
+
+
+def test_another_family_sharing_the_prefix_is_skipped() -> None:
+    other = f'{AVAIL}_total{{capacity_type="spot"}} 7\n{PRICE}_seconds 3\n'
+    cells, notes = karpenter.parse((other + offering()).encode())
+    assert len(cells) == 1 and notes == ()
