@@ -326,3 +326,22 @@ def test_completion_offers_the_command_and_its_flags() -> None:
     code, script, _ = run("completion", "bash", catalog=False)
     assert code == 0
     assert "catalog" in script and "--karpenter-metrics" in script and "--karpenter-service" in script
+
+
+def test_a_type_with_no_available_offering_is_kept_and_noted() -> None:
+    built = live.build([cell("m5.large", "spot", "us-east-1a", 0.04, available=False),
+                        cell("c5.large", "on-demand", "us-east-1a", 0.085)], cat.default())
+    assert [t.name for t in built.catalog.types] == ["c5.large", "m5.large"]
+    assert any("1 instance type(s) have no available offering" in n for n in built.notes)
+
+
+@pytest.mark.parametrize("command", [["check"], ["explain", "--instance-type", "m5.large"], ["report"], ["diff"]])
+def test_every_evaluating_command_takes_the_live_catalog(tmp_path: pathlib.Path, command: list[str]) -> None:
+    overlays = discount(tmp_path)
+    paths = [overlays, overlays] if command == ["diff"] else [overlays]
+    if command == ["report"]:
+        command = ["report", "-o", str(tmp_path / "r.html")]
+    with karpenter() as url:
+        code, _, err = run(*command, *paths, "--karpenter-metrics", url, catalog=False)
+    assert code == 0, err
+    assert "2 recovered by undoing the overlay in effect" in err
