@@ -1,22 +1,23 @@
 """The live catalog: the cells Karpenter's cloud provider publishes (sources/karpenter.py reads them), made a
 catalog, with base prices recovered from the effective prices it publishes.
 
-Karpenter's AWS provider publishes prices from the overlay-decorated cloud provider, looping over NodePools in
-list order (by name, as the API server lists them): a cell's price is the effective price of the last NodePool
-offering it. Where the overlay in effect there is an adjustment that can be undone (effects.unadjusted), the base
-is recovered; where no overlay is in effect, the published price is the base; otherwise the embedded base is kept,
-estimated. A published price is never taken as a base with an overlay on it, so no overlay is applied twice.
+Karpenter's AWS provider publishes prices from the overlay-decorated cloud provider, looping over the NodePools it
+lists: a cell's price is the effective price of the last NodePool offering it. Where the overlay in effect there is
+an adjustment that can be undone (effects.unadjusted), the base is recovered; where no overlay is in effect, the
+published price is the base; otherwise the embedded base is kept, estimated.
+A published price is never taken as a base with an overlay on it, so no overlay is applied twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 from simulation import evaluate as ev
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
-from simulation.semantics import model, quantity
+from simulation.semantics import quantity
 from simulation.semantics import requirements as reqs
 
 INSTANCE_TYPE = reqs.INSTANCE_TYPE
@@ -146,47 +147,62 @@ class Recovered:
 def recover(live: cat.Catalog, cells: Sequence[Cell], documents: Sequence[ev.Document] | None) -> Recovered:
     """Base prices for the live catalog from the published (effective) ones. `documents`: the NodeOverlays and
     NodePools in effect in the cluster; None where they are unknown, when a published price is kept as the base
-    but marked estimated (an overlay on it would otherwise be applied twice unseen)."""
+    but marked estimated (an overlay on it would otherwise be applied twice unseen).
+
+    Which NodePool's price Karpenter published for a cell cannot be told: its metrics controller keeps the last
+    NodePool of a list read from its informer cache, whose order is a Go map's. So a base is recovered only where
+    every NodePool's price change on that offering undoes to the same base (none in effect: the published price)."""
     published = {(c.instance_type, c.capacity_type, c.zone): c.price for c in cells}
-    winners = _price_overlays(live, documents) if documents is not None else {}
-    pools = sorted(model.name_of(d.obj) or "" for d in documents or () if model.kind_of(d.obj) == model.NODEPOOL)
+    changes = _price_changes(live, documents) if documents is not None else {}
     counts = dict.fromkeys(cat.PRICE_ORIGINS, 0)
+    ambiguous = 0
     types = []
     for t in live.types:
         offerings = []
         for slot, o in enumerate(t.offerings):
             price = published.get((t.name, o.capacity_type, o.zone))
-            change = winners.get((t.name, slot))
-            if price is None:
+            found = changes.get((t.name, slot), frozenset({None}))
+            bases: set[float | None] = {None} if price is None else {
+                price if change is None else effects.unadjusted(price, change) for change in found}
+            base = _one_base(bases)
+            if base is None:
                 new = o
-            elif change is None:
-                new = dataclasses.replace(o, price=price, estimated=documents is None, origin="published")
+                ambiguous += len(found) > 1 and None not in bases
+            elif found == {None}:
+                new = dataclasses.replace(o, price=base, estimated=documents is None, origin="published")
             else:
-                base = effects.unadjusted(price, change)
-                new = o if base is None else dataclasses.replace(o, price=base, estimated=False, origin="recovered")
+                new = dataclasses.replace(o, price=base, estimated=False, origin="recovered")
             counts[new.origin] += 1
             offerings.append(new)
         types.append(dataclasses.replace(t, offerings=tuple(offerings)))
     notes = [f"base prices: {counts['published']} published with no overlay in effect, {counts['recovered']} "
              f"recovered by undoing the overlay in effect, {counts['embedded']} the embedded base (estimated)"]
+    if ambiguous:
+        notes.append(f"{ambiguous} offering(s) have NodePools whose price overlays differ there: which one Karpenter "
+                     "published cannot be told, so their base is the embedded one (estimated)")
     if documents is None:
         notes.append("the overlays in effect are unknown (no --cluster or PATH): published prices are taken as "
                      "base prices and marked estimated; an overlay that sets a price would count twice")
-    elif pools:
-        notes.append(f"published prices are read as NodePool {pools[-1]}'s, the last Karpenter lists (by name)")
     return Recovered(dataclasses.replace(live, types=tuple(types)), counts, tuple(notes))
 
 
-def _price_overlays(live: cat.Catalog, documents: Sequence[ev.Document]) -> dict[tuple[str, int], str]:
-    """(type, offering slot) -> the price change of the overlay in effect on the NodePool whose prices Karpenter
-    publishes: the last it lists (the implicit one where there are none)."""
+def _one_base(bases: set[float | None]) -> float | None:
+    """The base all candidates agree on (floats within a relative 1e-9), else None."""
+    if None in bases:
+        return None
+    found = sorted(b for b in bases if b is not None)
+    return found[0] if found and math.isclose(found[0], found[-1], rel_tol=1e-9, abs_tol=1e-12) else None
+
+
+def _price_changes(live: cat.Catalog, documents: Sequence[ev.Document]) -> dict[tuple[str, int], frozenset[str | None]]:
+    """(type, offering slot) -> the price changes in effect there across the NodePools (None: none in effect), for
+    the slots some overlay prices (the implicit NodePool stands in where there are none)."""
     report = ev.evaluate(documents, ev.prepare([], live))
-    last = max(p.name for p in report.grid.pools)
-    out: dict[tuple[str, int], str] = {}
-    for cell in effects.effects(report, pools=[last]):
+    pools = [p.name for p in report.grid.pools]
+    seen: dict[tuple[str, int], set[str | None]] = {}
+    for cell in effects.effects(report, pools=pools):
         for slot, offering in enumerate(cell.offerings):
             name = offering.get("priceOverlay")
-            change = report.entries[name].overlay.price_update if name else None
-            if change is not None:
-                out[(cell.instance_type, slot)] = change
-    return out
+            seen.setdefault((cell.instance_type, slot), set()).add(
+                report.entries[name].overlay.price_update if name else None)
+    return {key: frozenset(found) for key, found in seen.items() if found != {None}}

@@ -99,16 +99,28 @@ CELLS = [cell("m5.large", "on-demand", "us-east-1a", 0.1056), cell("m5.large", "
          cell("c5.large", "on-demand", "us-east-1a", 0.0935)]
 
 
-def test_the_base_is_recovered_under_the_last_nodepools_overlay() -> None:
-    # Karpenter publishes the last NodePool it lists (by name): `b`'s +10% is in effect, `a`'s +50% is not.
-    found = recovered(CELLS, documents(nodepool("a"), nodepool("b"), price_overlay("up-b", "+10%", pool="b"),
-                                       price_overlay("up-a", "+50%", pool="a")))
+def test_the_base_is_recovered_where_every_nodepools_overlay_undoes_to_it() -> None:
+    found = recovered(CELLS, documents(nodepool("a"), nodepool("b"), price_overlay("up", "+10%")))
     on_demand = found[("m5.large", "on-demand", "us-east-1a")]
     assert (on_demand.origin, on_demand.estimated) == ("recovered", False)
     assert close(on_demand.price or 0, 0.096)
     assert close(found[("c5.large", "on-demand", "us-east-1a")].price or 0, 0.085)
     spot = found[("m5.large", "spot", "us-east-1a")]
     assert (spot.price, spot.origin, spot.estimated) == (0.04, "published", False)
+
+
+@pytest.mark.parametrize("b_change", ["+50%", None], ids=["another-change", "none-in-b"])
+def test_nodepools_that_disagree_keep_the_embedded_base(b_change: str | None) -> None:
+    # Karpenter publishes whichever NodePool its informer cache lists last (a Go map's order): either could be it.
+    objects = [nodepool("a"), nodepool("b"), price_overlay("up-a", "+10%", pool="a")]
+    objects += [price_overlay("up-b", b_change, pool="b")] if b_change else []
+    built = live.build(CELLS, cat.default())
+    result = live.recover(built.catalog, CELLS, documents(*objects))
+    offerings = {(t.name, o.capacity_type): o for t in result.catalog.types for o in t.offerings}
+    assert (offerings[("m5.large", "on-demand")].origin, offerings[("m5.large", "on-demand")].estimated) == \
+        ("embedded", True)
+    assert offerings[("m5.large", "spot")].origin == "published"
+    assert any("2 offering(s) have NodePools whose price overlays differ" in n for n in result.notes)
 
 
 def test_an_absolute_price_keeps_the_embedded_base_estimated() -> None:
