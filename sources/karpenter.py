@@ -14,6 +14,7 @@ number, a price without an availability series or the reverse) is left out or ke
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import math
@@ -238,8 +239,10 @@ def capture(where: Where, client: kube.Client | None = None, max_bytes: int = MA
     assert client is not None
     service = where.service
     try:
-        body = read_bounded(client.proxy_get(service.namespace, f"{service.name}:{service.port}", "metrics"),
-                            max_bytes)
+        # Closed at once when the cap stops the read, so the connection goes back to the pool.
+        with contextlib.closing(client.proxy_get(service.namespace, f"{service.name}:{service.port}",
+                                                 "metrics")) as chunks:
+            body = read_bounded(chunks, max_bytes)
     except kube.KubeError as err:
         raise Unreachable(f"Karpenter's metrics through {service.proxy_path}: {err}") from None
     return parse(body)

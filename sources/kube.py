@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from simulation.semantics import model, region
@@ -217,7 +217,7 @@ class Client:
                           limit=PAGE, _request_timeout=TIMEOUT_SECONDS, _preload_content=False)
         return [item for item in json.loads(body.data).get("items") or [] if isinstance(item, dict)]
 
-    def proxy_get(self, namespace: str, service: str, path: str) -> Iterator[bytes]:
+    def proxy_get(self, namespace: str, service: str, path: str) -> Generator[bytes, None, None]:
         """GET `path` of a Service (`NAME:PORT`) through the API server's service proxy, as chunks: the caller
         bounds how much it reads."""
         core: Any = _kubernetes().client.CoreV1Api(self._api_client)
