@@ -26,7 +26,7 @@ from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
 from simulation.validation import crds
-from sources import context, files, kube
+from sources import context, files, karpenter, kube
 from sources.objects import Loaded, Loader
 from sources.positions import Location, Table
 
@@ -113,6 +113,9 @@ def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
     p.add_argument("--catalog", metavar="FILE",
                    help="instance types: a JSON catalog or YAML InstanceType documents "
                         "(default: embedded AWS us-east-1 data)")
+    p.add_argument("--karpenter-metrics", metavar="URL",
+                   help="the cluster's live catalog from Karpenter's metrics at URL (e.g. "
+                        "http://localhost:8080/metrics) instead of the embedded one (docs/live-catalog.md)")
     p.add_argument("--crd", metavar="FILE|dra",
                    help="the NodeOverlay CRD to validate against: a CRD file, or dra for the embedded "
                         "DRA-extended one (spec.dynamicResources) (default: the cluster's with --cluster, else "
@@ -196,6 +199,26 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     change.add_argument("--fail-on-increase", type=_percent, metavar="PERCENT",
                         help="also exit 1 when an effective price rises by more than PERCENT (e.g. 10)")
 
+    live_ = sub.add_parser("catalog", help="capture the cluster's live catalog from Karpenter's metrics",
+                           description="Write the catalog Karpenter publishes (its instance types, zones, capacity "
+                                       "types and availability; base prices recovered from its effective ones) "
+                                       "as a JSON catalog for --catalog FILE (docs/live-catalog.md).")
+    live_.add_argument("paths", nargs="*", metavar="PATH",
+                       help="without --cluster: the NodeOverlays and NodePools in effect, whose price overlays "
+                            "are undone to recover base prices")
+    live_.add_argument("--cluster", action="store_true",
+                       help="find Karpenter's metrics Service and read /metrics through the API server; the "
+                            "NodeOverlays, NodePools and Nodes are read from the cluster too")
+    live_.add_argument("--karpenter-metrics", metavar="URL", help="read Karpenter's metrics at URL instead")
+    live_.add_argument("--karpenter-service", metavar="NS/NAME[:PORT]",
+                       help="Karpenter's metrics Service with --cluster (default: the one labelled "
+                            f"{karpenter.SERVICE_SELECTOR}, port {karpenter.METRICS_PORT})")
+    live_.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster")
+    live_.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster")
+    live_.add_argument("--max-file-size", type=_size, default=files.DEFAULT_MAX_BYTES, metavar="BYTES",
+                       help="refuse input files larger than this (default 10Mi)")
+    live_.add_argument("-o", "--output", metavar="FILE", required=True, help="the JSON catalog to write")
+
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
     shells.add_argument("shell", choices=completion.SHELLS)
@@ -248,7 +271,17 @@ class _Run:
     def catalog(self, *loads: Loaded) -> cat.Catalog:
         documents = [(obj, self.table[h].file or "the cluster") for loaded in loads
                      for obj, h in loaded.instance_types]
-        return context.choose(self.args.catalog, documents)
+        url = getattr(self.args, "karpenter_metrics", None)
+        if url is None:
+            return context.choose(self.args.catalog, documents)
+        if self.args.catalog is not None or documents:
+            raise UsageError("--karpenter-metrics is a catalog: give it or --catalog (or InstanceType documents), "
+                             "not both")
+        # The overlays in effect are the cluster's where it is read, else every input's.
+        in_effect = [d for loaded in loads for d in loaded.documents if not (self.args.cluster and d.candidate)]
+        catalog, notes = karpenter.read_live(karpenter.Where(url=url), cat.default(), in_effect, at=_now())
+        self.notes(notes)
+        return catalog
 
     def inputs(self) -> tuple[Loaded, Loaded, list[str]]:
         """The candidates (the paths) and what they are checked against (`--existing` files, the
@@ -482,7 +515,48 @@ def _diff_status(run: _Run, result: diff.Diff, two: sides.Sides) -> int:
     return 1 if dearer or any(f.severity >= threshold for f in result.introduced) else 0
 
 
-_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report, "diff": _diff}
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _catalog(run: _Run) -> int:
+    """`catalog`: the live catalog, captured as JSON."""
+    args = run.args
+    if args.cluster == (args.karpenter_metrics is not None):
+        raise UsageError("give one of --cluster and --karpenter-metrics URL")
+    if (args.kubeconfig or args.context or args.karpenter_service) and not args.cluster:
+        raise UsageError("--kubeconfig, --context and --karpenter-service only apply with --cluster")
+    if args.cluster and args.paths:
+        raise UsageError("with --cluster the overlays in effect are the cluster's: give no PATH")
+    documents: list[ev.Document] | None = None
+    if args.paths:
+        loaded = run.loader.load(args.paths)
+        if loaded.problems:
+            run.problems_to_stderr(loaded.problems)
+            raise files.InputError("the PATHs could not be read whole: no catalog written")
+        documents = loaded.documents
+    client = kube.Client.connect(args.kubeconfig, args.context) if args.cluster else None
+    try:
+        if client is not None:
+            objects, unread = kube.read_all(client)
+            run.notes(unread)
+            documents = run.loader.add_objects(objects).documents
+            where = karpenter.locate(client, args.karpenter_service)
+        else:
+            where = karpenter.Where(url=args.karpenter_metrics)
+        catalog, notes = karpenter.read_live(where, cat.default(), documents, client, at=_now())
+    finally:
+        if client is not None:
+            client.close()
+    run.notes(notes)
+    run.out.write(json.dumps(cat.to_json(catalog), indent=1) + "\n")
+    return 0
+
+
+_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report, "diff": _diff,
+             "catalog": _catalog}
 
 
 def write_output(path: str, text: str) -> None:

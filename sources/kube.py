@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from simulation.semantics import model, region
@@ -194,17 +194,42 @@ class Client:
     def node_places(self) -> tuple[region.Named | None, Sequence[str]]:
         """The regions and zones the cluster's Nodes carry (one page of Nodes: a cluster is in one region), or None
         with a note saying why they could not be read."""
-        core: Any = _kubernetes().client.CoreV1Api(self._api_client)
         try:
-            body = self._call("list nodes", core.list_node, limit=PAGE, _request_timeout=TIMEOUT_SECONDS,
-                              _preload_content=False)
+            items = self.nodes()
         except Unreachable:
             raise
         except KubeError as err:
             return None, [f"cannot list Nodes ({err.status}): the cluster's region is not read from them"]
-        items = json.loads(body.data).get("items") or []
-        labels = [item.get("metadata", {}).get("labels") or {} for item in items if isinstance(item, dict)]
+        labels = [item.get("metadata", {}).get("labels") or {} for item in items]
         return region.from_labels(labels), []
+
+    def nodes(self) -> Sequence[dict[str, Any]]:
+        """One page of the cluster's Nodes, raw (a cluster's Nodes of one region and its instance types)."""
+        core: Any = _kubernetes().client.CoreV1Api(self._api_client)
+        body = self._call("list nodes", core.list_node, limit=PAGE, _request_timeout=TIMEOUT_SECONDS,
+                          _preload_content=False)
+        return [item for item in json.loads(body.data).get("items") or [] if isinstance(item, dict)]
+
+    def services(self, selector: str) -> Sequence[dict[str, Any]]:
+        """The Services in every namespace with this label selector (one page), raw."""
+        core: Any = _kubernetes().client.CoreV1Api(self._api_client)
+        body = self._call(f"list services {selector}", core.list_service_for_all_namespaces, label_selector=selector,
+                          limit=PAGE, _request_timeout=TIMEOUT_SECONDS, _preload_content=False)
+        return [item for item in json.loads(body.data).get("items") or [] if isinstance(item, dict)]
+
+    def proxy_get(self, namespace: str, service: str, path: str) -> Generator[bytes, None, None]:
+        """GET `path` of a Service (`NAME:PORT`) through the API server's service proxy, as chunks: the caller
+        bounds how much it reads."""
+        core: Any = _kubernetes().client.CoreV1Api(self._api_client)
+        response = self._call(f"read {path} of service {namespace}/{service} through the API server",
+                              core.connect_get_namespaced_service_proxy_with_path, service, namespace, path,
+                              _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
+        try:
+            yield from response.stream(65536)
+        except Exception as exc:
+            raise error(exc, f"read {path} of service {namespace}/{service}") from exc
+        finally:
+            response.release_conn()
 
     def crd(self, name: str) -> dict[str, Any] | None:
         """A CustomResourceDefinition as raw JSON (the client's models would drop or reject parts of an

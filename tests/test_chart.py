@@ -60,11 +60,15 @@ def test_default_objects(default: list[dict[str, Any]], base: list[dict[str, Any
     assert kinds == sorted([
         ("ServiceAccount", "overlay-guard"), ("ClusterRole", "overlay-guard"), ("ClusterRoleBinding", "overlay-guard"),
         ("Role", "overlay-guard"), ("RoleBinding", "overlay-guard"),
+        ("Role", "overlay-guard-karpenter-metrics"), ("RoleBinding", "overlay-guard-karpenter-metrics"),
         ("Service", "overlay-guard"), ("Deployment", "overlay-guard"), ("PodDisruptionBudget", "overlay-guard"),
         ("Secret", "overlay-guard-ca"), ("Secret", render.SECRET),
         *((k, "overlay-guard") for k in WEBHOOK_KINDS)])
     for doc in default:
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS):
+        if doc["metadata"]["name"].endswith("-karpenter-metrics"):
+            # Where Karpenter's Service is: the only grant outside the guard's namespace.
+            assert doc["metadata"]["namespace"] == "kube-system", doc["kind"]
+        elif doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS):
             assert doc["metadata"]["namespace"] == "overlay-guard", doc["kind"]
     # The chart's objects are the base's, plus the certificates, minus the Namespace (helm --create-namespace).
     assert {k for k, _ in kinds} - {"Secret"} == {d["kind"] for d in base} - {"Namespace"}
@@ -73,8 +77,14 @@ def test_default_objects(default: list[dict[str, Any]], base: list[dict[str, Any
 def test_rbac_is_identical_to_the_kustomize_base(default: list[dict[str, Any]], base: list[dict[str, Any]]) -> None:
     for kind, fields in (("ClusterRole", ("rules",)), ("ClusterRoleBinding", ("roleRef", "subjects")),
                          ("Role", ("rules",)), ("RoleBinding", ("roleRef", "subjects"))):
-        for field in fields:
-            assert by_kind(default, kind)[field] == by_kind(base, kind)[field], (kind, field)
+        for name in ("overlay-guard", "overlay-guard-karpenter-metrics"):
+            if kind.startswith("Cluster") and name != "overlay-guard":
+                continue
+            for field in fields:
+                assert by_kind(default, kind, name)[field] == by_kind(base, kind, name)[field], (kind, name, field)
+    metrics = by_kind(default, "Role", "overlay-guard-karpenter-metrics")["rules"]
+    assert metrics == [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": ["karpenter:http-metrics"],
+                        "verbs": ["get"]}]
     assert by_kind(default, "ServiceAccount")["metadata"]["namespace"] == "overlay-guard"
 
 
@@ -147,10 +157,14 @@ def test_non_default_values(tmp_path: Path) -> None:
         "--set", "networkPolicy.enabled=true", "--set", "podDisruptionBudget.enabled=false",
         "--set", "resources.limits.memory=1Gi", "--set", "webhook.url=https://127.0.0.1:9443",
         "--set", "certificates.selfSigned.extraIPAddresses={10.0.0.7}", "--set", "extraArgs={--max-pending=10}",
-        "--set", "predictionGraceSeconds=30")
+        "--set", "predictionGraceSeconds=30",
+        "--set", "karpenter.service.namespace=karpenter", "--set", "karpenter.metricsIntervalSeconds=60")
     ns = by_kind(docs, "Namespace", "guard")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert all(d["metadata"].get("namespace", "guard") == "guard" for d in docs)
+    assert all(d["metadata"].get("namespace", "guard") == "guard" for d in docs
+               if not d["metadata"]["name"].endswith("-karpenter-metrics"))
+    for kind in ("Role", "RoleBinding"):
+        assert by_kind(docs, kind, "overlay-guard-karpenter-metrics")["metadata"]["namespace"] == "karpenter"
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     dep = by_kind(docs, "Deployment")
     assert dep["spec"]["replicas"] == 3
@@ -159,6 +173,8 @@ def test_non_default_values(tmp_path: Path) -> None:
     assert "--mode=warn" in container["args"] and "--max-pending=10" in container["args"]
     assert "--prediction-grace=30" in container["args"]
     assert "--client-ca=/etc/overlay-guard/client-ca/ca.pem" in container["args"]
+    assert {"--karpenter-service=karpenter/karpenter:http-metrics", "--karpenter-metrics-interval=60"} <= \
+        set(container["args"])
     assert {"name": "client-ca", "secret": {"secretName": "api-client-ca"}} in pod["volumes"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
     assert container["resources"]["limits"]["memory"] == "1Gi"
@@ -281,3 +297,10 @@ def test_packaged_chart_carries_the_linked_crd(tmp_path: Path) -> None:
     docs = [d for d in YAML(typ="safe", pure=True).load_all(rendered.stdout) if d]
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     assert len(crds) == 1 and "dynamicResources" in json.dumps(crds[0])
+
+
+def test_the_live_catalog_can_be_turned_off(tmp_path: Path) -> None:
+    docs = tools.chart(tmp_path, "--set", "karpenter.enabled=false")
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-karpenter-metrics")]
+    (container,) = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["args"] if a.startswith("--karpenter")]

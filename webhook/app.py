@@ -54,9 +54,10 @@ class Handlers:
         return web.json_response({"status": "ok"})
 
     async def readyz(self, request: web.Request) -> web.Response:
+        catalog = self.state.catalog_detail()
         if self.state.ready:
-            return web.json_response({"status": "ready"})
-        return web.json_response({"status": "not ready", "synced": self.state.synced}, status=503)
+            return web.json_response({"status": "ready", "catalog": catalog})
+        return web.json_response({"status": "not ready", "synced": self.state.synced, "catalog": catalog}, status=503)
 
     # -- AdmissionReview ------------------------------------------------------------------
     async def validate(self, request: web.Request) -> web.Response:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sources import karpenter
 from webhook import logs, server, store
 from webhook.config import Config
 from webhook.listener import Limits
@@ -29,6 +30,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--region", help="the cluster's region, e.g. eu-west-1 (default: its Nodes' "
                                     "topology.kubernetes.io/region, else the one the --state objects name, else "
                                     "the catalog's)")
+    live = p.add_argument_group("live catalog", "the cluster's catalog from Karpenter's metrics instead of the "
+                                                "embedded one, read again periodically (docs/live-catalog.md)")
+    live.add_argument("--karpenter-metrics", metavar="URL", help="Karpenter's metrics at URL")
+    live.add_argument("--karpenter-service", metavar="NS/NAME[:PORT]",
+                      help="Karpenter's metrics Service, read through the API server's service proxy (port default "
+                           "http-metrics)")
+    live.add_argument("--karpenter-metrics-interval", type=float, default=300.0, metavar="SECONDS",
+                      help="seconds between reads (default 300); a failed read keeps the catalog in use")
     p.add_argument("--crd", metavar="FILE|dra",
                    help="pin the NodeOverlay CRD to validate against: a CRD file, or dra for the embedded "
                         "DRA-extended one (default: the cluster's, followed as it changes; with --state, or when "
@@ -111,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("overlay-webhook: ports must be >= 0, timeouts and --decision-budget > 0, --admission-chain-seconds "
               ">= 0, --max-connections and --max-pending >= 1", file=sys.stderr)
         return 2
+    if args.karpenter_metrics_interval <= 0 or (args.catalog and (args.karpenter_metrics or args.karpenter_service)) \
+            or (args.karpenter_metrics and args.karpenter_service) or (args.karpenter_service and args.state):
+        print("overlay-webhook: --karpenter-metrics-interval > 0; one of --catalog, --karpenter-metrics and "
+              "--karpenter-service; --karpenter-service needs a cluster (not --state)", file=sys.stderr)
+        return 2
     if not (0 < args.lease_retry_period < args.lease_renew_deadline < args.lease_duration) \
             or (args.audit_interval or 0) < 0 or args.audit_debounce < 0 or args.audit_max_events < 1 \
             or not args.prediction_grace >= 0:
@@ -118,10 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--audit-interval, --audit-debounce and --prediction-grace >= 0, --audit-max-events >= 1",
               file=sys.stderr)
         return 2
+    try:
+        if args.karpenter_service:
+            karpenter.parse_service(args.karpenter_service)
+    except karpenter.MetricsError as err:
+        print(f"overlay-webhook: {err}", file=sys.stderr)
+        return 2
     config = Config(
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         port=args.port, metrics_port=args.metrics_port, host=args.host, catalog=args.catalog, crd=args.crd,
-        region=args.region,
+        region=args.region, karpenter_metrics=args.karpenter_metrics, karpenter_service=args.karpenter_service,
+        karpenter_metrics_interval=args.karpenter_metrics_interval,
         kubeconfig=args.kubeconfig, state=tuple(args.state or ()), mode=args.mode, client_ca=args.client_ca,
         max_pending=args.max_pending, decision_budget=args.decision_budget,
         admission_chain=args.admission_chain_seconds, ledger_name=args.ledger_lease,

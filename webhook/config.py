@@ -25,6 +25,11 @@ class Config:
     # with --state).
     crd: str | None = None
     region: str | None = None
+    # The live catalog (webhook/livecatalog.py): Karpenter's metrics at a URL, or its Service (NS/NAME[:PORT])
+    # through the API server; read every interval seconds.
+    karpenter_metrics: str | None = None
+    karpenter_service: str | None = None
+    karpenter_metrics_interval: float = 300.0
     kubeconfig: Path | None = None
     state: tuple[Path, ...] = ()
     mode: Mode = "enforce"

@@ -54,6 +54,11 @@ class _CacheCollector(Collector):
                                   "bookmark); NaN before the first sync.",
                                   value=float("nan") if last is None else max(0.0, self._clock() - last))
         yield since
+        age = GaugeMetricFamily("overlay_guard_catalog_age_seconds",
+                                "Seconds since the catalog in use was read, by where it came from (embedded, file, "
+                                "karpenter: the live catalog; a failed read keeps it and it ages).", labels=["source"])
+        age.add_metric([self._cache.catalog_source], max(0.0, self._clock() - self._cache.catalog_read_at))
+        yield age
         yield GaugeMetricFamily("overlay_guard_ready", "1 when /readyz succeeds.",
                                 value=int(self._cache.ready))
         yield GaugeMetricFamily("overlay_guard_snapshot_generation", "Snapshots built so far.",

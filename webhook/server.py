@@ -17,8 +17,10 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from simulation.semantics import catalog as cat
 from simulation.semantics import region
-from webhook import audit, chain, crdwatch, listener, loader
+from sources import karpenter
+from webhook import audit, chain, crdwatch, listener, livecatalog, loader
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
 from webhook.ledgerstore import KubeLedger
@@ -51,7 +53,11 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_task
                                      config.region, places)
     catalog = chosen.catalog
     crd = await asyncio.to_thread(loader.load_crd, config.crd)
-    cache.set_catalog(catalog, crd)
+    cache.set_catalog(catalog, crd, "file" if config.catalog is not None else "embedded")
+    refresher = _refresher(config, cache, source)
+    if refresher is not None:
+        # The first read waits for the first sync; until it lands (or when it never does) the catalog above serves.
+        chain_tasks.append(asyncio.create_task(refresher.run()))
     log.info("catalog loaded", extra={"fields": {"instanceTypes": len(catalog.types),
                                                  "catalog": catalog.description, "region": catalog.region,
                                                  "zones": list(catalog.zones), "notes": list(chosen.notes)}})
@@ -80,6 +86,19 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_task
         in_use.follow(source, asyncio.get_running_loop())
     source.start(asyncio.get_running_loop(), cache)
     return source
+
+
+def _refresher(config: Config, cache: Cache, source: Any) -> livecatalog.Refresher | None:
+    """The live catalog's reader: --karpenter-metrics URL, else --karpenter-service through the cluster's API server
+    (the chart names Karpenter's Service; no Service is searched for, so RBAC grants only that one by name)."""
+    client = None if source is None else source.client
+    if config.karpenter_metrics is not None:
+        where = karpenter.Where(url=config.karpenter_metrics)
+    elif config.karpenter_service is not None and client is not None:
+        where = karpenter.Where(service=karpenter.parse_service(config.karpenter_service))
+    else:
+        return None
+    return livecatalog.Refresher(cache, where, cat.default(), config.karpenter_metrics_interval, client)
 
 
 def _places(source: Any) -> region.Named | None:

@@ -135,6 +135,11 @@ class Cache:
         self._clock = clock
         self._wall = wall
         self._catalog: cat.Catalog | None = None
+        # Where the catalog in use came from (embedded, file, karpenter), when it was read (clock) and why the
+        # last read of Karpenter's metrics failed, if it did: /readyz detail and a gauge.
+        self.catalog_source = "embedded"
+        self.catalog_read_at = clock()
+        self.catalog_error: str | None = None
         self._crd: crds.Crd | None = None
         self._live: Store = {}
         # Counts every list and watch event, status writes included (the audit compares Karpenter's).
@@ -179,10 +184,31 @@ class Cache:
         for kind in kinds:
             self._synced.setdefault(kind, False)
 
-    def set_catalog(self, catalog: cat.Catalog, crd: crds.Crd | None = None) -> None:
+    def set_catalog(self, catalog: cat.Catalog, crd: crds.Crd | None = None, source: str = "embedded") -> None:
         self._catalog = catalog
         self._crd = crd
+        self.catalog_source, self.catalog_read_at = source, self._clock()
         self._mark_dirty()
+
+    def replace_catalog(self, catalog: cat.Catalog, source: str) -> None:
+        """A catalog read again (webhook/livecatalog.py), swapped whole: the next snapshot is built on it."""
+        self._catalog = catalog
+        self.catalog_source, self.catalog_read_at, self.catalog_error = source, self._clock(), None
+        self._mark_dirty()
+
+    @property
+    def catalog(self) -> cat.Catalog | None:
+        """The catalog the next snapshot is built on."""
+        return self._catalog
+
+    def catalog_detail(self) -> dict[str, Any]:
+        """The catalog in use, as /readyz reports it."""
+        return {"source": self.catalog_source, "ageSeconds": round(max(0.0, self._clock() - self.catalog_read_at), 1),
+                **({"lastError": self.catalog_error} if self.catalog_error else {})}
+
+    def documents(self) -> list[ev.Document]:
+        """The cached objects as the core's documents (what a live catalog's prices are recovered against)."""
+        return store.documents(self._live)
 
     def set_crd(self, crd: crds.Crd) -> None:
         """The NodeOverlay CRD followed in the cluster (webhook/crdwatch.py; readiness waits for the first

@@ -25,6 +25,21 @@ def adjusted(base: float | None, change: str) -> float | None:
     return value if value >= 0 else 0.0
 
 
+def unadjusted(price: float, change: str) -> float | None:
+    """The base price that `adjusted` turned into `price` under `change`, where exactly one base can have: None
+    for an absolute price (every base gives it), a percentage of -100% or below and an additive change whose
+    result was clamped at 0 (many bases give 0), or a base that would be negative (no price gives it)."""
+    if not change.startswith(("+", "-")):
+        return None
+    if change.endswith("%"):
+        factor = 1 + float(change[:-1]) / 100
+        return price / factor if factor > 0 else None
+    if price == 0 and float(change) < 0:
+        return None
+    base = price - float(change)
+    return base if base >= 0 else None
+
+
 @dataclasses.dataclass(frozen=True)
 class CellEffect:
     pool: str

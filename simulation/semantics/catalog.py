@@ -16,6 +16,9 @@ from simulation.semantics import requirements as reqs
 DEFAULT_DATA = "aws-us-east-1-instance-types.json"
 CAPACITY_TYPES = ("on-demand", "spot")
 PRICE_LABEL = "karpenter.sh/price"
+# A live catalog's prices (simulation/live.py): published by Karpenter with no overlay in effect, recovered by
+# inverting the overlay in effect, or the embedded base kept (estimated) where neither can be told.
+PRICE_ORIGINS = ("published", "recovered", "embedded")
 
 
 class CatalogError(ValueError):
@@ -30,6 +33,8 @@ class Offering:
     # True where the price was not read from the data (e.g. spot, which upstream does not publish).
     estimated: bool = False
     available: bool = True
+    # Where a live catalog's price comes from (PRICE_ORIGINS); "" for a catalog read from data.
+    origin: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +109,8 @@ class Catalog:
     source: str = ""
     # The region whose prices these are, where they were moved to another region (all marked estimated).
     priced_in: str | None = None
+    # How a live catalog was captured (what, where, when), as written to and read from the JSON format.
+    captured: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -182,15 +189,30 @@ def from_json(data: Any, *, canonical: bool = False) -> Catalog:
         if isinstance(source, Mapping) and source.get("instanceTypes") else "")
     regional = not any(isinstance(e, Mapping) and isinstance(e.get("offerings"), list)
                        for e in data["instanceTypes"])
-    assumptions = (
+    assumptions: tuple[str, ...] = (
         f"offerings in zones {', '.join(zones)} for {' and '.join(CAPACITY_TYPES)} "
         "(upstream publishes no zone availability)",
         "spot offerings carry the on-demand price as an estimate (upstream publishes no spot prices)",
         f"every type carries label {reqs.REGION}={region}, as the AWS provider's requirements do",
         "types without an upstream on-demand price have unavailable offerings with no price",
     )
+    captured = _captured(data.get("capture"))
+    if captured:
+        description += "; captured: " + ", ".join(f"{k} {v}" for k, v in captured)
+        fields = dict(captured)
+        short = f"{len(types)} instance types from Karpenter's metrics at {fields.get('where', '?')}, " \
+                f"captured {fields.get('at', '?')}"
+        assumptions = tuple(str(n) for n in data.get("assumptions") or () if isinstance(n, str))
     return _checked(Catalog(tuple(types), description, assumptions, provider, region, regional,
-                            zones if regional else (), short))
+                            zones if regional else (), short, captured=captured))
+
+
+def _captured(raw: Any) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise CatalogError("'capture' must be a mapping")
+    return tuple((str(k), str(v)) for k, v in raw.items())
 
 
 def _json_type(index: int, entry: Any, region: str, zones: Sequence[str], canonical: bool) -> InstanceType:
@@ -219,15 +241,20 @@ def _json_type(index: int, entry: Any, region: str, zones: Sequence[str], canoni
 
 def to_json(catalog: Catalog) -> dict[str, Any]:
     """The JSON catalog format with every offering listed: what from_json reads back as the same catalog."""
-    return {
+    out: dict[str, Any] = {
         "region": catalog.region, "provider": catalog.provider,
         "source": {"catalog": catalog.label, "notes": "; ".join(catalog.assumptions)},
         "instanceTypes": [
             {"name": t.name, "labels": dict(t.labels), "allocatable": dict(t.capacity),
              "offerings": [{"zone": o.zone, "capacityType": o.capacity_type, "price": o.price,
-                            "available": o.available, "estimated": o.estimated} for o in t.offerings]}
+                            "available": o.available, "estimated": o.estimated,
+                            **({"priceOrigin": o.origin} if o.origin else {})} for o in t.offerings]}
             for t in catalog.types],
     }
+    if catalog.captured:
+        out["capture"] = dict(catalog.captured)
+        out["assumptions"] = list(catalog.assumptions)
+    return out
 
 
 def from_documents(docs: Sequence[Mapping[str, Any]]) -> Catalog:
@@ -272,7 +299,10 @@ def _offering(raw: Any, where: str) -> Offering:
         raise CatalogError(f"{where}: an offering needs a zone and a capacity type")
     price = _price(raw.get(PRICE_LABEL, raw.get("price")), f"{where} price")
     available = raw.get("available", True)
-    return Offering(zone, ct, price, bool(raw.get("estimated", False)), bool(available))
+    origin = raw.get("priceOrigin", "")
+    if origin not in ("", *PRICE_ORIGINS):
+        raise CatalogError(f"{where}: priceOrigin {origin!r} is not one of {', '.join(PRICE_ORIGINS)}")
+    return Offering(zone, ct, price, bool(raw.get("estimated", False)), bool(available), origin)
 
 
 def _price(raw: Any, where: str) -> float | None:
