@@ -279,7 +279,8 @@ class _Run:
                              "not both")
         # The overlays in effect are the cluster's where it is read, else every input's.
         in_effect = [d for loaded in loads for d in loaded.documents if not (self.args.cluster and d.candidate)]
-        catalog, notes = karpenter.read_live(karpenter.Where(url=url), cat.default(), in_effect, at=_now())
+        live = karpenter.read_live(karpenter.Where(url=url), cat.default(), in_effect, at=_now())
+        catalog, notes = live.catalog, live.notes
         self.notes(notes)
         return catalog
 
@@ -546,7 +547,8 @@ def _catalog(run: _Run) -> int:
             where = karpenter.locate(client, args.karpenter_service)
         else:
             where = karpenter.Where(url=args.karpenter_metrics)
-        catalog, notes = karpenter.read_live(where, cat.default(), documents, client, at=_now())
+        live = karpenter.read_live(where, cat.default(), documents, client, at=_now())
+        catalog, notes = live.catalog, live.notes
     finally:
         if client is not None:
             client.close()

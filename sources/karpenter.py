@@ -267,8 +267,18 @@ def node_types(nodes: Sequence[Mapping[str, Any]]) -> list[live.NodeType]:
     return list(out.values())
 
 
+@dataclasses.dataclass(frozen=True)
+class Live:
+    """One read of Karpenter's metrics: the catalog built from it, what was noted on the way, and the effective
+    prices as published, per (instance type, capacity type, zone), for the audit to compare with."""
+
+    catalog: cat.Catalog
+    notes: list[str]
+    published: Mapping[tuple[str, str, str], float]
+
+
 def read_live(where: Where, embedded: cat.Catalog, documents: Sequence[ev.Document] | None,
-              client: kube.Client | None = None, at: str = "") -> tuple[cat.Catalog, list[str]]:
+              client: kube.Client | None = None, at: str = "") -> Live:
     """The live catalog from `where`: cells from the metrics, labels from the embedded table and the Nodes
     (through `client`, when there is one), base prices recovered against `documents` (simulation/live.py)."""
     cells, notes = capture(where, client)
@@ -281,7 +291,8 @@ def read_live(where: Where, embedded: cat.Catalog, documents: Sequence[ev.Docume
     said = [*notes, *built.notes, *recovered.notes]
     catalog = dataclasses.replace(recovered.catalog, captured=captured, assumptions=tuple(said),
                                   source=f"Karpenter's metrics at {where.describe()}")
-    return catalog, said
+    published = {(c.instance_type, c.capacity_type, c.zone): c.price for c in cells if c.price is not None}
+    return Live(catalog, said, published)
 
 
 def _nodes(client: kube.Client) -> Sequence[Mapping[str, Any]]:

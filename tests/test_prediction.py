@@ -84,42 +84,48 @@ def test_status_mismatches_name_both_sides() -> None:
 # -- prices -------------------------------------------------------------------------------------
 
 
-def priced(price: float, overlay_name: str | None = None) -> prediction.Priced:
-    return prediction.Priced(price, "default", overlay_name)
+def priced(price: float, overlay_name: str | None = None, pool: str = "default") -> prediction.Priced:
+    return prediction.Priced(price, pool, overlay_name)
 
 
 def test_prices_agree_within_float_printing_and_only_cells_both_sides_have_count() -> None:
     key, other, spot = ("m5.large", "on-demand", "us-east-1a"), ("m5.large", "on-demand", "us-east-1b"), \
         ("m5.large", "spot", "us-east-1a")
-    predicted = {key: priced(0.1 * 3), other: priced(0.096, "cheap"), spot: priced(0.04)}
+    predicted = {key: (priced(0.1 * 3),), other: (priced(0.096, "cheap"),), spot: (priced(0.04),)}
     published = {key: 0.3,  # 0.30000000000000004 predicted: the same figure printed
                  other: 0.0961,
                  ("m5.large", "reserved", "us-east-1a"): 0.0,  # the provider's placeholder: not predicted
                  spot: math.nan}
     got = prediction.price_mismatches(predicted, published)
     assert list(got) == [other]
-    assert got[other].predicted.overlay == "cheap" and got[other].published == 0.0961
+    assert got[other].predicted.overlay == "cheap" and got[other].published == 0.0961 and got[other].others == 0
     assert "cheap" in got[other].describe() and "0.0961" in got[other].describe()
 
 
-async def predicted(*objects: Mapping[str, Any]) -> dict[prediction.PriceKey, prediction.Priced]:
+def test_any_nodepools_figure_may_be_the_published_one() -> None:
+    key = ("m5.large", "on-demand", "us-east-1a")
+    predicted = {key: (priced(0.5, "in-a", "a-pool"), priced(0.096, None, "z-pool"))}
+    assert prediction.price_mismatches(predicted, {key: 0.5}) == {}
+    assert prediction.price_mismatches(predicted, {key: 0.096}) == {}
+    got = prediction.price_mismatches(predicted, {key: 0.2})
+    assert got[key].predicted.pool == "a-pool" and got[key].others == 1
+
+
+async def predicted(*objects: Mapping[str, Any]) -> dict[prediction.PriceKey, tuple[prediction.Priced, ...]]:
     cache = await cache_of(*objects)
     assert cache.snapshot.prepared is not None
     return prediction.predicted_prices(audit.evaluate(cache.snapshot.prepared, cache.snapshot.basis))
 
 
-async def test_the_published_price_is_the_last_nodepools_by_name() -> None:
+async def test_each_nodepools_figure_is_predicted_once_per_distinct_price() -> None:
     pools = (nodepool("a-pool"), nodepool("z-pool"))
     only = [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["z-pool"]}]
     got = await predicted(*pools, overlay("in-z", price="0.5", family="m5", extra=only))
     m5 = {k: v for k, v in got.items() if k[0].startswith("m5.")}
-    assert m5 and all(v.price == 0.5 and v.overlay == "in-z" and v.pool == "z-pool" for v in m5.values())
+    assert m5 and all([(f.pool, f.overlay) for f in v] == [("a-pool", None), ("z-pool", "in-z")] and v[1].price == 0.5
+                      for v in m5.values())
     others = [v for k, v in got.items() if not k[0].startswith("m5.")]
-    assert others and all(v.overlay is None and v.pool == "z-pool" for v in others)
-
-    only[0]["values"] = ["a-pool"]  # in effect only in a NodePool listed before another: not published
-    got = await predicted(*pools, overlay("in-a", price="0.5", family="m5", extra=only))
-    assert got and all(v.overlay is None for v in got.values())
+    assert others and all([(f.pool, f.overlay) for f in v] == [("a-pool", None)] for v in others)
 
 
 # -- the grace period ---------------------------------------------------------------------------
@@ -235,8 +241,8 @@ async def test_prices_are_compared_when_a_source_is_given() -> None:
     registry.register(audit.AuditCollector(auditor))
     result = await auditor.audit(cache.snapshot)
     assert result.prices is not None
-    cell = next(k for k, v in sorted(result.prices.items()) if v.overlay == "cheap")
-    published.update({k: v.price for k, v in result.prices.items()})
+    cell = next(k for k, v in sorted(result.prices.items()) if v[0].overlay == "cheap")
+    published.update({k: v[0].price for k, v in result.prices.items()})
     published[cell] = 0.7  # Karpenter applied something else there
     clock.now += 61.0
     await auditor.audit(cache.snapshot)  # first seen: within the grace

@@ -20,6 +20,9 @@ from webhook.state import Cache
 
 FIXTURE = pathlib.Path(__file__).resolve().parent / "karpenter_fixtures" / "handmade-aws-us-east-1.prom"
 EXPOSITION = FIXTURE.read_bytes()
+PUBLISHED_M5 = float(next(line.split()[-1] for line in EXPOSITION.decode().splitlines() if line.startswith(
+    'karpenter_cloudprovider_instance_type_offering_price_estimate{capacity_type="on-demand",'
+    'instance_type="m5.large",zone="us-east-1a"}')))
 
 
 class _Karpenter(http.server.BaseHTTPRequestHandler):
@@ -84,6 +87,9 @@ async def test_a_good_read_is_swapped_in_and_a_failed_one_keeps_it() -> None:
             # The cached overlay's -10% undone: the base, not the published effective price.
             assert {o.origin for o in m5.offerings if o.capacity_type == "on-demand"} == {"recovered"}
             assert cache.catalog_detail() == {"source": "karpenter", "ageSeconds": 0.0}
+            # The figures as published stay with the read, for the audit to compare with its prediction.
+            published = await cache.published_prices()
+            assert published is not None and published[("m5.large", "on-demand", "us-east-1a")] == PUBLISHED_M5
             handler.body = EXPOSITION[:-30]  # truncated
             clock[0] += 60
             assert not await refresher.refresh()
@@ -91,6 +97,7 @@ async def test_a_good_read_is_swapped_in_and_a_failed_one_keeps_it() -> None:
         detail = cache.catalog_detail()
         assert detail["source"] == "karpenter" and detail["ageSeconds"] == 60.0 and "truncated" in detail["lastError"]
         assert catalog_age(metrics) == {"karpenter": 60.0}
+        assert await cache.published_prices() is None  # stale figures are not compared
         assert not await refresher.refresh()  # nobody answers now
         assert cache.catalog is live and refresher.failures == 2
         assert "cannot reach" in cache.catalog_detail()["lastError"]

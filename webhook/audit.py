@@ -58,7 +58,7 @@ class Summary:
     cells: Mapping[str, int]
     seconds: float
     # What Karpenter's provider will publish (only computed when there is something to compare it with).
-    prices: Mapping[prediction.PriceKey, prediction.Priced] | None = None
+    prices: Mapping[prediction.PriceKey, tuple[prediction.Priced, ...]] | None = None
 
     @property
     def status(self) -> Mapping[str, str]:

@@ -30,17 +30,16 @@ class Refresher:
         documents = self.cache.documents()
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall()))
         try:
-            catalog, notes = await asyncio.to_thread(karpenter.read_live, self.where, self.embedded, documents,
-                                                     self.client, at)
+            live = await asyncio.to_thread(karpenter.read_live, self.where, self.embedded, documents, self.client, at)
         except (files.InputError, cat.CatalogError) as err:
             self._failed(str(err))
             return False
         except Exception as err:  # a bug in reading must cost the refresh, never the webhook
             self._failed(f"{type(err).__name__}: {kube.one_line(err)}")
             return False
-        self.cache.replace_catalog(catalog, SOURCE)
+        self.cache.replace_catalog(live.catalog, SOURCE, live.published)
         log.info("live catalog read", extra={"fields": {"where": self.where.describe(),
-                                                        "instanceTypes": len(catalog.types), "notes": notes}})
+                                                        "instanceTypes": len(live.catalog.types), "notes": live.notes}})
         return True
 
     def _failed(self, error: str) -> None:

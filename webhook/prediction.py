@@ -6,15 +6,15 @@ Karpenter v1.15.0's nodeoverlay controller sets the condition True, or False wit
 `RuntimeValidation` (the overlay is ignored whole) or `Conflict`; a condition of an older
 generation, or none, has not judged the overlay's current spec yet. The AWS provider's metrics
 controller lists the NodePools and, for each, writes every offering's price after overlays into one
-map per (instance type, capacity type, zone): the published figure is the last NodePool's in list
-order (the API server lists cluster-scoped objects by name).
+map per (instance type, capacity type, zone): the published figure is the last NodePool's in the order
+its informer cache lists them, which is a map's, so any NodePool's figure may be the one published.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from simulation import findings
@@ -108,47 +108,49 @@ class Priced:
     overlay: str | None
 
 
-def predicted_prices(report: rp.Report) -> dict[PriceKey, Priced]:
-    """What the provider will publish: each offering's effective price in the last NodePool by name.
-    Every NodePool offers every type of the one catalog the guard models, so that NodePool's cells are
-    all there is to read. Unknown prices (a relative overlay on an unpriced offering) are left out."""
-    out: dict[PriceKey, Priced] = {}
-    names = [p.name for p in report.grid.pools]
-    if not names:
-        return out
-    for cell in effects.effects(report, pools=[max(names)]):
+def predicted_prices(report: rp.Report) -> dict[PriceKey, tuple[Priced, ...]]:
+    """What the provider may publish: each offering's effective price in every NodePool, one `Priced` per
+    distinct figure (NodePools by name). The provider keeps the last NodePool it lists, and it lists them from
+    its informer's cache, whose order is a map's: any NodePool's figure may be the one published. Every
+    NodePool offers every type of the one catalog the guard models. Unknown prices (a relative overlay on an
+    unpriced offering) are left out."""
+    out: dict[PriceKey, dict[float, Priced]] = {}
+    for cell in sorted(effects.effects(report, pools=[p.name for p in report.grid.pools]),
+                       key=lambda c: (c.pool, c.instance_type)):
         for o in cell.offerings:
             price = o["price"]
             if price is not None:
-                out[(cell.instance_type, o["capacityType"], o["zone"])] = Priced(
-                    float(price), cell.pool, o["priceOverlay"])
-    return out
+                figures = out.setdefault((cell.instance_type, o["capacityType"], o["zone"]), {})
+                figures.setdefault(float(price), Priced(float(price), cell.pool, o["priceOverlay"]))
+    return {key: tuple(figures.values()) for key, figures in out.items()}
 
 
 @dataclasses.dataclass(frozen=True)
 class PriceMismatch:
     key: PriceKey
-    predicted: Priced
+    predicted: Priced  # the first NodePool's figure; `others` more figures were as possible
     published: float
+    others: int = 0
 
     def describe(self) -> str:
         it, capacity, zone = self.key
         by = f"overlay {self.predicted.overlay}" if self.predicted.overlay else "base price"
+        alternatives = f" or one of {self.others} other NodePools' figures" if self.others else ""
         return (f"guard predicts {self.predicted.price:g} for {it} {capacity} in {zone} (NodePool "
-                f"{self.predicted.pool}, {by}), Karpenter publishes {self.published:g}")
+                f"{self.predicted.pool}, {by}){alternatives}, Karpenter publishes {self.published:g}")
 
 
-def price_mismatches(predicted: Mapping[PriceKey, Priced], published: Mapping[PriceKey, float],
+def price_mismatches(predicted: Mapping[PriceKey, Sequence[Priced]], published: Mapping[PriceKey, float],
                      rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL) -> dict[PriceKey, PriceMismatch]:
-    """Cells both sides price whose prices differ beyond float printing. A cell only one side has is
-    the catalog's business (which offerings exist), not the prediction's: the provider also publishes
-    0 for reserved offerings nobody holds."""
+    """Cells both sides price where the published figure is none of the NodePools' predicted ones (beyond float
+    printing). A cell only one side has is the catalog's business (which offerings exist), not the prediction's:
+    the provider also publishes 0 for reserved offerings nobody holds."""
     out: dict[PriceKey, PriceMismatch] = {}
     for key, theirs in published.items():
         mine = predicted.get(key)
-        if mine is not None and math.isfinite(theirs) and not math.isclose(mine.price, theirs, rel_tol=rel_tol,
-                                                                             abs_tol=abs_tol):
-            out[key] = PriceMismatch(key, mine, theirs)
+        if mine and math.isfinite(theirs) and not any(
+                math.isclose(m.price, theirs, rel_tol=rel_tol, abs_tol=abs_tol) for m in mine):
+            out[key] = PriceMismatch(key, mine[0], theirs, len(mine) - 1)
     return out
 
 

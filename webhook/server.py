@@ -88,17 +88,22 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_task
     return source
 
 
+def _reads_karpenter(config: Config, source: Any) -> bool:
+    return config.karpenter_metrics is not None or (config.karpenter_service is not None and source is not None)
+
+
 def _refresher(config: Config, cache: Cache, source: Any) -> livecatalog.Refresher | None:
     """The live catalog's reader: --karpenter-metrics URL, else --karpenter-service through the cluster's API server
     (the chart names Karpenter's Service; no Service is searched for, so RBAC grants only that one by name)."""
-    client = None if source is None else source.client
+    if not _reads_karpenter(config, source):
+        return None
     if config.karpenter_metrics is not None:
         where = karpenter.Where(url=config.karpenter_metrics)
-    elif config.karpenter_service is not None and client is not None:
-        where = karpenter.Where(service=karpenter.parse_service(config.karpenter_service))
     else:
-        return None
-    return livecatalog.Refresher(cache, where, cat.default(), config.karpenter_metrics_interval, client)
+        assert config.karpenter_service is not None
+        where = karpenter.Where(service=karpenter.parse_service(config.karpenter_service))
+    return livecatalog.Refresher(cache, where, cat.default(), config.karpenter_metrics_interval,
+                                 None if source is None else source.client)
 
 
 def _places(source: Any) -> region.Named | None:
@@ -189,8 +194,10 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> int:
             stop.set()
         else:
             source = loading.result()
-    auditing = audit.start(config, cache, metrics.registry, None if source is None else source.client.api_client) \
-        if loading.done() and code == 0 else []
+    # Karpenter's published prices are compared where the live catalog reads them.
+    live_prices = cache.published_prices if _reads_karpenter(config, source) else None
+    auditing = audit.start(config, cache, metrics.registry, None if source is None else source.client.api_client,
+                           live_prices) if loading.done() and code == 0 else []
     await stop.wait()
     log.info("shutting down: no new connections, finishing requests in flight")
     cache.stop_serving()

@@ -140,6 +140,7 @@ class Cache:
         self.catalog_source = "embedded"
         self.catalog_read_at = clock()
         self.catalog_error: str | None = None
+        self._published: Mapping[tuple[str, str, str], float] | None = None
         self._crd: crds.Crd | None = None
         self._live: Store = {}
         # Counts every list and watch event, status writes included (the audit compares Karpenter's).
@@ -190,11 +191,20 @@ class Cache:
         self.catalog_source, self.catalog_read_at = source, self._clock()
         self._mark_dirty()
 
-    def replace_catalog(self, catalog: cat.Catalog, source: str) -> None:
-        """A catalog read again (webhook/livecatalog.py), swapped whole: the next snapshot is built on it."""
+    def replace_catalog(self, catalog: cat.Catalog, source: str,
+                        published: Mapping[tuple[str, str, str], float] | None = None) -> None:
+        """A catalog read again (webhook/livecatalog.py), swapped whole: the next snapshot is built on it.
+        `published`: the effective prices Karpenter published in the same read, which the audit compares with
+        its prediction (webhook/prediction.py)."""
         self._catalog = catalog
         self.catalog_source, self.catalog_read_at, self.catalog_error = source, self._clock(), None
+        self._published = published
         self._mark_dirty()
+
+    async def published_prices(self) -> Mapping[tuple[str, str, str], float] | None:
+        """Karpenter's effective prices of the last good read; None before one and while reads fail (a stale figure
+        would be a mismatch of the guard's making)."""
+        return None if self.catalog_error else self._published
 
     @property
     def catalog(self) -> cat.Catalog | None:
