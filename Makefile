@@ -38,7 +38,7 @@ test: install lint helm image karpenter-oracle chromium promtool
 unit: install helm karpenter-oracle chromium promtool
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
-# The README's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py,
+# docs/cli.md's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py,
 # and lint/schemas/simulate-output.schema.json.
 reference: install
 	$(BIN)/python -m lint.reference

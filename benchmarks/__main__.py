@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark, one JSON document on stdout (figures go into the README)."""
+"""`make bench`: every benchmark, one JSON document on stdout (figures go into docs/performance.md)."""
 
 from __future__ import annotations
 

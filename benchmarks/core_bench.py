@@ -26,7 +26,7 @@ from tests import reference
 REFERENCE_OVERLAYS = 8
 REQUESTS = 200
 IDENTICAL = 1000
-# The crowd sizes `make bench` runs: the README's row, up to as many alike overlays as the 10,000 / 100 workload has.
+# The crowd sizes `make bench` runs (docs/performance.md), up to as many alike overlays as the 10,000 / 100 workload.
 CROWDS = (IDENTICAL, 5_000, 10_000)
 
 

@@ -1,6 +1,6 @@
 """What a pre-commit hook adds to every commit: the wall time of `overlay-lint check one.yaml` (one NodePool and
 one overlay) against a bare start of the same interpreter (`python -c pass`), runs interleaved so that both see
-the same machine. The target is a median at most 8 times the bare start (the README's Performance)."""
+the same machine. The target is a median at most 8 times the bare start (docs/performance.md)."""
 
 from __future__ import annotations
 

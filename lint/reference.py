@@ -1,4 +1,4 @@
-"""Reference documents made from the core's own lists: the README's code table and the JSON Schema of
+"""Reference documents made from the core's own lists: docs/cli.md's code table and the JSON Schema of
 `overlay-lint check --format json` (from the finding codes), the JSON Schemas of `overlay-lint simulate
 --format json` and `overlay-lint diff --format json` (from Karpenter's overlay states), and the JSON twin of each
 YAML file of the core's package data (read at start-up instead of the YAML). All are committed; `make reference`
@@ -18,43 +18,43 @@ from simulation import codes
 from simulation.semantics import merge
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+CODES_DOC = ROOT / "docs" / "cli.md"
 SCHEMA = pathlib.Path(__file__).resolve().parent / "schemas" / "check-output.schema.json"
 SIMULATE_SCHEMA = SCHEMA.parent / "simulate-output.schema.json"
 DIFF_SCHEMA = SCHEMA.parent / "diff-output.schema.json"
 PACKAGE_DATA = ROOT / "simulation" / "data"
-# The README table sits between these two lines, so regenerating it leaves the prose around it alone.
+# The code table sits between these two lines, so regenerating it leaves the prose around it alone.
 TABLE_START = "<!-- finding-codes:start (made by `make reference` from simulation/codes.py) -->"
 TABLE_END = "<!-- finding-codes:end -->"
 
 
-def readme_table() -> str:
+def codes_table() -> str:
     rows = ["| code | severity | when |", "|---|---|---|"]
     rows += [f"| `{c.code}` | {c.severity} | {c.when} |" for c in codes.ALL]
     return "\n".join(rows) + "\n"
 
 
-def readme_block() -> str:
+def codes_block() -> str:
     # Blank lines around the table: Markdown would otherwise read a marker as part of the table.
-    return "\n" + readme_table() + "\n"
+    return "\n" + codes_table() + "\n"
 
 
-def readme_section(text: str) -> str:
-    """What README text holds between the markers."""
+def codes_section(text: str) -> str:
+    """What the document's text holds between the markers."""
     start, end = _markers(text)
     return text[start:end]
 
 
 def with_table(text: str) -> str:
     start, end = _markers(text)
-    return text[:start] + readme_block() + text[end:]
+    return text[:start] + codes_block() + text[end:]
 
 
 def _markers(text: str) -> tuple[int, int]:
     start = text.find(TABLE_START + "\n")
     end = text.find(TABLE_END, start)
     if start < 0 or end < 0:
-        raise ValueError(f"README has no {TABLE_START!r} ... {TABLE_END!r} block")
+        raise ValueError(f"{CODES_DOC.name} has no {TABLE_START!r} ... {TABLE_END!r} block")
     return start + len(TABLE_START) + 1, end
 
 
@@ -287,8 +287,8 @@ def main(argv: Sequence[str]) -> int:
     if argv and not check:
         sys.stderr.write("usage: python -m lint.reference [--check]\n")
         return 2
-    readme = README.read_text(encoding="utf-8")
-    wanted = {README: with_table(readme), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text(),
+    doc = CODES_DOC.read_text(encoding="utf-8")
+    wanted = {CODES_DOC: with_table(doc), SCHEMA: schema_text(), SIMULATE_SCHEMA: simulate_schema_text(),
               DIFF_SCHEMA: diff_schema_text(), **json_twins()}
     stale = [path for path, text in wanted.items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]

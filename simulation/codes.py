@@ -1,4 +1,4 @@
-"""The finding codes: the one list the severities, the SARIF rules, the output schema and the README
+"""The finding codes: the one list the severities, the SARIF rules, the output schema and docs/cli.md's
 table are made from (docs/design.md). A code missing here cannot be reported: `get` raises."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Code:
 
     code: str
     severity: Severity
-    # The README's "when" column (Markdown).
+    # The code table's "when" column (Markdown).
     when: str
     # SARIF shortDescription: one plain line.
     short: str

@@ -52,7 +52,7 @@ def test_structured_inputs_replay() -> None:
     assert targets.review(provider.Bytes(data)) == targets.review(provider.Bytes(data))
 
 
-# Inputs the fuzzers found, each once a traceback or a wrong answer (see README "Fuzzing").
+# Inputs the fuzzers found, each once a traceback or a wrong answer (see docs/development.md, "Fuzzing").
 REGRESSIONS: list[tuple[str, bytes]] = [
     ("loader", b"kind: [NodeOverlay]\nmetadata: {name: a}\n"),
     ("loader", b"apiVersion: v1\nkind: {a: 1}\nitems: []\n"),

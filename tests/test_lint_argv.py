@@ -46,7 +46,7 @@ def orders(command: str, paths: list[str], options: list[Option]) -> dict[str, l
     return out
 
 
-# Each documented command line (README and docs/design.md §2.3), with what a correct run shows.
+# Each documented command line (docs/cli.md and docs/design.md §2.3), with what a correct run shows.
 DOCUMENTED: dict[str, tuple[str, list[str], list[Option], int]] = {
     "check-existing": ("check", [PRICING], [("--existing", GPU), ("--existing", NODEPOOLS),
                                              ("--catalog", CATALOG), ("--format", "json")], 1),

@@ -435,17 +435,22 @@ def test_krew_manifest_matches_the_reproducible_archive(tmp_path: pathlib.Path) 
     assert shown.returncode == 0 and shown.stdout.startswith("usage: kubectl overlay")
 
 
-# --- the README's "Where to lint" recipes, as written ------------------------------------------------------
+# --- the documented "where to lint" recipes, as written ---------------------------------------------------
 
-README = ROOT / "README.md"
+# The sections that hold them: the README's CI and pre-commit recipes, docs/cli.md's rendering pipes and plugin.
+RECIPES = ((ROOT / "README.md", "## Lint in CI and pre-commit"), (ROOT / "docs" / "cli.md", "## More places to lint"))
 HELM = pathlib.Path(os.environ.get("OVERLAY_GUARD_CACHE", pathlib.Path.home() / ".cache" / "overlay-guard"))
 
 
 def _recipes() -> list[tuple[str, str]]:
-    """(language, text) of every code block of the README's "Where to lint" section."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Where to lint"):text.index("## overlay-webhook")]
-    return re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+    """(language, text) of every code block of those sections (each up to the next heading of its level)."""
+    found = []
+    for path, heading in RECIPES:
+        text = path.read_text(encoding="utf-8")
+        start = text.index(f"\n{heading}\n")
+        end = text.find("\n## ", start + 1)
+        found += re.findall(r"```(\w+)\n(.*?)```", text[start:end if end >= 0 else len(text)], re.DOTALL)
+    return found
 
 
 def test_readme_pre_commit_recipe_is_the_published_hook() -> None:

@@ -307,8 +307,9 @@ def test_the_chart_links_to_the_monitoring_components() -> None:
         assert link.is_symlink() and link.resolve() == (COMPONENTS / target).resolve(), name
 
 
-def test_readme_installs_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
-    # tests/e2e/test_install.py and the dra_crd fixture run these blocks as written.
+def test_docs_install_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
+    # tests/e2e/test_install.py and the dra_crd fixture run these blocks as written: the README's two, then
+    # docs/webhook.md's opt-in CRD.
     blocks = _readme.blocks()
     assert list(blocks) == ["install-helm", "install-kustomize", "install-dra-crd"]
     assert blocks["install-helm"].startswith("helm install overlay-guard charts/overlay-guard")

@@ -9,7 +9,7 @@ correctly rounded parsing, so there is no excuse for a difference) and every cap
 allocatable resource (Karpenter's ``InstanceType.Allocatable()``: hugepages off the memory) as an
 exact quantity in the same canonical text.
 
-Deliberate differences, each asserted rather than skipped (see README, "Karpenter as the oracle"):
+Deliberate differences, each asserted rather than skipped (see docs/development.md, "Karpenter as the oracle"):
 
 - Overlays the API server would refuse (``schema`` findings) never reach Karpenter; the cluster
   given to the oracle leaves them out, and the core must call them Invalid.

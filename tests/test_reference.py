@@ -1,4 +1,4 @@
-"""The one list of finding codes (simulation/codes.py) and what is made from it: the README table, the
+"""The one list of finding codes (simulation/codes.py) and what is made from it: docs/cli.md's table, the
 committed JSON Schema of `check --format json`, the SARIF rules. A code used anywhere must be listed.
 Also the committed JSON Schema of `simulate --format json`, made by the same module."""
 
@@ -29,11 +29,11 @@ def committed_simulate_schema() -> Any:
     return json.loads(reference.SIMULATE_SCHEMA.read_text(encoding="utf-8"))
 
 
-def test_readme_table_is_the_generated_one() -> None:
-    readme = reference.README.read_text(encoding="utf-8")
-    assert reference.readme_section(readme) == reference.readme_block(), "run `make reference`"
+def test_code_table_is_the_generated_one() -> None:
+    doc = reference.CODES_DOC.read_text(encoding="utf-8")
+    assert reference.codes_section(doc) == reference.codes_block(), "run `make reference`"
     for c in codes.ALL:
-        assert f"| `{c.code}` | {c.severity} |" in readme
+        assert f"| `{c.code}` | {c.severity} |" in doc
 
 
 def test_committed_schema_is_the_generated_one() -> None:

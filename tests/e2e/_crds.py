@@ -3,7 +3,7 @@
 Scenarios run with Karpenter's own NodeOverlay, NodePool and NodeClaim CRDs (hack/karpenter-crds.sh, the
 sigs.k8s.io/karpenter module from the Go module proxy), as a real cluster does. The DRA scenarios ask
 for the project's extended NodeOverlay CRD with the `dra_crd` fixture, which installs it with the
-README's opt-in command; every other scenario gets Karpenter's back first. A swap is over only when the
+opt-in command of docs/webhook.md; every other scenario gets Karpenter's back first. A swap is over only when the
 API server's validation shows it (CRD updates reach the request handlers asynchronously).
 """
 
@@ -22,7 +22,7 @@ KARPENTER = "karpenter"
 DRA = "dra"
 KARPENTER_FILES = ("karpenter.sh_nodeoverlays.yaml", "karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml")
 NAMES = ("crd/nodeoverlays.karpenter.sh", "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")
-# The README's opt-in block, run as written (tests/e2e/_readme.py).
+# docs/webhook.md's opt-in block, run as written (tests/e2e/_readme.py).
 DRA_BLOCK = "install-dra-crd"
 SWAP_TIMEOUT = 60.0
 UNKNOWN_DRA_FIELD = 'unknown field "spec.dynamicResources"'
@@ -48,7 +48,7 @@ class Crds:
             return
         if which == KARPENTER:
             files = [str(self.karpenter_dir / f) for f in KARPENTER_FILES]
-            # kubectl's default field manager, as in the README's opt-in command: applying one CRD
+            # kubectl's default field manager, as in the documented opt-in command: applying one CRD
             # removes every field only the other defines.
             self.plane.kubectl("apply", "--server-side", "--force-conflicts", *(a for f in files for a in ("-f", f)))
         elif which == DRA:

@@ -1,8 +1,9 @@
-"""The README's install commands, run by the e2e suite exactly as written.
+"""The documented install commands (the README's Helm and kustomize blocks, docs/webhook.md's DRA CRD opt-in),
+run by the e2e suite exactly as written.
 
-A block is the first ```sh fence after a `<!-- e2e: NAME -->` marker. It runs under `bash -euo pipefail`
-with the e2e cluster as the current kubeconfig and the cached kubectl and helm first on PATH, so what a
-user copies is what was tested.
+A block is the first ```sh fence after a `<!-- e2e: NAME -->` marker, in either document. It runs under
+`bash -euo pipefail` with the e2e cluster as the current kubeconfig and the cached kubectl and helm first on
+PATH, so what a user copies is what was tested.
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ from tests import tools
 
 from ._cluster import REPO_ROOT, ControlPlane, ControlPlaneError
 
-README = REPO_ROOT / "README.md"
+DOCS = (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "webhook.md")
 _FENCE = re.compile(r"<!-- e2e: (?P<name>[\w-]+) -->\s*\n```sh\n(?P<body>.*?)\n```", re.DOTALL)
 
 
 def blocks() -> dict[str, str]:
-    return {m["name"]: m["body"] for m in _FENCE.finditer(README.read_text(encoding="utf-8"))}
+    """Every marked block, in the documents' order."""
+    return {m["name"]: m["body"] for doc in DOCS for m in _FENCE.finditer(doc.read_text(encoding="utf-8"))}
 
 
 def block(name: str) -> str:
     found = blocks().get(name)
     if found is None:
-        raise ControlPlaneError(f"README.md has no ```sh block after <!-- e2e: {name} -->")
+        raise ControlPlaneError(f"no document has a ```sh block after <!-- e2e: {name} -->")
     return found
 
 
@@ -50,6 +52,6 @@ def run(plane: ControlPlane, name: str, *, cwd: Path = REPO_ROOT, home: Path | N
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=300)
     if done.returncode != 0:
-        raise ControlPlaneError(f"README block {name} failed ({done.returncode}):\n{script}\n--- stdout\n"
+        raise ControlPlaneError(f"documented block {name} failed ({done.returncode}):\n{script}\n--- stdout\n"
                                 f"{done.stdout}\n--- stderr\n{done.stderr}")
     return done

@@ -93,8 +93,8 @@ def _swap(crds: _crds.Crds, guard: Guard, which: str) -> None:
 
 @pytest.fixture
 def dra_crd(crds: _crds.Crds, guard: Guard) -> None:
-    """The project's DRA-extended NodeOverlay CRD in place of Karpenter's, installed with the README's
-    opt-in command; the next test without this fixture gets Karpenter's back."""
+    """The project's DRA-extended NodeOverlay CRD in place of Karpenter's, installed with the opt-in
+    command of docs/webhook.md; the next test without this fixture gets Karpenter's back."""
     _swap(crds, guard, _crds.DRA)
 
 

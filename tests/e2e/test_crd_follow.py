@@ -1,5 +1,5 @@
 """The webhook judges by the NodeOverlay CRD the cluster runs (webhook/crdwatch.py): started on Karpenter's
-own, it refuses `dynamicResources` as the API server does; after the README's DRA opt-in is applied it
+own, it refuses `dynamicResources` as the API server does; after docs/webhook.md's DRA opt-in is applied it
 judges the same overlay by the extended schema, without a restart. With the deployment's RBAC it may read
 the CRD; without it, it judges by the embedded CRD after one warning."""
 

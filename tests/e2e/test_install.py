@@ -3,7 +3,7 @@
 Every manifest the chart and the kustomize base render passes `kubectl apply --dry-run=server`; the
 README's Helm and kustomize blocks are run as written, and the webhook configurations they install,
 pointed at a webhook process serving the certificate they issued, refuse a conflicting overlay. (The
-README's opt-in CRD block is run by the `dra_crd` fixture.) The cluster has no controllers, so the
+opt-in CRD block of docs/webhook.md is run by the `dra_crd` fixture.) The cluster has no controllers, so the
 Deployments never start pods: the webhook runs as a local process, reached by URL.
 """
 

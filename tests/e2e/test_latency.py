@@ -1,4 +1,4 @@
-"""The README's figure: added latency of `kubectl apply --dry-run=server` for one overlay with
+"""docs/performance.md's figure: added latency of `kubectl apply --dry-run=server` for one overlay with
 overlay-guard registered vs not, with 2,000 overlays stored, both measured in the same run.
 
 Prints the figures and writes them to latency.json in the test's tmp dir; asserts only that

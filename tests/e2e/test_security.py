@@ -40,7 +40,7 @@ class MetricsProbedWebhook(Webhook):
 
 
 def admission_configuration(directory: Path, hook: Webhook, cert: Path, key: Path) -> Path:
-    """The README's steps: a kubeconfig naming the webhook's host:port with the client
+    """docs/webhook.md's steps (Security): a kubeconfig naming the webhook's host:port with the client
     certificate, referenced from an AdmissionConfiguration for both admission plugins."""
     kubeconfig = directory / "admission-kubeconfig.json"
     kubeconfig.write_text(json.dumps({
