@@ -104,6 +104,9 @@ class Catalog:
     source: str = ""
     # The region whose prices these are, where they were moved to another region (all marked estimated).
     priced_in: str | None = None
+    # Every instance type of its provider is here (the embedded catalog): a label key outside every cloud and
+    # Kubernetes domain is then one no instance type carries (semantics/wellknown.py).
+    complete: bool = False
 
     @property
     def label(self) -> str:
@@ -156,7 +159,7 @@ def default() -> Catalog:
     (tests/test_catalog.py): they are taken as they are, as normalising 7,040 of them took a one-file check
     a fifth of a second."""
     catalog = from_json(json.loads(packagedata.text(DEFAULT_DATA)), canonical=True)
-    return dataclasses.replace(catalog, source=f"embedded default, {catalog.source}")
+    return dataclasses.replace(catalog, source=f"embedded default, {catalog.source}", complete=True)
 
 
 def from_json(data: Any, *, canonical: bool = False) -> Catalog:
