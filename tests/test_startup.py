@@ -16,7 +16,7 @@ import io, json, sys
 from lint import cli
 status = cli.main(["check", sys.argv[1]], stdout=io.StringIO(), stderr=io.StringIO())
 watched = ("prompt_toolkit", "pygments", "jsonschema", "importlib.metadata", "lint.report", "numpy", "lint.diffview",
-           "lint.sides", "lint.changes", "xml.etree.ElementTree")
+           "lint.sides", "lint.changes", "xml.etree.ElementTree", "subprocess")
 print(json.dumps({"status": status, "loaded": [m for m in watched if m in sys.modules]}))
 """
 
