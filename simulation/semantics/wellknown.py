@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from simulation.semantics import catalog as cat
 
 # aws/karpenter-provider-aws pkg/apis/v1/labels.go: the keys its init() adds to Karpenter's WellKnownLabels (read at
-# v1.14.1, the newest release the project could read; v1.15 adds none it was told of), plus the NodeClass label
-# (karpenter.k8s.aws/ec2nodeclass) that every node it launches carries. The provider's own domain is a restricted
-# one for NodePool template labels, so no NodePool can define any other key in it.
+# v1.14.1, the newest release at hand; to be checked against v1.15.x: a key added there would be denied), plus the
+# NodeClass label (karpenter.k8s.aws/ec2nodeclass) that every node it launches carries. The provider's own domain
+# is a restricted one for NodePool template labels, so no NodePool can define any other key in it.
 _AWS = frozenset("karpenter.k8s.aws/" + name for name in (
     "capacity-reservation-id", "capacity-reservation-type", "capacity-reservation-interruptible",
     "instance-hypervisor", "instance-encryption-in-transit-supported", "instance-category",
