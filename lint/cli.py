@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import gc
 import io
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, BinaryIO, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from lint import changes, completion, diffview, formats, junit, sarif, sides, views
+from lint import completion, formats, junit, sarif
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import diff, effects, explain, hints
+from simulation.analysis import hints
 from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
@@ -29,6 +28,13 @@ from simulation.validation import crds
 from sources import context, files, karpenter, kube
 from sources.objects import Loaded, Loader
 from sources.positions import Location, Table
+
+if TYPE_CHECKING:
+    from lint import sides
+    from simulation.analysis import diff
+
+# A command imports the modules only it uses where it runs (simulate's views, diff's sides, --changed-since's git):
+# a pre-commit hook pays a one-file check's start-up on every commit (benchmarks/startup_bench.py).
 
 PROG = "overlay-lint"
 # A run allocates about a million long-lived objects (inputs, the prepared cells) and hardly any cycles:
@@ -127,6 +133,10 @@ def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
                    help="refuse input files larger than this (default 10Mi)")
     p.add_argument("--cluster", action="store_true",
                    help="read the NodeOverlays and NodePools in the cluster (with no PATH: audit them)")
+    p.add_argument("--all-nodepools", action="store_true",
+                   help="the inputs hold every NodePool of the cluster (implied by --cluster): a requirement key "
+                        "that no NodePool defines and no instance type of the catalog's provider can define is "
+                        "then an error, as the webhook says")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster (default: $KUBECONFIG, "
                                                         "~/.kube/config, or the pod's service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster (default: the current one)")
@@ -295,6 +305,8 @@ class _Run:
         paths, against = args.paths, getattr(args, "against", [])
         notes: list[str] = []
         if getattr(args, "changed_since", None) is not None:
+            from lint import changes
+
             if files.STDIN in paths:
                 raise UsageError("--changed-since takes directories and files, not - (stdin)")
             try:
@@ -347,7 +359,8 @@ class _Run:
     def judge(self, candidates: Loaded, existing: Loaded, catalog: cat.Catalog, crd: crds.Crd,
               checked: Mapping[str, ev.Checked] | None = None) -> ev.Report:
         """The one core on these objects; `checked`: earlier checks to reuse for identical overlays."""
-        prepared = ev.prepare(existing.documents, catalog, crd=crd)
+        prepared = ev.prepare(existing.documents, catalog, crd=crd,
+                              every_nodepool=self.args.cluster or self.args.all_nodepools)
         # The inputs and the prepared existing objects live to the end of the run: no collection need
         # scan them again (`main` unfreezes them).
         gc.freeze()
@@ -407,6 +420,8 @@ def _check(run: _Run) -> int:
 
 
 def _known(kind: str, names: Sequence[str], known: Sequence[str]) -> None:
+    import difflib
+
     for name in names:
         if name not in known:
             near = difflib.get_close_matches(name, known, n=1)
@@ -415,6 +430,9 @@ def _known(kind: str, names: Sequence[str], known: Sequence[str]) -> None:
 
 
 def _simulate(run: _Run) -> int:
+    from lint import views
+    from simulation.analysis import effects
+
     loaded, report, catalog, notes = run.evaluate()
     _known("NodePool", run.args.nodepool, [p.name for p in report.grid.pools])
     _known("instance type", run.args.instance_type, [t.name for t in catalog.types])
@@ -432,6 +450,9 @@ def _simulate(run: _Run) -> int:
 
 
 def _explain(run: _Run) -> int:
+    from lint import views
+    from simulation.analysis import explain
+
     loaded, report, catalog, notes = run.evaluate()
     _known("instance type", [run.args.instance_type], [t.name for t in catalog.types])
     if run.args.nodepool is not None:
@@ -447,8 +468,10 @@ def _explain(run: _Run) -> int:
 
 
 def _report(run: _Run) -> int:
+    from simulation.analysis import effects
+
     if run.args.diff:
-        from lint import diffpage  # the page's code, only for the command that writes it
+        from lint import diffpage, diffview
 
         change, two, notes = _compared(run)
         run.out.write(diffpage.render(diffview.Page(change, run.table, two.base_label, two.head_label, notes)))
@@ -465,6 +488,9 @@ def _report(run: _Run) -> int:
 
 def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
     """Both sides of a change through the one core, compared (docs/design.md §3.5)."""
+    from lint import sides
+    from simulation.analysis import diff
+
     args = run.args
     if (args.kubeconfig or args.context) and not args.cluster:
         raise UsageError("--kubeconfig and --context only apply with --cluster")
@@ -492,6 +518,8 @@ def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
 
 
 def _diff(run: _Run) -> int:
+    from lint import diffview
+
     args = run.args
     result, two, notes = _compared(run)
     page = diffview.Page(result, run.table, two.base_label, two.head_label, notes)

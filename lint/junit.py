@@ -8,12 +8,14 @@ without failing it.
 from __future__ import annotations
 
 import dataclasses
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from simulation.findings import Finding, ObjectRef, Severity
 from sources.positions import Location
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 SUITE = "overlay-lint"
 
@@ -46,6 +48,8 @@ def _owner(finding: Finding, known: dict[ObjectRef, Subject]) -> ObjectRef:
 
 def document(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Location]],
              threshold: Severity) -> ET.Element:
+    import xml.etree.ElementTree as ET  # only runs that write JUnit: every check builds its Subjects
+
     known = {s.ref: s for s in subjects}
     order = list(known)
     failures: dict[ObjectRef, list[tuple[Finding, Location]]] = {}
@@ -81,6 +85,8 @@ def document(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Locat
 
 def write(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Location]], threshold: Severity,
           out: TextIO) -> None:
+    import xml.etree.ElementTree as ET
+
     root = document(subjects, located, threshold)
     ET.indent(root)
     out.write('<?xml version="1.0" encoding="UTF-8"?>\n')

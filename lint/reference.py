@@ -87,7 +87,15 @@ def _finding() -> dict[str, Any]:
             "message": {"type": "string"},
             "related": {"type": "array", "items": {"$ref": "#/$defs/object"}},
             "witness": witness,
-            "detail": {"type": "object", "additionalProperties": {"type": "string"}},
+            "detail": {"type": "object", "additionalProperties": {"type": "string"}, "properties": {
+                "disjoint": {"type": "object", "additionalProperties": False, "required": ["overlay", "requirement"],
+                             "description": "the requirement to add to one overlay's spec.requirements that "
+                                            "parts it from the other",
+                             "properties": {"overlay": {"type": "string"}, "requirement": {
+                                 "type": "object", "additionalProperties": False,
+                                 "required": ["key", "operator", "values"],
+                                 "properties": {"key": {"type": "string"}, "operator": {"const": "NotIn"},
+                                                "values": {"type": "array", "items": {"type": "string"}}}}}}}},
             "hint": {"type": "string", "minLength": 1},
             "file": {"type": ["string", "null"]},
             "line": _position(),

@@ -76,7 +76,7 @@ def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd:
     if finding.witness is not None:
         properties["witness"] = finding.witness.to_json()
     if finding.detail:
-        properties["detail"] = dict(finding.detail)
+        properties["detail"] = finding.detail_json()
     text = finding.message
     if finding.hint:
         # A SARIF `fix` must carry concrete byte replacements; the hint is prose, so it rides in the

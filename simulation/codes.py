@@ -123,7 +123,8 @@ ALL: Sequence[Code] = (
          "at equal weight, a later name: the field has no effect.",
          "Raise the overlay's weight, remove the field, or narrow the overlay that wins."),
     Code("unknown-label", _W,
-         "a requirement key no instance type or NodePool defines",
+         "a requirement key no instance type or NodePool defines; an error where it is certainly undefined (every "
+         "NodePool known, and the catalog's provider cannot define it)",
          "A requirement key that no instance type or NodePool defines",
          "A requirement uses a label key that neither the instance types nor the NodePools define, so the "
          "requirement can only match through NotIn or DoesNotExist.",

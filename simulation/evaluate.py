@@ -59,6 +59,9 @@ class Prepared:
     known: frozenset[str] = frozenset()
     # Valid overlays that match nothing because the catalog lacks a label they need (analysis/unknowable.py).
     unknowable: frozenset[str] = frozenset()
+    # Every NodePool is among the objects (the webhook's cache, `--cluster`, `--all-nodepools`): a label key no
+    # NodePool defines is then one none will (checks.unknown_labels).
+    every_nodepool: bool = False
 
 
 def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
@@ -97,8 +100,9 @@ def _pools(docs: Iterable[Document]) -> list[model.NodePool]:
     return sorted(pools.values(), key=lambda p: p.name) or [model.IMPLICIT_NODEPOOL]
 
 
-def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry) -> tuple[findings.Finding, ...]:
-    found = checks.unknown_labels(grid, e.overlay, keys)
+def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry,
+           every_nodepool: bool) -> tuple[findings.Finding, ...]:
+    found = checks.unknown_labels(grid, e.overlay, keys, every_nodepool)
     if not e.cells and (unmatched := checks.no_match(grid, e.overlay, keys)) is not None:
         found.append(unmatched)
     found += checks.fractional_resources(e.overlay)
@@ -170,7 +174,7 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
         c = overlays.get(name)
         if c is not None and not c.invalid:
             entries[name] = merge.entry(grid, c.overlay)
-            local[name] = _local(grid, keys, entries[name])
+            local[name] = _local(grid, keys, entries[name], snapshot.every_nodepool)
     if layer and base is not None:
         hidden = set(changed)
         return _digested(snapshot, overlays, _Layered(base.entries, entries, hidden),
@@ -185,14 +189,17 @@ def _digested(snapshot: Prepared, overlays: Mapping[str, Checked], entries: Mapp
     each request (tests/test_request_snapshot.py holds it to replace's answer)."""
     return Prepared(snapshot.catalog, snapshot.grid, snapshot.pools, overlays, entries, local, snapshot.outcome,
                     snapshot.baseline, snapshot.keyed, snapshot.index, snapshot.ratchet, snapshot.crd, known,
-                    snapshot.unknowable)
+                    snapshot.unknowable, snapshot.every_nodepool)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
-            crd: crds.Crd | None = None) -> Prepared:
+            crd: crds.Crd | None = None, every_nodepool: bool | None = None) -> Prepared:
     """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
     unchanged overlays keep their checks, and their cells too while the NodePools are the same.
-    `crd`: the NodeOverlay CRD to validate against (default: Karpenter's own, crds.karpenter())."""
+    `crd`: the NodeOverlay CRD to validate against (default: Karpenter's own, crds.karpenter()).
+    `every_nodepool`: the existing objects and the candidates hold every NodePool of the cluster (default: as
+    `previous` says, else not)."""
+    every = every_nodepool if every_nodepool is not None else previous is not None and previous.every_nodepool
     docs = [dataclasses.replace(d, candidate=False) if d.candidate else d for d in existing]
     pools = _pools(docs)
     if previous is not None and previous.catalog is catalog and list(previous.pools) == pools:
@@ -208,10 +215,11 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
             before = known.get(name)
             same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
             overlays[name] = before if same and before is not None else check_overlay(doc, crd)
-    reusable = previous if previous is not None and previous.grid is grid else None
+    reusable = previous if previous is not None and previous.grid is grid and previous.every_nodepool == every \
+        else None
     changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]
     changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
-    snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd)
+    snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd, every_nodepool=every)
     snapshot = _digest(snapshot, reusable, changed)
     snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
     index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
@@ -348,8 +356,11 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
 
 def _unknowable(snapshot: Prepared, names: Iterable[str]) -> frozenset[str]:
     entries = snapshot.entries
+    # An overlay a certainly undefined key leaves without a cell can meet nothing: it is an error, not a doubt.
     return frozenset(n for n in names if n in entries and not entries[n].cells
-                     and unknowable.unmatched(entries[n].overlay, snapshot.known))
+                     and unknowable.unmatched(entries[n].overlay, snapshot.known)
+                     and not unknowable.certainly_unmatched(snapshot.grid, entries[n].overlay, snapshot.known,
+                                                            snapshot.every_nodepool))
 
 
 def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,6 +12,10 @@ from simulation import codes, once
 
 # Re-exported: every check and front end names severities through this module.
 Severity = codes.Severity
+
+# Detail entries whose value the core writes as a JSON document (a finding stays hashable with string values only),
+# handed to outputs as the structure it is: `disjoint`, the requirement that parts two overlays (hints.conflict).
+STRUCTURED_DETAIL = frozenset({"disjoint"})
 
 # code -> severity, from the one list of codes.
 CODES: Mapping[str, Severity] = {c.code: c.severity for c in codes.ALL}
@@ -94,6 +99,10 @@ class Finding:
         message = self.message if not note else f"{self.message} ({note})"
         return dataclasses.replace(self, severity=severity, message=message)
 
+    def detail_json(self) -> dict[str, Any]:
+        """The detail as outputs give it: strings, and the STRUCTURED_DETAIL entries as their structure."""
+        return {k: json.loads(v) if k in STRUCTURED_DETAIL else v for k, v in self.detail}
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "code": self.code,
@@ -106,7 +115,7 @@ class Finding:
         if self.witness is not None:
             out["witness"] = self.witness.to_json()
         if self.detail:
-            out["detail"] = dict(self.detail)
+            out["detail"] = self.detail_json()
         if self.hint:
             out["hint"] = self.hint
         return out

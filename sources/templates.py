@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 
 from sources import tree
@@ -87,6 +85,8 @@ def _references(directory: str) -> Iterable[str]:
 
 def renderer() -> list[str] | None:
     """The command that renders a kustomization: kustomize's own, else kubectl's embedded one."""
+    import shutil  # shutil and subprocess only where a kustomization is met: not on a one-file check's path
+
     if shutil.which("kustomize"):
         return ["kustomize", "build"]
     if shutil.which("kubectl"):
@@ -99,6 +99,8 @@ class RenderError(Exception):
 
 
 def render(directory: str, command: Sequence[str]) -> str:
+    import subprocess
+
     try:
         done = subprocess.run([*command, directory], capture_output=True, text=True, timeout=RENDER_SECONDS,
                               check=False)

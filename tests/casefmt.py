@@ -65,6 +65,7 @@ Folder layout
                                         # an expected finding has severity error, else 0
     crd: dra                            # optional: the NodeOverlay CRD every front end checks against
                                         # (``--crd dra``: the DRA-extended one); by default Karpenter's own
+    allNodePools: true                  # optional: the inputs hold every NodePool (``--all-nodepools``)
 
 A finding without ``object`` or ``field`` leaves that part unchecked; only ``parse-error`` cases
 (which have no object to name) use that.
@@ -100,7 +101,7 @@ _FINDING_KEYS = frozenset({"code", "object", "field", "related", "severity", "de
 _WITNESS_KEYS = frozenset({"nodepool", "instanceType", "zone", "capacityType"})
 _TOP_KEYS = frozenset(
     {"description", "findings", "status", "prices", "capacity", "allocatable", "resourceSliceTemplates", "exit",
-     "region", "crd"}
+     "region", "crd", "allNodePools"}
 )
 # The `crd:` a case may choose: the embedded DRA-extended CRD (a case carries no CRD file of its own).
 CRDS = frozenset({"dra"})
@@ -221,11 +222,14 @@ class Case:
     region: str | None = None
     # The `--crd` value every front end is given (None: the default, Karpenter's own CRD).
     crd: str | None = None
+    # The inputs hold every NodePool (`--all-nodepools`; the webhook's cache always does).
+    all_nodepools: bool = False
 
     @property
     def options(self) -> list[str]:
         """The command-line options every front end runs the case with: its region and its CRD."""
-        return [*(["--region", self.region] if self.region else []), *self.crd_args]
+        return [*(["--region", self.region] if self.region else []), *self.crd_args,
+                *(["--all-nodepools"] if self.all_nodepools else [])]
 
     @property
     def crd_args(self) -> list[str]:
@@ -346,6 +350,8 @@ def load(folder: Path) -> Case:
     _need(region is None or isinstance(region, str), expected_path, "region: a string")
     crd = raw.get("crd")
     _need(crd is None or crd in CRDS, expected_path, f"crd: one of {sorted(CRDS)} (or absent: Karpenter's own)")
+    every = raw.get("allNodePools", False)
+    _need(isinstance(every, bool), expected_path, "allNodePools: true or false")
 
     existing = folder / EXISTING
     return Case(
@@ -363,6 +369,7 @@ def load(folder: Path) -> Case:
         allocatable=allocatable,
         region=region,
         crd=crd,
+        all_nodepools=every,
     )
 
 

@@ -151,14 +151,14 @@ def test_firsts_of_each_kind_by_rank(of: list[int], data: st.DataObject, limit: 
     for p in positions:
         groups.setdefault(of[p], []).append(p)
     expected = [(sorted(g, key=lambda p: rank[p])[:limit], len(g)) for g in groups.values()]
-    grouped = kinds.Kinds(tuple(of), of_array=np.array(of, dtype=np.int64))
+    grouped = kinds.Kinds(tuple(of))
     assert grouped.firsts(positions, rank, limit) == expected
 
 
 def test_firsts_takes_both_ways() -> None:
     """Few positions are grouped one by one, more in numpy: the property test above draws both."""
     many = list(range(kinds.FEW + 1))
-    grouped = kinds.Kinds(tuple(p % 3 for p in many), of_array=np.array([p % 3 for p in many], dtype=np.int64))
+    grouped = kinds.Kinds(tuple(p % 3 for p in many))
     rank = np.array(many[::-1], dtype=np.int64)
     with mock.patch.object(np, "lexsort", side_effect=AssertionError("numpy for a few")):
         assert grouped.firsts(many[:kinds.FEW], rank, 2) == [([30, 27], 11), ([31, 28], 11), ([29, 26], 10)]

@@ -64,7 +64,7 @@ def _apply(objects: list[dict[str, Any]], finding: dict[str, Any], option: str) 
     if option not in detail:
         return None
     if option == "disjoint":
-        fix = json.loads(detail[option])
+        fix = detail[option]
         target = next(o for o in objects if o["metadata"]["name"] == fix["overlay"])
         target["spec"]["requirements"].append(fix["requirement"])
         return str(fix["overlay"])
@@ -91,7 +91,7 @@ def test_conflict_hint_resolves_it_and_keeps_the_winner(tmp_path: pathlib.Path, 
     winner = "gpu"  # later in the alphabet: first in Karpenter's order, its price is in effect today
     assert finding["detail"]["raiseWeight"] == f"{winner}=11"
     assert finding["detail"]["lowerWeight"] == "broad=9"
-    assert json.loads(finding["detail"]["disjoint"]) == {"overlay": "broad", "requirement": {
+    assert finding["detail"]["disjoint"] == {"overlay": "broad", "requirement": {
         "key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["g5"]}}
     before = _price_overlays(tmp_path, path)
     assert _apply(objects, finding, option) is not None

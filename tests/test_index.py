@@ -3,7 +3,7 @@ target, answered from the buckets' two factors, equal those a bucket-by-bucket u
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulation.analysis import index as ix
@@ -46,6 +46,8 @@ def test_coarse_equals_the_union_of_the_buckets(entries: list[cellset.Cells], pr
         assert index.coarse_at(index.keys[i]) == index.coarse(e)
 
 
+# No deadline: the first example past ix.FEW imports numpy (arrays.py imports it on first need).
+@settings(deadline=None)
 @given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1)))))
 def test_masks_and_positions_are_inverse(case: tuple[int, set[int]]) -> None:
     # A few positions take the bit-by-bit paths, more (past ix.FEW) numpy's: both sides of each threshold.

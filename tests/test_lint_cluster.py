@@ -175,3 +175,21 @@ def test_kubectl_plugin_usage() -> None:
         assert done.returncode == 2 and "usage: kubectl overlay" in done.stderr and done.stdout == ""
     helped = _kubectl_overlay(["check", "--help"], dict(os.environ))
     assert helped.returncode == 0 and helped.stdout.startswith("usage: kubectl overlay check")
+
+
+def test_with_cluster_every_nodepool_is_known_so_a_misspelt_provider_key_is_an_error(
+        tmp_path: pathlib.Path, fake_cluster: Cluster) -> None:
+    """--cluster reads every NodePool, as --all-nodepools says of files: a key in the AWS provider's domain that is
+    none of its well-known labels is then certainly undefined (docs/cli.md); from files alone, a warning."""
+    kubeconfig, api = fake_cluster
+    _serve(api, [], [nodepool("p1")])
+    typo = overlay("typo")
+    typo["spec"]["requirements"] = [{"key": "karpenter.k8s.aws/instance-familly", "operator": "In", "values": ["m5"]}]
+    path = write(tmp_path, "typo.yaml", typo)
+    code, out, err = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake",
+                         "--format", "json")
+    found = [(f["code"], f["severity"], f["detail"].get("certain")) for f in json.loads(out)["findings"]]
+    assert (code, found) == (1, [("unknown-label", "error", "true")]), err
+    code, out, err = run("check", path, write(tmp_path, "pool.yaml", nodepool("p1")), "--format", "json")
+    found = [(f["code"], f["severity"], f["detail"].get("certain")) for f in json.loads(out)["findings"]]
+    assert (code, found) == (0, [("unknown-label", "warning", None)]), err

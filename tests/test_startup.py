@@ -15,7 +15,8 @@ PROBE = """
 import io, json, sys
 from lint import cli
 status = cli.main(["check", sys.argv[1]], stdout=io.StringIO(), stderr=io.StringIO())
-watched = ("prompt_toolkit", "pygments", "jsonschema", "importlib.metadata", "lint.report")
+watched = ("prompt_toolkit", "pygments", "jsonschema", "importlib.metadata", "lint.report", "numpy", "lint.diffview",
+           "lint.sides", "lint.changes", "xml.etree.ElementTree", "subprocess")
 print(json.dumps({"status": status, "loaded": [m for m in watched if m in sys.modules]}))
 """
 
@@ -27,7 +28,7 @@ def _probe(path: pathlib.Path) -> dict[str, object]:
     return result
 
 
-def test_a_clean_one_file_check_loads_no_prompt_library_and_no_jsonschema(tmp_path: pathlib.Path) -> None:
+def test_a_clean_one_file_check_loads_no_prompt_library_no_jsonschema_no_numpy(tmp_path: pathlib.Path) -> None:
     one = tmp_path / "one.yaml"
     one.write_text(ONE_FILE, encoding="utf-8")
     assert _probe(one) == {"status": 0, "loaded": []}
@@ -37,3 +38,27 @@ def test_an_invalid_overlay_still_gets_jsonschemas_findings(tmp_path: pathlib.Pa
     one = tmp_path / "one.yaml"
     one.write_text(ONE_FILE.replace("weight: 10", "weight: 0"), encoding="utf-8")
     assert _probe(one) == {"status": 1, "loaded": ["jsonschema"]}
+
+
+def test_a_one_file_check_indexes_only_the_label_keys_it_asks_about(tmp_path: pathlib.Path) -> None:
+    """The grid indexes a key of the catalog on the first question about it (cells._Labels): the overlay's
+    instance-family and what a NodePool without requirements launches, not the catalog's dozens of keys."""
+    probe = """
+import io, json, sys
+from lint import cli
+from simulation.semantics import cells
+built = []
+index = cells._Labels.__getitem__
+def counted(self, key):
+    if key not in self._built:
+        built.append(key)
+    return index(self, key)
+cells._Labels.__getitem__ = counted
+status = cli.main(["check", sys.argv[1]], stdout=io.StringIO(), stderr=io.StringIO())
+print(json.dumps({"status": status, "built": sorted(set(built))}))
+"""
+    one = tmp_path / "one.yaml"
+    one.write_text(ONE_FILE, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", probe, str(one)], capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert json.loads(done.stdout) == {"status": 0, "built": ["karpenter.k8s.aws/instance-family"]}

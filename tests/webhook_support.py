@@ -157,8 +157,10 @@ def linter_verdict(
     candidate: Mapping[str, Any], state: Sequence[Mapping[str, Any]], catalog: cat.Catalog,
     crd: crds.Crd | None = None,
 ) -> ev.Report:
-    """What `overlay-lint check C --existing S [--crd]` computes."""
-    prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(state)], catalog, crd=crd)
+    """What `overlay-lint check C --existing S --all-nodepools [--crd]` computes: the webhook's cache holds every
+    NodePool."""
+    prepared = ev.prepare([ev.Document(o, i, False) for i, o in enumerate(state)], catalog, crd=crd,
+                          every_nodepool=True)
     return ev.evaluate([ev.Document(candidate, 0)], prepared)
 
 

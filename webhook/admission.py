@@ -166,4 +166,4 @@ def rebased(basis: store.Store, key: store.Key, plan: store.Plan, catalog: cat.C
     than the request says it replaces (`plan.rebase`): the request's version takes its place,
     so an UPDATE is ratcheted against what it really replaces."""
     objects = store.rebased(basis, key, plan.previous) if plan.rebase else basis
-    return ev.prepare(store.documents(objects), catalog, previous, crd=crd)
+    return ev.prepare(store.documents(objects), catalog, previous, crd=crd, every_nodepool=True)

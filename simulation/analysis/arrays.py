@@ -1,38 +1,62 @@
 """numpy helpers for the index's big-int masks: a crowd of thousands of alike overlays is taken as arrays
 in a few steps, not a Python step per overlay (numpy: the well-kept library for whole-array work; see
-docs/design.md). No rule lives here."""
+docs/design.md). No rule lives here. numpy is imported on the first call that needs it: a one-file check
+takes none of these steps, and the import would be a fifth of its start-up (benchmarks/startup_bench.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-Ints = npt.NDArray[np.int64]
-Words = npt.NDArray[np.uint64]
-Objects = npt.NDArray[np.object_]
+    Ints = npt.NDArray[np.int64]
+    Words = npt.NDArray[np.uint64]
+    Objects = npt.NDArray[np.object_]
 
 
-def words(bits: int, count: int) -> Words:
-    """A non-negative int below 2**(64 * count) as `count` little-endian 64-bit words."""
-    return np.frombuffer(bits.to_bytes(count * 8, "little"), dtype="<u8").astype(np.uint64)
+def nonzero_words(bits: int, count: int) -> list[int]:
+    """The indices of the non-zero 64-bit words of a non-negative int below 2**(64 * count), ascending: one
+    pass over its bytes (whether a word is zero does not depend on the byte order it is read in)."""
+    return [k for k, word in enumerate(memoryview(bits.to_bytes(count * 8, "little")).cast("Q")) if word]
 
 
 def ones(bits: int, width: int) -> Ints:
     """The indices of the set bits of an int below 2**width, ascending."""
+    import numpy as np
+
     raw = np.frombuffer(bits.to_bytes(-(-width // 8), "little"), dtype=np.uint8)
     # nonzero() of the unpacked bytes read as booleans: numpy's fast path, ten times flatnonzero's on bytes.
     return np.unpackbits(raw, bitorder="little").view(np.bool_).nonzero()[0].astype(np.int64, copy=False)
 
 
+def ints(values: Sequence[int]) -> Ints:
+    """The values as a read-only int64 array."""
+    import numpy as np
+
+    out = np.array(values, dtype=np.int64)
+    frozen(out)
+    return out
+
+
 def objects(values: Sequence[object]) -> Objects:
     """The values as a read-only array of references (np.array would make a row of any sequence among them)."""
+    import numpy as np
+
     out = np.empty(len(values), dtype=object)
     out[:] = values
     frozen(out)
     return out
+
+
+def changes(values: Ints) -> list[int]:
+    """The indices of the values that differ from the one before them."""
+    import numpy as np
+
+    changed: list[int] = (np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()
+    return changed
 
 
 def frozen(*arrays: npt.NDArray[Any]) -> None:

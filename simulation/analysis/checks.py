@@ -207,7 +207,11 @@ def _hint(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
-def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> list[findings.Finding]:
+def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str],
+                   every_nodepool: bool = False) -> list[findings.Finding]:
+    """A warning per requirement key that no NodePool and no instance type of the catalog defines; an error where
+    that leaves the overlay without a cell and the key is certainly undefined (unknowable.certain: every NodePool
+    is known, and the catalog's provider cannot define it), as Karpenter then never applies the overlay."""
     out = []
     for i, r in enumerate(overlay.requirements):
         key = reqs.NORMALIZED_LABELS.get(r.key, r.key)
@@ -217,12 +221,24 @@ def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> 
         # the catalog not knowing the key, not the overlay selecting nothing, so no no-match is added.
         unmatched = unknowable.needs_undefined(r, keys)
         elsewhere = _elsewhere(grid, key)
+        near = _hint(key, keys)
+        detail = {"catalog": grid.catalog, "unmatched": "true" if unmatched else "false"}
+        path = ("spec", "requirements", i, "key")
+        if unmatched and unknowable.certain(grid, key, every_nodepool):
+            pools = sum(not p.implicit for p in grid.pools)
+            message = (f"NodeOverlay {overlay.name}: label {r.key!r} is certainly undefined: no NodePool among all "
+                       f"{pools} and no instance type of {grid.provider} defines it{near}; the overlay matches "
+                       "nothing and Karpenter never applies it")
+            fix = (f"correct the key{near}" if near else
+                   "correct the key, or define the label in the template of the NodePools it is meant to select")
+            out.append(findings.make("unknown-label", overlay.ref, path, message, source=overlay.source,
+                                     detail={**detail, "certain": "true"}, hint=fix)
+                       .with_severity(findings.Severity.ERROR))
+            continue
         message = (f"NodeOverlay {overlay.name}: label {r.key!r} is defined by no NodePool and no instance type "
-                   f"of the {grid.catalog or 'catalog'}{elsewhere or _hint(key, keys)}"
+                   f"of the {grid.catalog or 'catalog'}{elsewhere or near}"
                    + ("; the overlay matches nothing here" if unmatched else ""))
-        out.append(findings.make("unknown-label", overlay.ref, ("spec", "requirements", i, "key"), message,
-                                 source=overlay.source,
-                                 detail={"catalog": grid.catalog, "unmatched": "true" if unmatched else "false"}))
+        out.append(findings.make("unknown-label", overlay.ref, path, message, source=overlay.source, detail=detail))
     return out
 
 

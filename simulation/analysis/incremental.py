@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
-import numpy as np
-
 from simulation import findings
 from simulation.analysis import arrays, candidate, checks, dra, hugepages, kinds, shadows
 from simulation.analysis import index as ix
@@ -111,7 +109,7 @@ def prepared_runs(index: Index, reached: int) -> tuple[Sequence[int] | arrays.In
     at = arrays.ones(reached, len(index.order))
     kind = index.by_kind.of_array[at]
     return (at, index.entry_array[at].tolist(), index.name_array[at].tolist(),
-            (np.flatnonzero(kind[1:] != kind[:-1]) + 1).tolist())
+            arrays.changes(kind))
 
 
 def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],

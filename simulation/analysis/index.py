@@ -9,8 +9,7 @@ import bisect
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-import numpy as np
-
+from simulation import once
 from simulation.analysis import arrays, hints, kinds
 from simulation.semantics import cellset, clash, merge
 
@@ -65,9 +64,8 @@ class Index:
     keys: tuple[Keys, ...] = ()
     # field -> the positions `tied` holds any overlay for
     ties: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
-    # Per position: the entry's place in a report's order (source, then name); the same as an array.
+    # Per position: the entry's place in a report's order (source, then name).
     report_rank: tuple[int, ...] = ()
-    report_ranks: arrays.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # The entries Karpenter applies in the baseline (`settled`; None before): narrows a scan of thousands to
     # the few applied.
     applied_bits: int | None = None
@@ -78,9 +76,20 @@ class Index:
     by_chunk: Mapping[int, int] = dataclasses.field(default_factory=dict)
     # Every REPORT-th prefix of the entries in a report's order, as a mask, ending with all of them.
     report_prefixes: tuple[int, ...] = (0,)
-    # `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not one each.
-    entry_array: arrays.Objects = dataclasses.field(default_factory=lambda: arrays.objects(()))
-    name_array: arrays.Objects = dataclasses.field(default_factory=lambda: arrays.objects(()))
+
+    # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
+    # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
+    @once.Once
+    def report_ranks(self) -> arrays.Ints:
+        return arrays.ints(self.report_rank)
+
+    @once.Once
+    def entry_array(self) -> arrays.Objects:
+        return arrays.objects(self.order)
+
+    @once.Once
+    def name_array(self) -> arrays.Objects:
+        return arrays.objects(self.names)
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -123,18 +132,14 @@ class Index:
         in_report = sorted(range(len(order)), key=lambda i: _report_key(order[i]))
         for place, i in enumerate(in_report):
             report_rank[i] = place
-        ranks = np.array(report_rank, dtype=np.int64)
-        arrays.frozen(ranks)
         return cls({pool: _mask(at, len(order)) for pool, at in by_pool.items()}, order, position,
                    tuple(e.rank for e in reversed(order)),
                    by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
                    tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
                    keys, ties, tuple(report_rank), pool_count=pools,
-                   report_ranks=ranks,
                    by_kind=kinds.Kinds.build(order),
                    by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()},
-                   report_prefixes=_prefixes(in_report, REPORT),
-                   entry_array=arrays.objects(order), name_array=arrays.objects([e.name for e in order]))
+                   report_prefixes=_prefixes(in_report, REPORT))
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with what Karpenter's outcome over its entries decides: which are applied."""
@@ -238,8 +243,7 @@ def _report_key(e: merge.Entry) -> tuple[object, ...]:
 
 def _keys(e: merge.Entry) -> Keys:
     # The fold's non-zero CHUNK-bit words in one pass over its bytes, not a shift per chunk.
-    chunks = np.flatnonzero(arrays.words(e.fold, -(-e.fold.bit_length() // CHUNK))).tolist()
-    return tuple(_ones(e.pools)), tuple(chunks)
+    return tuple(_ones(e.pools)), tuple(arrays.nonzero_words(e.fold, -(-e.fold.bit_length() // CHUNK)))
 
 
 def _prefixes(positions: Sequence[int], step: int) -> tuple[int, ...]:

@@ -10,8 +10,7 @@ import collections
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 
-import numpy as np
-
+from simulation import once
 from simulation.analysis import arrays
 from simulation.semantics import merge
 
@@ -28,8 +27,11 @@ class Kinds:
     crowds: Mapping[int, int] = dataclasses.field(default_factory=dict)
     # The entries' canonical `tested` objects (merge.share_tested), for a request's candidates to adopt.
     signatures: Mapping[merge.Signature, merge.Signature] = dataclasses.field(default_factory=dict)
-    # `of` as an array.
-    of_array: arrays.Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @once.Once
+    def of_array(self) -> arrays.Ints:
+        """`of` as an array, made on first need (a crowd's)."""
+        return arrays.ints(self.of)
 
     @classmethod
     def build(cls, order: Sequence[merge.Entry]) -> Kinds:
@@ -43,9 +45,7 @@ class Kinds:
         for position, kind in enumerate(of):
             if kind in crowds:
                 crowds[kind] |= 1 << position
-        of_array = np.array(of, dtype=np.int64)
-        arrays.frozen(of_array)
-        return cls(tuple(of), crowds, signatures, of_array)
+        return cls(tuple(of), crowds, signatures)
 
     def within(self, mask: int) -> Iterator[tuple[int, int]]:
         """(position of its first member, its members in `mask`) for each kind with a member in `mask`."""
@@ -63,9 +63,11 @@ class Kinds:
         here); a few are grouped one by one, which costs less than numpy's calls."""
         if len(positions) <= FEW:
             groups: dict[int, list[int]] = {}
-            for p in positions.tolist() if isinstance(positions, np.ndarray) else positions:
+            for p in positions if isinstance(positions, Sequence) else positions.tolist():
                 groups.setdefault(self.of[p], []).append(p)
             return [(sorted(group, key=rank.item)[:limit], len(group)) for group in groups.values()]
+        import numpy as np  # a crowd's (arrays.py)
+
         at = np.asarray(positions, dtype=np.int64)
         kinds = self.of_array[at]
         by = np.lexsort((rank[at], kinds))

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Set
 
 from simulation import findings
 from simulation.analysis import shadows
-from simulation.semantics import clash, merge, model
+from simulation.semantics import cells, clash, merge, model, wellknown
 from simulation.semantics import requirements as reqs
 
 
@@ -23,6 +23,20 @@ def needs_undefined(r: model.ReqSpec, keys: Set[str]) -> bool:
 def unmatched(overlay: model.Overlay, keys: Set[str]) -> bool:
     """Whether an undefined key leaves the overlay without a cell."""
     return any(needs_undefined(r, keys) for r in overlay.requirements)
+
+
+def certain(grid: cells.Grid, key: str, every_nodepool: bool) -> bool:
+    """Whether a key that no NodePool and no instance type of the catalog defines is certainly undefined, not just
+    unknown here: every NodePool is known (`every_nodepool`) and no instance type of the catalog's provider can
+    carry it (wellknown.undefinable). The webhook denies on it, so anything less than certain stays a warning."""
+    return every_nodepool and wellknown.undefinable(key, grid.provider, grid.complete)
+
+
+def certainly_unmatched(grid: cells.Grid, overlay: model.Overlay, keys: Set[str], every_nodepool: bool) -> bool:
+    """Whether a certainly undefined key leaves the overlay without a cell: nothing it could meet is unknown."""
+    return every_nodepool and any(needs_undefined(r, keys) and certain(grid, reqs.NORMALIZED_LABELS.get(r.key, r.key),
+                                                                      every_nodepool)
+                                  for r in overlay.requirements)
 
 
 def possible_conflicts(entries: Mapping[str, merge.Entry], unknowable: Set[str], subjects: Iterable[str] | None,

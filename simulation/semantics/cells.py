@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from simulation import findings, once
 from simulation.semantics import catalog as cat
@@ -54,13 +54,12 @@ class Grid:
     # Slots that hold an offering, and the first slot of every type that has one.
     present: int
     first_slots: int
-    # Base prices of the block's slots sorted ascending, with prefix unions (price-clamped).
-    prices: tuple[float, ...]
-    price_prefix: tuple[int, ...]
     # What findings say of the catalog: Catalog.label, its provider and region.
     catalog: str = ""
     provider: str = ""
     region: str | None = None
+    # Catalog.complete
+    complete: bool = False
 
     @property
     def pool_mask(self) -> int:
@@ -131,7 +130,19 @@ class Grid:
 
     def below_price(self, threshold: float) -> cellset.Cells:
         """Cells whose base price is known and strictly below `threshold`."""
-        return self.everywhere(self.price_prefix[bisect.bisect_left(self.prices, threshold)])
+        prices, prefix = self._price_index
+        return self.everywhere(prefix[bisect.bisect_left(prices, threshold)])
+
+    @once.Once
+    def _price_index(self) -> tuple[tuple[float, ...], tuple[int, ...]]:
+        """Base prices of the block's slots sorted ascending, with prefix unions (price-clamped): made when an
+        adjustment is first judged, not for every grid."""
+        priced = sorted((o.price, t * self.slots + s) for t, it in enumerate(self.types)
+                        for s, o in enumerate(it.offerings) if o.price is not None)
+        prefix = [0]
+        for _, slot in priced:
+            prefix.append(prefix[-1] | 1 << slot)
+        return tuple(p for p, _ in priced), tuple(prefix)
 
     def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
@@ -236,44 +247,81 @@ def build(catalog: cat.Catalog, pools: Sequence[model.NodePool], like: Grid | No
         return dataclasses.replace(like, pools=tuple(pools))
     types = catalog.types
     slots = max((len(t.offerings) for t in types), default=1) or 1
-    values: dict[str, dict[str, int]] = {}
     present = first = 0
-    priced: list[tuple[float, int]] = []
     for t, it in enumerate(types):
-        n = len(it.offerings)
-        if n == 0:
-            continue
-        base = t * slots
-        type_bits = ((1 << n) - 1) << base
-        present |= type_bits
-        first |= 1 << base
-        for key, value in _normalized(it.labels).items():
-            per_key = values.setdefault(key, {})
-            per_key[value] = per_key.get(value, 0) | type_bits
-        for s, o in enumerate(it.offerings):
-            bit = 1 << (base + s)
-            for key, value in ((reqs.ZONE, o.zone), (reqs.CAPACITY_TYPE, o.capacity_type)):
-                per_key = values.setdefault(key, {})
-                per_key[value] = per_key.get(value, 0) | bit
-            if o.price is not None:
-                priced.append((o.price, bit))
-    priced.sort()
-    prefix = [0]
-    for _, bit in priced:
-        prefix.append(prefix[-1] | bit)
-    block = -(-len(types) * slots // 64) * 64
-    grid = Grid(
-        pools=tuple(pools), types=types, slots=slots, block=block,
-        labels={k: _label_index(v) for k, v in values.items()},
-        present=present, first_slots=first,
-        prices=tuple(p for p, _ in priced), price_prefix=tuple(prefix),
-        catalog=catalog.label, provider=catalog.provider, region=catalog.region,
+        if it.offerings:
+            present |= ((1 << len(it.offerings)) - 1) << t * slots
+            first |= 1 << t * slots
+    return Grid(
+        pools=tuple(pools), types=types, slots=slots, block=-(-len(types) * slots // 64) * 64,
+        labels=_Labels(types, slots), present=present, first_slots=first,
+        catalog=catalog.label, provider=catalog.provider, region=catalog.region, complete=catalog.complete,
     )
-    return grid
 
 
-def _normalized(labels: Mapping[str, str]) -> dict[str, str]:
-    return {reqs.NORMALIZED_LABELS.get(k, k): v for k, v in labels.items()}
+class _Labels(Mapping[str, LabelIndex]):
+    """The label index of the types over one block, a key's on the first question about it: an input asks
+    about a few of the catalog's dozens of keys, and indexing them all (a big-int OR per type and label)
+    was most of a one-file check's merge. The keys themselves are known up front (checks.known_keys). Two
+    threads asking at once may both index a key; both get an equal index."""
+
+    def __init__(self, types: Sequence[cat.InstanceType], slots: int) -> None:
+        self._types, self._slots = types, slots
+        offered = [it for it in types if it.offerings]
+        keys = {reqs.NORMALIZED_LABELS.get(k, k) for it in offered for k in it.labels}
+        self._keys = sorted(keys | OFFERING_KEYS if offered else keys)
+        self._known = frozenset(self._keys)
+        self._built: dict[str, LabelIndex] = {}
+
+    def __getitem__(self, key: str) -> LabelIndex:
+        index = self._built.get(key)
+        if index is None:
+            if key not in self._known:
+                raise KeyError(key)
+            index = self._built[key] = _label_index(self._values(key))
+        return index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._known
+
+    def _values(self, key: str) -> dict[str, int]:
+        """value -> its slots: a type's label covers its offerings' slots (the label under an older name
+        counts as the key, the later one in the type's labels winning, as reqs.from_labels reads them), an
+        offering's zone and capacity type its own slot."""
+        names = {key, *reqs.NORMALIZED_LABELS}
+        names = {n for n in names if reqs.NORMALIZED_LABELS.get(n, n) == key}
+        by_value: dict[str, int] = {}
+        offering = key in OFFERING_KEYS
+        slot_values: dict[str, list[int]] = {}
+        for t, it in enumerate(self._types):
+            n = len(it.offerings)
+            if n == 0:
+                continue
+            base = t * self._slots
+            found = [v for k, v in it.labels.items() if k in names] if len(names) > 1 else \
+                [it.labels[key]] if key in it.labels else []
+            if found:
+                by_value[found[-1]] = by_value.get(found[-1], 0) | ((1 << n) - 1) << base
+            if offering:
+                for s, o in enumerate(it.offerings):
+                    slot_values.setdefault(o.zone if key == reqs.ZONE else o.capacity_type, []).append(base + s)
+        for value, at in slot_values.items():
+            by_value[value] = by_value.get(value, 0) | _mask(at)
+        return by_value
+
+
+def _mask(positions: Sequence[int]) -> int:
+    """The int with these bits set (a byte buffer: `|= 1 << i` copies the whole int per bit)."""
+    buffer = bytearray(positions[-1] // 8 + 1 if positions else 0)
+    for i in positions:
+        buffer[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(buffer, "little")
 
 
 def _label_index(by_value: dict[str, int]) -> LabelIndex:
