@@ -127,7 +127,9 @@ class Karpenter:
         return {"KUBECONFIG": str(self.plane.kubeconfig), "FEATURE_GATES": "NodeOverlay=true",
                 "INSTANCE_TYPES_FILE_PATH": str(self.types_file), "DISABLE_LEADER_ELECTION": "true",
                 "METRICS_PORT": str(self.metrics_port), "HEALTH_PROBE_PORT": str(self.health_port),
-                "SYSTEM_NAMESPACE": "kube-system", "LOG_LEVEL": "info"}
+                "SYSTEM_NAMESPACE": "kube-system", "LOG_LEVEL": "info",
+                # The AWS provider's packages register its options too, and those require a cluster name.
+                "CLUSTER_NAME": "e2e"}
 
     def start(self) -> None:
         self.proc = _cluster._spawn([str(self.binary)], self.log_path, self.env())
