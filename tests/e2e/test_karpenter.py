@@ -63,13 +63,15 @@ def harness(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         karpenter.start()
     except (ControlPlaneError, subprocess.CalledProcessError) as exc:
         pytest.fail(f"Karpenter did not start:\n{exc}", pytrace=False)
-    warn = guard.spawn("karpenter-warn", mode="warn", extra_args=("--catalog", str(catalog_file)))
     try:
-        guard.route_to(warn)
-        yield Harness(karpenter, warn, catalog_file, instance_types)
+        warn = guard.spawn("karpenter-warn", mode="warn", extra_args=("--catalog", str(catalog_file)))
+        try:
+            guard.route_to(warn)
+            yield Harness(karpenter, warn, catalog_file, instance_types)
+        finally:
+            guard.route_to(guard.webhook)
+            warn.stop()
     finally:
-        guard.route_to(guard.webhook)
-        warn.stop()
         karpenter.stop()
 
 
