@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Named for the interpreter: choosing another one installs again.
 STAMP := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
-.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle chromium promtool clean fuzz krew-manifest
+.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok chromium promtool clean fuzz krew-manifest
 
 install: $(STAMP)
 
@@ -28,11 +28,13 @@ $(STAMP): pyproject.toml
 
 # The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
 # The image tests run the OCI image of `make image`. The differential tests and `make bench` run
-# Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh).
+# Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh); the e2e
+# module tests/e2e/test_karpenter.py runs Karpenter's KWOK operator with the AWS provider's metrics
+# controller, built the same way (hack/karpenter-kwok.sh).
 # The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it); the alert
 # tests run Debian's promtool (hack/promtool.sh).
 # `make lint` runs first: CI calls only `make test`, and a lint failure must fail it.
-test: install lint helm image karpenter-oracle chromium promtool
+test: install lint helm image karpenter-oracle karpenter-kwok chromium promtool
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 unit: install helm karpenter-oracle chromium promtool
@@ -80,6 +82,9 @@ promtool:
 
 karpenter-oracle:
 	@bash hack/karpenter-oracle.sh >/dev/null
+
+karpenter-kwok:
+	@bash hack/karpenter-kwok.sh >/dev/null
 
 CERTS_DIR := .certs
 

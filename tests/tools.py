@@ -58,6 +58,13 @@ def karpenter_crds() -> Path:
 
 
 @functools.cache
+def karpenter_kwok() -> Path:
+    """Karpenter's KWOK operator with the AWS provider's metrics controller; crds/ beside it holds the
+    KWOKNodeClass CRD it watches."""
+    return Path(_script("karpenter-kwok.sh"))
+
+
+@functools.cache
 def cert_manager_crds() -> Path:
     """Directory with cert-manager's Certificate, Issuer and ClusterIssuer CRDs."""
     return Path(_script("cert-manager-crds.sh"))

@@ -14,7 +14,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from . import _pki
@@ -109,7 +109,8 @@ def _child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
 
 
-def _spawn(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+def _spawn(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`argv` logging to `log_path`, with the scrubbed environment plus `env`."""
     with log_path.open("ab") as log:
         log.write(f"{_START_MARKER}{time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
         log.flush()
@@ -118,7 +119,7 @@ def _spawn(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=_child_env(),
+            env={**_child_env(), **(env or {})},
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )

@@ -1,0 +1,37 @@
+"""The committed exposition of hack/karpenter-kwok (tests/fixtures/karpenter-metrics/) against what it claims: the
+versions hack/karpenter-kwok/go.mod pins, and the embedded catalog's base prices, c6i.large's adjusted by -25%."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from simulation.semantics import catalog as cat
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "karpenter-metrics"
+PRICE = "karpenter_cloudprovider_instance_type_offering_price_estimate"
+SAMPLE = re.compile(r'^(\w+)\{capacity_type="([^"]+)",instance_type="([^"]+)",zone="([^"]+)"\} (\S+)$')
+
+
+def test_fixture_names_the_versions_the_harness_pins() -> None:
+    go_mod = (ROOT / "hack" / "karpenter-kwok" / "go.mod").read_text()
+    core = re.search(r"^\tsigs\.k8s\.io/karpenter (v\S+)$", go_mod, re.M)
+    aws = re.search(r"^\tgithub\.com/aws/karpenter-provider-aws (v\S+)$", go_mod, re.M)
+    assert core and aws
+    assert [p.name for p in FIXTURES.iterdir()] == [f"kwok-{core.group(1)}-aws-{aws.group(1)}.prom"]
+    header = (FIXTURES / f"kwok-{core.group(1)}-aws-{aws.group(1)}.prom").read_text()
+    assert f"sigs.k8s.io/karpenter {core.group(1)}" in header
+    assert f"karpenter-provider-aws {aws.group(1)}" in header
+
+
+def test_fixture_prices_are_the_catalogs_with_the_adjustment_in_effect() -> None:
+    base = {t.name: t.offerings[0].price for t in cat.default().types}
+    samples = [SAMPLE.match(line) for line in next(FIXTURES.iterdir()).read_text().splitlines()
+               if line.startswith(PRICE + "{")]
+    assert samples and all(samples)
+    for m in samples:
+        assert m is not None
+        _, capacity_type, name, _, value = m.groups()
+        want = 0.0 if capacity_type == "reserved" else base[name] * (0.75 if name == "c6i.large" else 1.0)
+        assert abs(float(value) - (want or 0.0)) < 1e-9, m.group(0)
