@@ -202,19 +202,36 @@ def test_a_nodepool_makes_existing_overlays_conflict(guard: Guard, harness: Harn
     assert statuses(status) == ["Applied", "Conflict"]
 
 
-def test_catalog_captured_from_karpenters_metrics_has_the_files_cells(
+def test_catalog_captured_from_karpenters_metrics_has_the_files_cells_and_base_prices(
         guard: Guard, harness: Harness, label: str, tmp_path: Path) -> None:
-    """`overlay-lint catalog --karpenter-metrics URL` (issue 31, item 2) against this Karpenter: its cells are the
-    file's. Runs once that command exists (another branch)."""
+    """`overlay-lint catalog --karpenter-metrics URL PATH` against this Karpenter: its cells are the file's, and where
+    an adjustment is in effect in every NodePool the published (effective) price is undone to the file's base."""
     new_pool(guard, label)
-    out = tmp_path / "catalog.json"
+    adjusted = typed(unique("e2e-k-capture"), None, label, types=(ADJUSTED_TYPE,), priceAdjustment="-25%")
+    names = land(guard, adjusted)
+    assert statuses(_karpenter.agree(guard.plane, harness.karpenter, harness.catalog_file, names)) == ["Applied"]
+    harness.karpenter.restart()
+    prices = _karpenter.file_prices(harness.instance_types)
+    adjusted_cells = [c for c in prices if c[0] == ADJUSTED_TYPE]
     deadline = time.monotonic() + PUBLISH_TIMEOUT
-    while not harness.karpenter.offerings()[AVAILABLE] and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        published = harness.karpenter.offerings()[PRICE]
+        if all(abs(published.get(c, -1.0) - prices[c] * 0.75) < 1e-9 for c in adjusted_cells):
+            break
         time.sleep(1.0)
+    # What is in effect in the cluster, as the capture recovers base prices against it.
+    in_effect = tmp_path / "cluster.yaml"
+    in_effect.write_text(guard.plane.kubectl("get", "nodepools,nodeoverlays", "-o", "yaml").stdout)
+    out = tmp_path / "catalog.json"
     done = subprocess.run([sys.executable, "-m", "lint", "catalog", "--karpenter-metrics",
-                           harness.karpenter.metrics_url, "-o", str(out)],
+                           harness.karpenter.metrics_url, str(in_effect), "-o", str(out)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=_child_env())
     assert done.returncode == 0, done.stderr
     captured = cat.from_json(json.loads(out.read_text()))
-    cells = {(t.name, o.zone, o.capacity_type) for t in captured.types for o in t.offerings if o.available}
-    assert cells == set(_karpenter.file_prices(harness.instance_types))
+    offerings = {(t.name, o.zone, o.capacity_type): o for t in captured.types for o in t.offerings if o.available}
+    assert set(offerings) == set(prices)
+    origins = {offerings[c].origin for c in adjusted_cells}
+    assert origins == {"recovered"}, origins
+    off = {c: (o.price, prices[c]) for c, o in offerings.items()
+           if o.price is None or abs(o.price - prices[c]) > 1e-9 * max(1.0, prices[c])}
+    assert not off, f"captured base vs the file's: {dict(list(off.items())[:5])}"
