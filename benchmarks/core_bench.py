@@ -1,6 +1,7 @@
 """Core figures, all measured in one run: per-candidate latency (scoped and broad candidates, clean
 and conflicting) against a prepared workload, a cold `overlay-lint check`, 1,000 identical
-same-weight overlays, the speed-up over the plain reference loop, and a scaling table.
+same-weight overlays, the speed-up over the plain reference loop, a scaling table, and one candidate checked
+with `--existing` against the largest workloads beside the same objects checked all at once.
 
 Each size runs in a child process (`python -m benchmarks.core_bench SIZE`), so its peak RSS is its own."""
 
@@ -28,6 +29,8 @@ REQUESTS = 200
 IDENTICAL = 1000
 # The crowd sizes `make bench` runs (docs/performance.md), up to as many alike overlays as the 10,000 / 100 workload.
 CROWDS = (IDENTICAL, 5_000, 10_000)
+# One candidate checked with --existing against these (issue 28: the distinct fields made it slower than all at once).
+EXISTING = (workload.Size(10_000, 100), workload.Size(10_000, 100, distinct=True))
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -99,6 +102,25 @@ def cold_lint(size: workload.Size = workload.DEFAULT) -> dict[str, Any]:
     return _check(workload.documents(size))
 
 
+def against_existing(size: workload.Size) -> dict[str, Any]:
+    """A pre-commit hook's shape: `overlay-lint check --existing DIR candidate.json`, one broad conflicting
+    candidate against the workload, and in the same run the same objects checked all at once (the target:
+    no slower than that)."""
+    documents = workload.documents(size)
+    candidate = workload.broad(0, conflicting=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "existing"
+        folder.mkdir()
+        (folder / "workload.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+        (Path(tmp) / "candidate.json").write_text(json.dumps(candidate))
+        started = time.perf_counter()
+        proc, peak_kib = _child(["lint", "check", "--existing", str(folder), str(Path(tmp) / "candidate.json"),
+                                 "--format", "json"])
+        wall = time.perf_counter() - started
+    return {"workload": size.label, "wall_s": round(wall, 3), "peak_rss_mb": round(peak_kib / 1024, 1),
+            "exit": proc.returncode, "all_at_once": _check([*documents, candidate])}
+
+
 def identical(count: int = IDENTICAL, requests: int = 50) -> dict[str, Any]:
     """`count` overlays, one weight, one field, the same cells: a cold check, and one more of them judged
     against the prepared rest (what the webhook does): named first in Karpenter's order (it displaces the
@@ -148,10 +170,15 @@ def scaled(size: workload.Size, requests: int = REQUESTS) -> dict[str, Any]:
 def run(sizes: tuple[workload.Size, ...] = workload.SCALING) -> dict[str, Any]:
     return {"cores": os.cpu_count(), "load_avg": os.getloadavg()[0],
             "per_candidate": per_candidate(), "identical": [identical(n) for n in CROWDS],
-            "versus_reference": versus_reference(), "scaling": [scaled(s) for s in sizes]}
+            "versus_reference": versus_reference(), "scaling": [scaled(s) for s in sizes],
+            "existing": [against_existing(s) for s in EXISTING]}
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["existing"]:
+        json.dump([against_existing(workload.Size.parse(a)) for a in argv[1:]] or
+                  [against_existing(s) for s in EXISTING], sys.stdout, indent=2)
+        return 0
     json.dump(per_candidate(workload.Size.parse(argv[0]), int(argv[1]) if len(argv) > 1 else REQUESTS), sys.stdout)
     return 0
 

@@ -83,6 +83,9 @@ def test_karpenter_status(small_catalog: cat.Catalog, overlays: list[model.Overl
     ([price("b", 10), price("a", 10)], "a", merge.PRICE, "b"),
     ([price("high", 20), price("b", 10), price("a", 10)], "a", merge.PRICE, "b"),
     ([capacity("c", 10, Y), capacity("b", 10, X, Y), capacity("a", 10, X)], "b", merge.capacity_field(Y), "c"),
+    # b, stored after c, is the last capacity overlay on the small type only: a meets c on the large one.
+    ([capacity("c", 10, X), cs.overlay("b", SMALL, weight=10, capacity={Y: "1"}), capacity("a", 10, X)],
+     "a", merge.capacity_field(X), "c"),
 ])
 def test_karpenter_verdict_names_the_field_and_the_stored_overlay(
         small_catalog: cat.Catalog, overlays: list[model.Overlay], dropped: str, field: str, met: str) -> None:

@@ -51,10 +51,10 @@ def clashes_with(target: merge.Entry, others: Sequence[merge.Entry], limit: int 
     must hold every overlay that shares a cell with it."""
     weight = target.overlay.weight
     seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
-    for o in merge.ordered(others):
-        if o.overlay.weight == weight and o.rank > target.rank:
-            for field, bits in o.fields().items():
-                seen.setdefault(field, {}).setdefault(bits, []).append(o)
+    # Only the earlier ones of its weight are sorted: a broad target has thousands of neighbours.
+    for o in merge.ordered(o for o in others if o.overlay.weight == weight and o.rank > target.rank):
+        for field, bits in o.fields().items():
+            seen.setdefault(field, {}).setdefault(bits, []).append(o)
     out: list[Clash] = []
     for field, bits in target.fields().items():
         out += _first(target, field, bits, seen.get(field, {}).items(), limit)

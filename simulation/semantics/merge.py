@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import itertools
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from simulation import once
 from simulation.semantics import cells, cellset, model
@@ -305,7 +305,9 @@ def _loop(runs: Runs, order: tuple[str, ...]) -> Merged:
             known.clear()
             store.add(e)
             for field, bits in e.fields().items():
-                taken = won.setdefault(field, _dense(e))
+                taken = won.get(field)
+                if taken is None:
+                    taken = won[field] = _dense(e)
                 claims.append(Claim(e.name, field, taken.missing(bits)))
                 taken.add(bits)
         start = end
@@ -338,14 +340,27 @@ class _Store:
     def __init__(self) -> None:
         self.price_stored: list[Entry] = []
         self.price_union: cellset.Dense | None = None
-        # resource -> (pool, type) cells whose last stored capacity overlay sets that resource
+        # resource -> (pool, type) cells whose last stored capacity overlay sets that resource, as of the first
+        # `synced[resource]` capacity overlays stored. None of the later ones sets it (each one that does brings
+        # it up to date), so bringing it up to date only removes their cells: done when it is read or added to,
+        # never for every resource on every store, which would cost distinct resources x capacity overlays.
         self.last_has: dict[str, cellset.Dense] = {}
+        self.synced: dict[str, int] = {}
         self.last_capacity: list[Entry] = []
 
     def conflict(self, e: Entry) -> Dropped | None:
         """Karpenter's conflict test."""
         return (_price_conflict(e, self.price_union, self.price_stored)
-                or _capacity_conflict(e, self.last_has, self.last_capacity))
+                or _capacity_conflict(e, self.has, self.last_capacity))
+
+    def has(self, resource: str) -> cellset.Dense | None:
+        """The cells whose last stored capacity overlay sets `resource` (None: none ever did)."""
+        has = self.last_has.get(resource)
+        if has is not None:
+            for s in self.last_capacity[self.synced[resource]:]:
+                has.remove(s.type_cells)
+            self.synced[resource] = len(self.last_capacity)
+        return has
 
     def add(self, e: Entry) -> None:
         if e.overlay.price_update is not None:
@@ -353,14 +368,14 @@ class _Store:
             self.price_union.add(e.cells)
             self.price_stored.append(e)
         if e.overlay.capacity_set:
-            mine = {r for r, _ in e.overlay.capacity}
-            for r in mine | self.last_has.keys():
-                current = self.last_has.setdefault(r, _dense(e))
-                if r in mine:
-                    current.add(e.type_cells)
-                else:
-                    current.remove(e.type_cells)
+            for r, _ in e.overlay.capacity:
+                current = self.has(r)
+                if current is None:
+                    current = self.last_has[r] = _dense(e)
+                current.add(e.type_cells)
             self.last_capacity.append(e)
+            for r, _ in e.overlay.capacity:
+                self.synced[r] = len(self.last_capacity)
 
 
 def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:
@@ -374,11 +389,12 @@ def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entr
     return Dropped(PRICE, bit, other.name)
 
 
-def _capacity_conflict(e: Entry, last_has: Mapping[str, cellset.Dense], stored: Sequence[Entry]) -> Dropped | None:
+def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None],
+                       stored: Sequence[Entry]) -> Dropped | None:
     if not e.overlay.capacity_set:
         return None
     for resource, _ in e.overlay.capacity:
-        has = last_has.get(resource)
+        has = last_has(resource)
         hit = has.common(e.type_cells) if has is not None else EMPTY
         if hit:
             bit = hit.lowest()

@@ -53,7 +53,8 @@ class Overlay:
     def ref(self) -> findings.ObjectRef:
         return findings.ObjectRef(NODEOVERLAY, self.name)
 
-    @property
+    # Read by every overlap test of Karpenter's (thousands of neighbours per broad candidate): worked out once.
+    @once.Once
     def price_update(self) -> str | None:
         """Karpenter stores price and priceAdjustment as one field: price wins when both exist."""
         return self.price if self.price is not None else self.price_adjustment
