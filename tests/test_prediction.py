@@ -160,13 +160,16 @@ def test_zero_grace_reports_at_once() -> None:
 # -- in the audit ---------------------------------------------------------------------------------
 
 
+COMPARED = "overlay_guard_prediction_compared"
+
+
 def mismatch_events(api: FakeEvents) -> list[Mapping[str, Any]]:
     return [b for b in api.created.values() if b["reason"] == events.MISMATCH]
 
 
-def gauge(registry: CollectorRegistry, kind: str) -> float | None:
+def gauge(registry: CollectorRegistry, kind: str, name: str = "overlay_guard_prediction_mismatches") -> float | None:
     for line in generate_latest(registry).decode().splitlines():
-        if line.startswith(f'overlay_guard_prediction_mismatches{{kind="{kind}"}} '):
+        if line.startswith(f'{name}{{kind="{kind}"}} '):
             return float(line.split()[-1])
     return None
 
@@ -187,6 +190,7 @@ async def test_a_lasting_status_disagreement_is_an_event_and_a_gauge_until_it_re
     result = await auditor.audit(cache.snapshot)
     loser = next(n for n, s in result.status.items() if s == "Conflict")
     assert gauge(registry, "status") == 0.0 and not mismatch_events(api)  # within the grace period
+    assert gauge(registry, "status", COMPARED) == 2.0 and gauge(registry, "price", COMPARED) == 0.0
     assert auditor.recheck_at == clock.now + 120.0
 
     clock.now += 119.0
@@ -241,14 +245,17 @@ async def test_prices_are_compared_when_a_source_is_given() -> None:
     registry.register(audit.AuditCollector(auditor))
     result = await auditor.audit(cache.snapshot)
     assert result.prices is not None
+    assert gauge(registry, "price", COMPARED) == 0.0  # nothing published yet
     cell = next(k for k, v in sorted(result.prices.items()) if v[0].overlay == "cheap")
     published.update({k: v[0].price for k, v in result.prices.items()})
     published[cell] = 0.7  # Karpenter applied something else there
+    published[("no-such.type", "on-demand", "us-east-1a")] = 0.1  # not predicted: not compared
     clock.now += 61.0
     await auditor.audit(cache.snapshot)  # first seen: within the grace
-    assert gauge(registry, "price") == 0.0
+    assert gauge(registry, "price") == 0.0 and gauge(registry, "price", COMPARED) == len(result.prices)
     await auditor.audit(cache.snapshot)  # the source fails: the last comparison stands
     assert gauge(registry, "price") == 0.0 and len(calls) == 3
+    assert gauge(registry, "price", COMPARED) == len(result.prices)
     clock.now += 60.0
     await auditor.audit(cache.snapshot)
     assert gauge(registry, "price") == 1.0

@@ -67,10 +67,13 @@ class Summary:
 
 @dataclasses.dataclass(frozen=True)
 class Mismatches:
-    """The disagreements with Karpenter that outlasted the grace period, at the last audit."""
+    """The disagreements with Karpenter that outlasted the grace period, at the last audit, and how many overlays
+    and offerings were compared at all (so that agreement is told apart from nothing to compare)."""
 
     status: Mapping[str, prediction.StatusMismatch] = dataclasses.field(default_factory=dict)
     price: Mapping[prediction.PriceKey, prediction.PriceMismatch] = dataclasses.field(default_factory=dict)
+    status_compared: int = 0
+    price_compared: int = 0
 
 
 def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
@@ -232,19 +235,20 @@ class Auditor:
         """The disagreements with Karpenter past their grace; sets when to look again."""
         status_timing, price_timing = self._timing
         now = self._clock()
-        status = status_timing.observe(
-            prediction.status_mismatches(result.statuses, reconciled_overlays(snap, self.cache.live)), now)
-        price = self.mismatches.price
+        overlays = reconciled_overlays(snap, self.cache.live)
+        status = status_timing.observe(prediction.status_mismatches(result.statuses, overlays), now)
+        price, price_compared = self.mismatches.price, self.mismatches.price_compared
         published = await self._published() if result.prices is not None else None
         if result.prices is not None and published is not None:
             price = price_timing.observe(prediction.price_mismatches(result.prices, published), now)
+            price_compared = len(prediction.comparable(result.prices, published))
         dues = [d for d in (status_timing.next_due(now), price_timing.next_due(now)) if d is not None]
         # A lasting price disagreement is looked at again a grace period later, so that it clears without a
         # watch event (a status disagreement clears at Karpenter's status write, which causes an audit).
         if price:
             dues.append(now + max(self.grace, BACKLOG_RETRY))
         self.recheck_at = min(dues, default=None)
-        return Mismatches(status, price)
+        return Mismatches(status, price, len(prediction.judged(result.statuses, overlays)), price_compared)
 
     async def _published(self) -> Mapping[prediction.PriceKey, float] | None:
         assert self.prices is not None
@@ -303,6 +307,12 @@ class AuditCollector(Collector):
         mismatches.add_metric(["status"], len(a.mismatches.status))
         mismatches.add_metric(["price"], len(a.mismatches.price))
         yield mismatches
+        compared = GaugeMetricFamily("overlay_guard_prediction_compared",
+                                     "What the last audit compared with Karpenter: overlays Karpenter has reconciled "
+                                     "(status), offerings both sides price (price).", labels=["kind"])
+        compared.add_metric(["status"], a.mismatches.status_compared)
+        compared.add_metric(["price"], a.mismatches.price_compared)
+        yield compared
         yield _cells_histogram(result.cells.values())
 
 

@@ -85,17 +85,25 @@ class StatusMismatch:
         return f"guard predicts {self.predicted.state}{why}, Karpenter says {self.said.state}{theirs}"
 
 
-def status_mismatches(predicted: Mapping[str, rp.Status],
-                      overlays: Mapping[str, Mapping[str, Any]]) -> dict[str, StatusMismatch]:
-    """Overlays whose reconciled condition differs from the predicted status; `overlays`: the objects
-    as stored now, by name (an overlay the prediction does not hold yet is skipped)."""
-    out: dict[str, StatusMismatch] = {}
+def judged(predicted: Mapping[str, rp.Status],
+           overlays: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[rp.Status, Said]]:
+    """The overlays both sides have judged, each with the predicted status and Karpenter's; `overlays`: the
+    objects as stored now, by name (one the prediction does not hold yet, or Karpenter has not reconciled,
+    is left out)."""
+    out: dict[str, tuple[rp.Status, Said]] = {}
     for name, obj in overlays.items():
         mine = predicted.get(name)
         said = karpenter_says(obj)
-        if mine is not None and said is not None and said.state != mine.state:
-            out[name] = StatusMismatch(name, mine, said)
+        if mine is not None and said is not None:
+            out[name] = (mine, said)
     return out
+
+
+def status_mismatches(predicted: Mapping[str, rp.Status],
+                      overlays: Mapping[str, Mapping[str, Any]]) -> dict[str, StatusMismatch]:
+    """The judged overlays (see `judged`) whose reconciled condition differs from the predicted status."""
+    return {name: StatusMismatch(name, mine, said) for name, (mine, said) in judged(predicted, overlays).items()
+            if said.state != mine.state}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,18 +148,22 @@ class PriceMismatch:
                 f"{self.predicted.pool}, {by}){alternatives}, Karpenter publishes {self.published:g}")
 
 
+def comparable(predicted: Mapping[PriceKey, Sequence[Priced]],
+               published: Mapping[PriceKey, float]) -> dict[PriceKey, tuple[Sequence[Priced], float]]:
+    """The cells both sides price, each with the predicted figures and the published one. A cell only one side has
+    is the catalog's business (which offerings exist), not the prediction's: the provider also publishes 0 for
+    reserved offerings nobody holds. A published NaN is no figure."""
+    return {key: (mine, theirs) for key, theirs in published.items()
+            if (mine := predicted.get(key)) and math.isfinite(theirs)}
+
+
 def price_mismatches(predicted: Mapping[PriceKey, Sequence[Priced]], published: Mapping[PriceKey, float],
                      rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL) -> dict[PriceKey, PriceMismatch]:
-    """Cells both sides price where the published figure is none of the NodePools' predicted ones (beyond float
-    printing). A cell only one side has is the catalog's business (which offerings exist), not the prediction's:
-    the provider also publishes 0 for reserved offerings nobody holds."""
-    out: dict[PriceKey, PriceMismatch] = {}
-    for key, theirs in published.items():
-        mine = predicted.get(key)
-        if mine and math.isfinite(theirs) and not any(
-                math.isclose(m.price, theirs, rel_tol=rel_tol, abs_tol=abs_tol) for m in mine):
-            out[key] = PriceMismatch(key, mine[0], theirs, len(mine) - 1)
-    return out
+    """The comparable cells (see `comparable`) where the published figure is none of the NodePools' predicted ones
+    (beyond float printing)."""
+    return {key: PriceMismatch(key, mine[0], theirs, len(mine) - 1)
+            for key, (mine, theirs) in comparable(predicted, published).items()
+            if not any(math.isclose(m.price, theirs, rel_tol=rel_tol, abs_tol=abs_tol) for m in mine)}
 
 
 def notes(status: Mapping[str, StatusMismatch], prices: Mapping[PriceKey, PriceMismatch]) -> list[events.Note]:

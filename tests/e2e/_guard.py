@@ -20,7 +20,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -141,6 +141,23 @@ def exists(plane: ControlPlane, kind: str, name: str) -> bool:
 def delete_labelled(plane: ControlPlane, test: str) -> None:
     plane.kubectl("delete", "nodeoverlays,nodepools", "-l", f"{TEST_LABEL}={test}", "--ignore-not-found",
                   "--wait=false")
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def events_about(guard: Guard, names: set[str]) -> list[dict[str, Any]]:
+    """The guard's events on these objects as `kubectl get events` lists them."""
+    got = json.loads(guard.plane.kubectl("get", "events", "-n", "default", "-o", "json").stdout)
+    return [e for e in got["items"] if e["involvedObject"].get("name") in names
+            and e.get("reportingComponent") == "overlay-guard.io/audit"]
 
 
 # --- certificates and configurations -----------------------------------------------------------------

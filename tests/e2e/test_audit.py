@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from ._guard import Guard, Webhook, apply, overlay, unique
+from ._guard import Guard, Webhook, apply, events_about, overlay, unique, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -21,23 +20,6 @@ RETRY = 1.0
 # What each audit webhook runs with: its own Lease, in a namespace of this test, short timings.
 AUDIT_ARGS = ("--audit-debounce", "0.5", "--lease-duration", str(LEASE_DURATION), "--lease-renew-deadline", "4",
               "--lease-retry-period", str(RETRY))
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def events_about(guard: Guard, names: set[str]) -> list[dict[str, Any]]:
-    """The guard's events on these objects as `kubectl get events` lists them."""
-    got = json.loads(guard.plane.kubectl("get", "events", "-n", "default", "-o", "json").stdout)
-    return [e for e in got["items"] if e["involvedObject"].get("name") in names
-            and e.get("reportingComponent") == "overlay-guard.io/audit"]
 
 
 def leader_gauge(hook: Webhook) -> float:

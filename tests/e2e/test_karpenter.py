@@ -9,6 +9,8 @@ karpenter.kwok.sh/* labels where the guard's catalog carries karpenter.k8s.aws/*
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from tests import tools
 
 from . import _karpenter
 from ._cluster import REPO_ROOT, ControlPlaneError, _child_env
-from ._guard import Guard, Webhook, apply, overlay, unique
+from ._guard import Guard, Webhook, apply, events_about, overlay, unique, wait_for
 from ._karpenter import AVAILABLE, PRICE, Karpenter
 
 pytestmark = pytest.mark.e2e
@@ -37,6 +39,13 @@ TYPES = ("m5.large", "m5.xlarge")
 ADJUSTED_TYPE = "c6i.large"
 # The metrics controller requeues itself every minute; a restart publishes at once.
 PUBLISH_TIMEOUT = 60.0
+# An audit replica beside Karpenter: short timings, its own Lease, so that it leads alone and soon.
+GRACE = 1.0
+AUDIT_ARGS = ("--audit-interval", "2", "--audit-debounce", "0.5", "--prediction-grace", str(GRACE),
+              "--leader-election-namespace", "default")
+# A disagreement is reported about grace + debounce after it begins (docs/audit.md); the rest is slack.
+MISMATCH_TIMEOUT = 30.0
+MISMATCH = "OverlayPredictionMismatch"
 
 
 @dataclass(frozen=True)
@@ -235,3 +244,89 @@ def test_catalog_captured_from_karpenters_metrics_has_the_files_cells_and_base_p
     off = {c: (o.price, prices[c]) for c, o in offerings.items()
            if o.price is None or abs(o.price - prices[c]) > 1e-9 * max(1.0, prices[c])}
     assert not off, f"captured base vs the file's: {dict(list(off.items())[:5])}"
+
+
+@contextlib.contextmanager
+def auditor(guard: Guard, name: str, *args: str) -> Iterator[Webhook]:
+    """A webhook replica that audits (not routed to: it only compares), leading its own Lease."""
+    hook = guard.spawn(name, extra_args=(*AUDIT_ARGS, "--leader-election-lease", unique("e2e-kloop"), *args))
+    try:
+        wait_for("the replica to lead", lambda: hook.metric("overlay_guard_audit_leader") == 1.0)
+        yield hook
+    finally:
+        hook.stop()
+
+
+def mismatches(hook: Webhook, kind: str) -> float:
+    return hook.metric("overlay_guard_prediction_mismatches", kind=kind)
+
+
+def compared(hook: Webhook, kind: str) -> float:
+    return hook.metric("overlay_guard_prediction_compared", kind=kind)
+
+
+def test_the_audits_prediction_agrees_with_karpenter(guard: Guard, harness: Harness, label: str) -> None:
+    """A replica reading Karpenter's metrics (--karpenter-metrics: the live catalog, and the published prices to
+    compare) predicts every status Karpenter writes and every price it publishes: after Karpenter has reconciled
+    a conflicting pair and an adjustment and republished, a full grace period passes with nothing reported. The
+    comparison did run: every overlay Karpenter reconciled and every offering of the file were compared."""
+    pool = new_pool(guard, label)
+    names = land(guard, typed(unique("e2e-k-agree-a"), pool, label, price="0.5"),
+                 typed(unique("e2e-k-agree-b"), pool, label, priceAdjustment="-20%"),
+                 typed(unique("e2e-k-agree-adj"), pool, label, types=("m5.2xlarge",), priceAdjustment="+10%"))
+    status = _karpenter.agree(guard.plane, harness.karpenter, harness.catalog_file, names)
+    assert statuses(status) == ["Applied", "Applied", "Conflict"]
+    harness.karpenter.restart()
+    base = _karpenter.file_prices(harness.instance_types)
+    adjusted = [c for c in base if c[0] == "m5.2xlarge"]
+    wait_for("Karpenter to publish the adjusted prices", lambda: all(
+        abs(harness.karpenter.offerings()[PRICE].get(c, -1.0) - base[c] * 1.1) < 1e-9 for c in adjusted),
+        timeout=PUBLISH_TIMEOUT)
+
+    with auditor(guard, f"kloop-agree-{label}", "--karpenter-metrics", harness.karpenter.metrics_url,
+                 "--karpenter-metrics-interval", "2") as hook:
+        def all_compared() -> bool:
+            reconciled = sum(1 for c in _karpenter.conditions(guard.plane).values() if c is not None)
+            return compared(hook, "status") == reconciled >= len(names) and compared(hook, "price") >= len(base)
+        wait_for("the audit to compare every reconciled overlay and every offering", all_compared)
+        # An audit that finished a grace period (and a debounce) after everything was compared would report
+        # any disagreement seen then.
+        since = time.time()
+        wait_for("an audit past the grace period", lambda: hook.metric(
+            "overlay_guard_audit_last_timestamp_seconds") > since + GRACE + 0.5, timeout=MISMATCH_TIMEOUT)
+        assert (mismatches(hook, "status"), mismatches(hook, "price")) == (0.0, 0.0), hook.tail()
+        assert compared(hook, "status") >= len(names) and compared(hook, "price") >= len(base)
+        assert not [e for e in events_about(guard, names | {pool}) if e["reason"] == MISMATCH]
+
+
+def test_a_stale_catalog_is_a_reported_disagreement_with_karpenter(
+        guard: Guard, harness: Harness, label: str, tmp_path: Path) -> None:
+    """The planted disagreement: a replica judging by a stale catalog, the file Karpenter was given less one
+    instance type (as for a type the guard's price list does not have yet). Two overlays setting different prices
+    on that type at one weight conflict in Karpenter, which offers it; the replica sees them select nothing, so it
+    predicts both Applied. Karpenter's Conflict on one of them must come back as an OverlayPredictionMismatch
+    Event naming both sides, and as the status gauge, within grace + debounce and some slack."""
+    stale_type = "m5.large"
+    full = cat.from_json(json.loads(harness.catalog_file.read_text()))
+    assert any(t.name == stale_type for t in full.types)
+    stale = dataclasses.replace(full, types=tuple(t for t in full.types if t.name != stale_type))
+    stale_file = tmp_path / "stale-catalog.json"
+    stale_file.write_text(json.dumps(cat.to_json(stale)))
+
+    pool = new_pool(guard, label)
+    names = land(guard, *(typed(unique(f"e2e-k-stale-{n}"), pool, label, types=(stale_type,), price=p)
+                          for n, p in (("a", "0.5"), ("b", "0.7"))))
+    with auditor(guard, f"kloop-stale-{label}", "--catalog", str(stale_file)) as hook:
+        # Karpenter (and the guard given Karpenter's own catalog) sees the conflict.
+        status = _karpenter.agree(guard.plane, harness.karpenter, harness.catalog_file, names)
+        assert statuses(status) == ["Applied", "Conflict"]
+        loser = next(n for n, s in status.items() if s == "Conflict")
+        started = time.monotonic()
+        [event] = wait_for("the mismatch event", lambda: [
+            e for e in events_about(guard, names) if e["reason"] == MISMATCH], timeout=MISMATCH_TIMEOUT)
+        wait_for("the gauge", lambda: mismatches(hook, "status") >= 1.0, timeout=MISMATCH_TIMEOUT)
+        print(f"stale-catalog mismatch reported {time.monotonic() - started:.1f} s after Karpenter's condition "
+              f"(grace {GRACE:g} s)")
+        assert event["involvedObject"]["name"] == loser and event["type"] == "Warning"
+        assert event["message"].startswith("guard predicts Applied") and "Karpenter says Conflict" in event["message"]
+        assert mismatches(hook, "price") == 0.0  # --catalog: no published prices to compare
