@@ -23,6 +23,7 @@ from simulation import evaluate as ev
 from simulation import live
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
+from sources import karpenter as metrics
 from tests.lint_support import BASIC, Cluster, nodepool, run, write
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "karpenter_fixtures"
@@ -357,3 +358,24 @@ def test_every_evaluating_command_takes_the_live_catalog(tmp_path: pathlib.Path,
         code, _, err = run(*command, *paths, "--karpenter-metrics", url, catalog=False)
     assert code == 0, err
     assert "2 recovered by undoing the overlay in effect" in err
+
+
+CAPTURED = next((pathlib.Path(__file__).resolve().parent / "fixtures" / "karpenter-metrics").glob("*.prom"))
+
+
+def test_an_exposition_captured_from_karpenter_reads_back_its_instance_types_file() -> None:
+    """The exposition hack/karpenter-kwok published (its header names the versions and the overlay in effect:
+    c6i.large -25% in the one NodePool): the available cells are those it was given, the provider's reserved
+    placeholders are left out, and c6i.large's base is recovered from its effective price."""
+    cells, _ = metrics.parse(CAPTURED.read_bytes())
+    discount = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "c6i-large-discount"},
+                "spec": {"priceAdjustment": "-25%", "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c6i.large"]}]}}
+    found = recovered(list(cells), documents(nodepool("default"), discount))
+    embedded = {t.name: t for t in cat.default().types}
+    assert {k[0] for k in found} == {"c6i.large", "m5.large", "m7g.large"}
+    assert {k[1] for k in found} == {"on-demand", "spot"}  # reserved: the provider's placeholders only
+    for (name, _, _), offering in found.items():
+        assert close(offering.price or 0.0, embedded[name].offerings[0].price or -1.0)
+        assert offering.origin == ("recovered" if name == "c6i.large" else "published")
+    assert {(c.instance_type, c.capacity_type, c.zone) for c in cells if c.available} == set(found)
