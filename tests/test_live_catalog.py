@@ -368,8 +368,8 @@ def test_an_exposition_captured_from_karpenter_reads_back_its_instance_types_fil
     c6i.large -25% in the one NodePool): the available cells are those it was given, the provider's reserved
     placeholders are left out, and c6i.large's base is recovered from its effective price."""
     cells, _ = metrics.parse(CAPTURED.read_bytes())
-    discount = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "c6i-large-discount"},
-                "spec": {"priceAdjustment": "-25%", "requirements": [
+    discount = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                "metadata": {"name": "c6i-large-discount"}, "spec": {"priceAdjustment": "-25%", "requirements": [
                     {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c6i.large"]}]}}
     found = recovered(list(cells), documents(nodepool("default"), discount))
     embedded = {t.name: t for t in cat.default().types}
