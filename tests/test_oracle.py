@@ -82,6 +82,7 @@ def test_corpus_reaches_the_oracle() -> None:
     assert len(CASES) >= 40
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_agrees_with_karpenter(case: casefmt.Case, case_results: Mapping[str, Any]) -> None:
     ours, theirs, refused = case_results[case.name]
@@ -115,6 +116,7 @@ def test_comparison_catches_an_allocatable_memory_difference() -> None:
     assert compare_cell("p/t", cell, oracle)
 
 
+@pytest.mark.tools
 def test_oracle_reports_karpenter_conflict(tmp_path: Path) -> None:
     """The harness itself: two equal-weight price overlays on one offering, Karpenter's own
     conflict (the later name in the alphabet goes first and wins)."""
