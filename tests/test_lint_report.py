@@ -108,6 +108,10 @@ def check_against_simulation(page: str, simulated: dict[str, Any]) -> int:
     return len(bars)
 
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_lint_report")
+
+
 @pytest.fixture(scope="module")
 def examples_page(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     target = tmp_path_factory.mktemp("report") / "report.html"
@@ -294,6 +298,7 @@ def test_chromium_runs_no_injected_markup(tmp_path: pathlib.Path) -> None:
     assert EVIL in {a["data-overlay"] for a in dom.with_attr("data-status", "tr")}
 
 
+@pytest.mark.tools
 def test_console_errors_are_detected(tmp_path: pathlib.Path) -> None:
     # The check above must be able to fail: a page that throws is caught by the same filter.
     broken = tmp_path / "broken.html"

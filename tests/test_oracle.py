@@ -47,6 +47,9 @@ from tests.oracle_support import (
     write_objects,
 )
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_oracle")
+
 
 @pytest.fixture(scope="module")
 def case_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Any, set[str]]]:

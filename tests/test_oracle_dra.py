@@ -30,6 +30,10 @@ DRA_CASES = [c for c in oracle.CASES if c.crd == "dra" and any(
     for o in c.input_documents())]
 
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_oracle_dra")
+
+
 @pytest.fixture(scope="module")
 def karpenter(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Case -> overlay -> Karpenter's view of its templates; one harness process for all."""
@@ -122,6 +126,7 @@ def test_conflicting_bound_values_are_accepted_by_karpenter(karpenter: Mapping[s
     assert "invalid-attribute-binding" in codes
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize(("name", "overlay", "field"), [
     ("dra-device-excluded-field", "device-taints", "resourceSliceTemplates[0].spec.devices[0].taints"),
     ("dra-template-excluded-field", "node-name", "resourceSliceTemplates[0].spec.nodeName"),
