@@ -33,10 +33,6 @@ def _yaml(path: pathlib.Path) -> Any:
     return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
 
 
-# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
-pytestmark = pytest.mark.xdist_group("test_lint_integrations")
-
-
 @pytest.fixture(scope="module")
 def installer(tmp_path_factory: pytest.TempPathFactory) -> collections.abc.Iterator[dict[str, str]]:
     """A fresh virtualenv that sees the project's dependencies but not the project, and a copy of
