@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Named for the interpreter: choosing another one installs again.
 STAMP := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
-.PHONY: install test unit lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok chromium promtool clean fuzz krew-manifest
+.PHONY: install check test unit soak lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok chromium promtool clean fuzz krew-manifest
 
 install: $(STAMP)
 
@@ -26,6 +26,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# pytest over every core (pytest-xdist); tests that must not overlap share an xdist_group.
+# Hypothesis runs its small `ci` profile unless HYPOTHESIS_PROFILE says otherwise (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+PARALLEL := -n auto --dist loadgroup
+
+# Lint and the unit tests, without e2e and without the tests marked `tools` (helm, kubectl, the oracle,
+# Chromium, promtool, Debian's shells): nothing is built, and a test that reaches a build unmarked fails.
+check: lint
+	OVERLAY_GUARD_NO_TOOL_BUILDS=1 $(PYTEST) $(PARALLEL) -m "not e2e and not tools"
+
 # The chart tests need helm; it is built once from the Go module proxy into the cache (hack/helm.sh).
 # The image tests run the OCI image of `make image`. The differential tests and `make bench` run
 # Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh); the e2e
@@ -34,11 +44,20 @@ $(STAMP): pyproject.toml
 # The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it); the alert
 # tests run Debian's promtool (hack/promtool.sh).
 # `make lint` runs first: CI calls only `make test`, and a lint failure must fail it.
+# The e2e tests run after the rest, serially in their own pytest: one control plane for all of them.
 test: install lint helm image karpenter-oracle karpenter-kwok chromium promtool
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(PYTEST) $(PARALLEL) -m "not e2e"
+	$(PYTEST) -m e2e tests/e2e
 
 unit: install helm karpenter-oracle chromium promtool
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+	$(PYTEST) $(PARALLEL) -m "not e2e"
+
+# Hypothesis' large profile over the unit tests, then SOAK_BATCHES fresh batches of random sets against
+# Karpenter's own controller (tests/test_oracle_random.py).
+SOAK_BATCHES ?= 64
+soak: install karpenter-oracle
+	HYPOTHESIS_PROFILE=soak $(PYTEST) $(PARALLEL) -m "not e2e and not tools"
+	OVERLAY_GUARD_ORACLE_SOAK=$(SOAK_BATCHES) $(PYTEST) tests/test_oracle_random.py
 
 # docs/cli.md's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py,
 # and lint/schemas/simulate-output.schema.json.

@@ -4,13 +4,23 @@ imports another."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from simulation.semantics import catalog as cat
 from tests import core_support, lint_support
+
+# Hypothesis' profiles, chosen by HYPOTHESIS_PROFILE. `ci` (make check, make test) is a quarter of Hypothesis'
+# default and derandomized, so that a run answers fast and the same way twice; `soak` (make soak) is ten times the
+# default, with fresh examples each run. A test that asks for more or fewer examples than the default scales its
+# number from the profile (strategies.examples). No deadline: a slow, shared machine is not a failure.
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True)
+settings.register_profile("soak", max_examples=1000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

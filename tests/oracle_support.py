@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
@@ -24,10 +23,9 @@ from simulation.analysis import effects
 from simulation.semantics import catalog as cat
 from simulation.semantics import quantity, region
 from simulation.validation import crds
-from tests import casefmt
+from tests import casefmt, tools
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "hack" / "karpenter-oracle.sh"
 DEFAULT_CATALOG = Path(str(importlib.resources.files("simulation").joinpath("data", cat.DEFAULT_DATA)))
 BUILD_TIMEOUT = 1800
 RUN_TIMEOUT = 900
@@ -37,11 +35,7 @@ Objects = Sequence[Mapping[str, Any]]
 
 def oracle_binary() -> Path:
     """The cached binary; builds it on a machine where `make test` has not (never skips)."""
-    proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=BUILD_TIMEOUT,
-                          check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"hack/karpenter-oracle.sh failed ({proc.returncode}):\n{proc.stderr}")
-    return Path(proc.stdout.strip())
+    return Path(tools.built("karpenter-oracle.sh", timeout=BUILD_TIMEOUT))
 
 
 def run_oracle(dirs: Sequence[Path], catalog: Path | None, *extra: str) -> list[dict[str, Any]]:

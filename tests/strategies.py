@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from simulation.semantics import catalog as cat
@@ -15,6 +16,16 @@ CAPACITY_TYPES = ["on-demand", "spot"]
 KEYS = ["family", "cpu", "team", "custom", "karpenter.sh/nodepool", "topology.kubernetes.io/zone",
         "karpenter.sh/capacity-type", "node.kubernetes.io/instance-type", "missing"]
 VALUES = ["a", "b", "1", "2", "4", "16", "t1", "t2", "p0", "p1", "z-a", "z-b", "spot", "on-demand", "it0", "it1"]
+
+# What a test's own number of examples is worth against Hypothesis' default, under the loaded profile.
+DEFAULT_EXAMPLES = 100
+FEWEST_EXAMPLES = 10
+
+
+def examples(wanted: int) -> int:
+    """`wanted` examples (written against Hypothesis' default of 100) scaled by the loaded profile
+    (tests/conftest.py): a quarter of them under `ci`, ten times as many under `soak`."""
+    return max(FEWEST_EXAMPLES, wanted * settings().max_examples // DEFAULT_EXAMPLES)
 
 
 @st.composite

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from simulation import evaluate as ev
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash
+from tests.strategies import examples
 
 LIMIT = clash.LIMIT
 FAMILIES = ["m5", "c5"]
@@ -78,7 +79,7 @@ def test_a_candidate_names_a_bounded_number_of_other_overlays() -> None:
     assert fast.errors()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(existing=st.lists(st.tuples(st.sampled_from([None, *FAMILIES]), st.sampled_from([0, 0, 0, 5, 9])),
                          min_size=LIMIT + 2, max_size=LIMIT + 9),
        new=st.lists(st.tuples(st.sampled_from([None, *FAMILIES]), st.sampled_from([0, 5, 7]),

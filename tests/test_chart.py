@@ -21,6 +21,8 @@ from certs import render
 from tests import tools
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every test renders with helm or kubectl (hack/ builds them); one xdist worker renders the defaults once.
+pytestmark = [pytest.mark.tools, pytest.mark.xdist_group("test_chart")]
 MANIFESTS = ROOT / "manifests"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 

@@ -18,7 +18,7 @@ from simulation import evaluate as ev
 from simulation.analysis import incremental, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
-from tests.strategies import instance_types, overlay_docs, pool_docs
+from tests.strategies import examples, instance_types, overlay_docs, pool_docs
 
 
 @st.composite
@@ -53,7 +53,7 @@ ONE_TYPE = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2"}, (
                        "one type")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), overlays=crowd(), pools=pool_docs())
 # c3 meets c4 on r1; then c2's `capacity: {}` becomes the last capacity overlay, so c3's twin c1 applies.
 @example(catalog=ONE_TYPE, pools=[], overlays=[_doc("c4", {"capacity": {"r1": "1"}}),
@@ -73,7 +73,7 @@ def test_alike_overlays_get_the_verdicts_of_testing_each(catalog: cat.Catalog, o
     assert grouped.applied == {n for n, s in each.status.items() if s == merge.APPLIED}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=crowd(), pools=pool_docs(), pick=st.integers(0, 63),
        name=st.sampled_from(["a0", "c03x", "z0", None]))
 def test_one_candidate_in_a_crowd_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
@@ -102,7 +102,7 @@ def test_a_candidate_at_each_place_of_a_crowd(name: str) -> None:
     assert any(f.obj.name != name for f in fast.findings) == (name > "c07")
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), overlays=crowd(), pools=pool_docs(), mask=st.integers(min_value=0))
 def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: list[dict[str, Any]],
                                                 pools: list[dict[str, Any]], mask: int) -> None:
@@ -122,7 +122,7 @@ def test_kinds_split_a_mask_into_alike_overlays(catalog: cat.Catalog, overlays: 
     assert seen == mask
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), overlays=crowd(), pools=pool_docs(), mask=st.integers(min_value=0),
        few=st.booleans())
 def test_prepared_runs_cut_where_the_kind_changes(catalog: cat.Catalog, overlays: list[dict[str, Any]],
@@ -140,7 +140,7 @@ def test_prepared_runs_cut_where_the_kind_changes(catalog: cat.Catalog, overlays
     assert cuts == [i for i in range(1, len(kind)) if kind[i] != kind[i - 1]]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(of=st.lists(st.integers(0, 4), min_size=1, max_size=3 * kinds.FEW), data=st.data(), limit=st.integers(1, 6))
 def test_firsts_of_each_kind_by_rank(of: list[int], data: st.DataObject, limit: int) -> None:
     """Kinds.firsts against grouping one position at a time: kinds in the order they first appear, each

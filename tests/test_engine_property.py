@@ -13,10 +13,10 @@ from simulation.analysis import effects
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge, model, quantity
 from tests import reference, reference_support
-from tests.strategies import instance_types, overlay_docs, pool_docs
+from tests.strategies import examples, instance_types, overlay_docs, pool_docs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), overlays=overlay_docs(), pools=pool_docs())
 def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str, Any]],
                                   pools: list[dict[str, Any]]) -> None:
@@ -65,7 +65,7 @@ def _verdicts(report: ev.Report) -> tuple[dict[str, str], list[dict[str, Any]]]:
     return {n: s.state for n, s in report.status.items()}, cells
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), overlays=overlay_docs(), pools=pool_docs())
 def test_nodepool_requirements_change_no_verdict(catalog: cat.Catalog, overlays: list[dict[str, Any]],
                                                  pools: list[dict[str, Any]]) -> None:

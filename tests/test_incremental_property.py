@@ -14,14 +14,14 @@ from simulation.analysis import incremental, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests import reference_support
-from tests.strategies import instance_types, overlay_docs, pool_docs
+from tests.strategies import examples, instance_types, overlay_docs, pool_docs
 
 
 def _key(report: ev.Report) -> list[tuple[Any, ...]]:
     return [(f.code, str(f.severity), f.obj, f.field, f.related, f.message) for f in report.findings]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=overlay_docs(), pools=pool_docs(), new=overlay_docs(),
        replace=st.booleans())
 def test_incremental_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
@@ -83,7 +83,7 @@ def _crowd(draw: st.DrawFn) -> list[dict[str, Any]]:
     return docs
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=_crowd(), pools=pool_docs(), new=overlay_docs(),
        replace=st.booleans(), at=st.integers(0, 17), name=st.sampled_from(["a0", "o05x", "z0"]),
        copy=st.sampled_from([None, 1, 2, 3]))
@@ -115,7 +115,7 @@ def test_one_candidate_equals_full() -> None:
     _one_candidate()
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), first=overlay_docs(), second=overlay_docs(), pools=pool_docs(),
        more_pools=pool_docs())
 def test_prepare_reusing_a_previous_snapshot_equals_a_fresh_one(

@@ -24,6 +24,10 @@ KINDS = 8
 CANDIDATES = 6 * KINDS
 
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_incremental_workload")
+
+
 @pytest.fixture(scope="module")
 def cluster() -> tuple[cat.Catalog, list[dict[str, Any]], ev.Prepared]:
     catalog = cat.default()

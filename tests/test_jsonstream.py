@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lint import jsonstream
+from tests.strategies import examples
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 # Keys are mostly strings; an int key (json.dumps turns it into a string) and tuples (written as lists) take
@@ -42,7 +43,7 @@ def placed(draw: st.DrawFn) -> tuple[Any, list[Any], Any]:
     return slotted, items, whole
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(placed())
 def test_streamed_equals_dumped(case: tuple[Any, list[Any], Any]) -> None:
     slotted, items, whole = case

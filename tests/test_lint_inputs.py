@@ -22,6 +22,7 @@ from sources import files, tree
 from sources.objects import Loader
 from sources.positions import Origin, Table
 from tests.input_support import CATALOG, OVERLAY, run, write
+from tests.strategies import examples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOUND = 10.0  # seconds; generous, the point is "not minutes"
@@ -354,7 +355,7 @@ _YAML_BITS = st.sampled_from(["a", ":", " ", "\n", "-", "[", "]", "{", "}", ",",
                               "items:", "kind: NodeOverlay", "metadata: {name: n}", "\\", "\x00", "é"])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_YAML_BITS, max_size=60).map("".join) | st.text(max_size=200))
 def test_loader_never_raises(text: str) -> None:
     loaded = Loader(Table()).load_text(files.Text(files.Source("f.yaml", "f.yaml"), text))

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from lint import cli, completion
+from tests import tools
 from tests.lint_support import BASIC, CATALOG, nodepool, overlay, write
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -210,12 +211,10 @@ def test_completion_follows_the_parser(bash_script: pathlib.Path) -> None:
 
 def _shell(name: str) -> str:
     """The shell's path, installed from Debian's packages when missing, so the checks never skip."""
-    found = subprocess.run(["bash", str(ROOT / "hack" / "debian-tool.sh"), name], capture_output=True, text=True,
-                           timeout=900)
-    assert found.returncode == 0, found.stderr
-    return found.stdout.strip()
+    return tools.built("debian-tool.sh", name, timeout=900)
 
 
+@pytest.mark.tools
 def test_zsh_script_parses(tmp_path: pathlib.Path) -> None:
     zsh = _shell("zsh")
     script = tmp_path / "_overlay-lint"
@@ -237,6 +236,7 @@ def _fish_complete(fish: str, script: pathlib.Path, line: str, home: pathlib.Pat
     return [w.split("\t")[0] for w in done.stdout.splitlines() if w]
 
 
+@pytest.mark.tools
 def test_fish_completes_commands_options_and_values(tmp_path: pathlib.Path) -> None:
     fish = _shell("fish")
     script = tmp_path / "overlay-lint.fish"

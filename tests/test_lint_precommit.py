@@ -31,6 +31,11 @@ def git(cwd: pathlib.Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, timeout=120)
 
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once. pre-commit
+# builds the hook's environment, a pip install of the project (minutes on two cores): `make check` leaves it out.
+pytestmark = [pytest.mark.xdist_group("test_lint_precommit"), pytest.mark.tools]
+
+
 @pytest.fixture(scope="module")
 def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """The working tree as a committed git repository: try-repo clones what is committed."""

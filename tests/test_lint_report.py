@@ -17,6 +17,7 @@ import pytest
 
 from lint import cli
 from tests import lint_support as clusters
+from tests import tools
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")
@@ -105,6 +106,10 @@ def check_against_simulation(page: str, simulated: dict[str, Any]) -> int:
         assert float(bar["data-price"]) == match[0]["price"]
         assert bar["data-overlay"] == match[0]["priceOverlay"]
     return len(bars)
+
+
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_lint_report")
 
 
 @pytest.fixture(scope="module")
@@ -254,9 +259,7 @@ def test_kubectl_plugin_reports_the_cluster(tmp_path: pathlib.Path, fake_cluster
 @functools.cache
 def chromium() -> str:
     """Debian's chromium, installed by hack/chromium.sh when missing (`make test` runs it first)."""
-    done = subprocess.run(["bash", str(ROOT / "hack" / "chromium.sh")], stdout=subprocess.PIPE, text=True,
-                          timeout=INSTALL_TIMEOUT, check=True)
-    return done.stdout.strip().splitlines()[-1]
+    return tools.built("chromium.sh", timeout=INSTALL_TIMEOUT)
 
 
 def browse(page: pathlib.Path, profile: pathlib.Path, *mode: str) -> subprocess.CompletedProcess[str]:
@@ -270,6 +273,7 @@ def console_errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "Uncaught" in line or "CONSOLE" in line]
 
 
+@pytest.mark.tools
 def test_chromium_renders_examples_without_errors(examples_page: pathlib.Path, examples_simulated: dict[str, Any],
                                                   tmp_path: pathlib.Path) -> None:
     done = browse(examples_page, tmp_path / "profile", "--dump-dom")
@@ -281,6 +285,7 @@ def test_chromium_renders_examples_without_errors(examples_page: pathlib.Path, e
     assert ("m5-xlarge-reserved", "general-purpose") in rendered
 
 
+@pytest.mark.tools
 def test_chromium_runs_no_injected_markup(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, nodepool(EVIL), overlay(EVIL, 5, [types("m5.large")], priceAdjustment="-10%"),
                  overlay("<img src=x onerror=alert(2)>", 6, [types("m5.large")], price="1"))
@@ -293,6 +298,7 @@ def test_chromium_runs_no_injected_markup(tmp_path: pathlib.Path) -> None:
     assert EVIL in {a["data-overlay"] for a in dom.with_attr("data-status", "tr")}
 
 
+@pytest.mark.tools
 def test_console_errors_are_detected(tmp_path: pathlib.Path) -> None:
     # The check above must be able to fail: a page that throws is caught by the same filter.
     broken = tmp_path / "broken.html"
@@ -301,6 +307,7 @@ def test_console_errors_are_detected(tmp_path: pathlib.Path) -> None:
     assert any("boom" in line for line in console_errors(done.stderr))
 
 
+@pytest.mark.tools
 def test_chromium_screenshot(examples_page: pathlib.Path, tmp_path: pathlib.Path) -> None:
     shot = tmp_path / "report.png"
     browse(examples_page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,1600",
@@ -355,6 +362,7 @@ def test_diff_page_matches_diff(diff_page: pathlib.Path) -> None:
     assert (headline["data-offerings"], headline["data-resources"], headline["data-resolved"]) == ("4", "6", "2")
 
 
+@pytest.mark.tools
 def test_chromium_renders_the_diff_page(diff_page: pathlib.Path, tmp_path: pathlib.Path) -> None:
     done = browse(diff_page, tmp_path / "profile", "--dump-dom")
     assert console_errors(done.stderr) == []

@@ -31,6 +31,7 @@ def one(docs: list[dict[str, Any]], kind: str, name: str = "overlay-guard") -> d
     return found[0]
 
 
+@pytest.mark.tools
 def test_base_renders_every_object() -> None:
     docs = tools.kustomize(MANIFESTS)
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
@@ -50,6 +51,7 @@ def test_base_renders_every_object() -> None:
         assert (kind, "overlay-guard") in kinds, kind
 
 
+@pytest.mark.tools
 def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_leases() -> None:
     role = one(tools.kustomize(MANIFESTS), "ClusterRole")
     assert role["rules"] == [
@@ -84,6 +86,7 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
     ]
 
 
+@pytest.mark.tools
 def test_deployment_is_hardened_and_probed() -> None:
     docs = tools.kustomize(MANIFESTS)
     dep = one(docs, "Deployment")
@@ -127,6 +130,7 @@ def _hooks(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["rules"][0]["resources"][0]: h for h in doc["webhooks"]}
 
 
+@pytest.mark.tools
 def test_webhook_configurations() -> None:
     docs = tools.kustomize(MANIFESTS)
     for kind, path in (
@@ -158,6 +162,7 @@ def test_base_webhook_file_matches_the_renderer() -> None:
     )
 
 
+@pytest.mark.tools
 def test_cert_manager_variant() -> None:
     docs = tools.kustomize(MANIFESTS / "cert-manager")
     serving = one(docs, "Certificate", "overlay-guard-serving")
@@ -169,6 +174,7 @@ def test_cert_manager_variant() -> None:
     assert one(docs, "Issuer", "overlay-guard-ca")["spec"]["ca"]["secretName"] == "overlay-guard-ca"
 
 
+@pytest.mark.tools
 def test_certs_cli_output_deploys_with_ca_bundle(tmp_path: Path) -> None:
     out = _certs_dir(tmp_path, "guard-system")
     for name in (
@@ -227,6 +233,7 @@ def _render_default(kind: str, tmp_path: Path) -> list[dict[str, Any]]:
     return tools.chart(tmp_path, "--set", "certificates.source=cert-manager")
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("kind", DEFAULT_DEPLOYMENTS)
 def test_default_deployments_install_no_crd(kind: str, tmp_path: Path) -> None:
     docs = _render_default(kind, tmp_path)
@@ -234,6 +241,7 @@ def test_default_deployments_install_no_crd(kind: str, tmp_path: Path) -> None:
     assert [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"] == []
 
 
+@pytest.mark.tools
 def test_dra_crd_component_opts_in(tmp_path: Path) -> None:
     mine = _kustomization(tmp_path, [_certs_dir(tmp_path)], [COMPONENTS / "dra-crd"])
     docs = tools.kustomize(mine)
@@ -253,6 +261,7 @@ def test_dra_crd_stays_where_simulation_reads_it() -> None:
     assert chart_copy.is_symlink() and chart_copy.resolve() == DRA_CRD.resolve()
 
 
+@pytest.mark.tools
 def test_network_policy_component_admits_the_two_ports_only(tmp_path: Path) -> None:
     docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "network-policy"]))
     policy = one(docs, "NetworkPolicy")
@@ -263,6 +272,7 @@ def test_network_policy_component_admits_the_two_ports_only(tmp_path: Path) -> N
     assert ports == [{"port": "https", "protocol": "TCP"}, {"port": "metrics", "protocol": "TCP"}]
 
 
+@pytest.mark.tools
 def test_client_ca_component_mounts_the_ca_and_moves_the_probes(tmp_path: Path) -> None:
     docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "client-ca"]))
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
@@ -276,6 +286,7 @@ def test_client_ca_component_mounts_the_ca_and_moves_the_probes(tmp_path: Path) 
         assert container[probe]["httpGet"]["port"] == "metrics" and container[probe]["httpGet"]["scheme"] == "HTTP"
 
 
+@pytest.mark.tools
 def test_monitoring_components_scrape_the_metrics_port_and_ship_the_rules_and_dashboard(tmp_path: Path) -> None:
     docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS],
                                           [COMPONENTS / "monitoring", COMPONENTS / "grafana-dashboard"]))

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
@@ -43,6 +44,7 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([tools.promtool(), *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.tools
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     _yaml().dump({"groups": groups()}, rules)
@@ -51,6 +53,7 @@ def test_promtool_checks_the_rules(tmp_path: Path) -> None:
     assert f"SUCCESS: {sum(len(g['rules']) for g in groups())} rules found" in done.stdout
 
 
+@pytest.mark.tools
 def test_every_alert_fires_in_promtool_unit_tests(tmp_path: Path) -> None:
     _yaml().dump({"groups": groups()}, tmp_path / "rules.yaml")
     annotations = {r["alert"]: r.get("annotations", {}) for g in groups() for r in g["rules"]}

@@ -47,6 +47,9 @@ from tests.oracle_support import (
     write_objects,
 )
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_oracle")
+
 
 @pytest.fixture(scope="module")
 def case_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Any, set[str]]]:
@@ -82,6 +85,7 @@ def test_corpus_reaches_the_oracle() -> None:
     assert len(CASES) >= 40
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_agrees_with_karpenter(case: casefmt.Case, case_results: Mapping[str, Any]) -> None:
     ours, theirs, refused = case_results[case.name]
@@ -115,6 +119,7 @@ def test_comparison_catches_an_allocatable_memory_difference() -> None:
     assert compare_cell("p/t", cell, oracle)
 
 
+@pytest.mark.tools
 def test_oracle_reports_karpenter_conflict(tmp_path: Path) -> None:
     """The harness itself: two equal-weight price overlays on one offering, Karpenter's own
     conflict (the later name in the alphabet goes first and wins)."""

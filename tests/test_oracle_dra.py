@@ -30,6 +30,10 @@ DRA_CASES = [c for c in oracle.CASES if c.crd == "dra" and any(
     for o in c.input_documents())]
 
 
+# The module fixture below is dear: one xdist worker runs every test here, so it is made once.
+pytestmark = pytest.mark.xdist_group("test_oracle_dra")
+
+
 @pytest.fixture(scope="module")
 def karpenter(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Case -> overlay -> Karpenter's view of its templates; one harness process for all."""
@@ -56,6 +60,7 @@ def test_dra_corpus_reaches_the_model() -> None:
     assert len(DRA_CASES) >= 10
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("case", DRA_CASES, ids=[c.name for c in DRA_CASES])
 def test_karpenter_types_accept_the_templates(case: casefmt.Case, karpenter: Mapping[str, Any]) -> None:
     """Every value decodes strictly into resource.k8s.io/v1's DeviceAttribute and DeviceCapacity
@@ -67,6 +72,7 @@ def test_karpenter_types_accept_the_templates(case: casefmt.Case, karpenter: Map
         assert view["templates"] >= 1 and view["devices"] >= 1
 
 
+@pytest.mark.tools
 def test_valid_bindings_are_honoured(karpenter: Mapping[str, Any]) -> None:
     view = karpenter["dra-valid-gpu-rdma"]["p5-gpu-rdma"]
     assert view["ignored"] == []
@@ -82,6 +88,7 @@ def _case(name: str) -> casefmt.Case:
     return next(c for c in DRA_CASES if c.name == name)
 
 
+@pytest.mark.tools
 def test_single_device_key_is_silently_dropped_by_karpenter(karpenter: Mapping[str, Any]) -> None:
     """Karpenter takes the one-device binding and its scheduler skips it: nothing is bound and
     nothing is said. The core's error says so."""
@@ -91,6 +98,7 @@ def test_single_device_key_is_silently_dropped_by_karpenter(karpenter: Mapping[s
     assert any("only one device" in m and "Karpenter" in m for m in messages), messages
 
 
+@pytest.mark.tools
 def test_key_under_two_attributes_leaves_one_device_per_attribute(karpenter: Mapping[str, Any]) -> None:
     bindings = karpenter["dra-binding-key-two-attributes"]["mixed-attributes"]["bindings"]
     split = [b for b in bindings if b["source"] == "bindingKey root-0"]
@@ -100,6 +108,7 @@ def test_key_under_two_attributes_leaves_one_device_per_attribute(karpenter: Map
     assert any("one attribute name" in m and "Karpenter" in m for m in messages), messages
 
 
+@pytest.mark.tools
 def test_binding_to_an_unknown_template_is_accepted_by_karpenter(karpenter: Mapping[str, Any]) -> None:
     """The core refuses a selector naming no template; Karpenter binds the real device to a
     DeviceID with no driver that no ResourceSlice will ever carry."""
@@ -109,6 +118,7 @@ def test_binding_to_an_unknown_template_is_accepted_by_karpenter(karpenter: Mapp
     assert "invalid-attribute-binding" in codes
 
 
+@pytest.mark.tools
 def test_conflicting_bound_values_are_accepted_by_karpenter(karpenter: Mapping[str, Any]) -> None:
     [binding] = karpenter["dra-attribute-binding-conflicting-values"]["conflicting-roots"]["bindings"]
     assert binding["bound"] is True
@@ -116,6 +126,7 @@ def test_conflicting_bound_values_are_accepted_by_karpenter(karpenter: Mapping[s
     assert "invalid-attribute-binding" in codes
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize(("name", "overlay", "field"), [
     ("dra-device-excluded-field", "device-taints", "resourceSliceTemplates[0].spec.devices[0].taints"),
     ("dra-template-excluded-field", "node-name", "resourceSliceTemplates[0].spec.nodeName"),
@@ -127,6 +138,7 @@ def test_excluded_fields_have_no_place_in_karpenters_model(name: str, overlay: s
     assert any(f.code == "invalid-resource-slice-template" for f in _core_findings(_case(name)))
 
 
+@pytest.mark.tools
 def test_harness_reports_what_it_was_given(tmp_path: Path) -> None:
     overlay = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "bad"},
                "spec": {"requirements": [], "dynamicResources": {"resourceSliceTemplates": [

@@ -210,6 +210,7 @@ def test_generator_covers_the_catalog() -> None:
     assert set(VALUES[INSTANCE_TYPE]) - {"x9.huge"} <= set(TYPE_NAMES)
 
 
+@pytest.mark.tools
 def test_random_sets_agree_with_karpenter(catalog_file: Path) -> None:
     catalog = core_catalog()
     seen: collections.Counter[str] = collections.Counter()

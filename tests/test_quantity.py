@@ -32,6 +32,7 @@ from simulation.semantics.quantity import (
     normalize,
     parse,
 )
+from tests.strategies import examples
 
 INT64_MAX = (1 << 63) - 1
 client_parse_quantity: Callable[[Any], Decimal] = _untyped_client_parse_quantity
@@ -305,7 +306,7 @@ def test_bounds_of_go_accepts_are_the_parsers(text: str, accepted: bool) -> None
     assert (try_parse(text) is not None) == accepted
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(GRAMMAR_VALID)
 def test_grammar_strings_match_the_client(text: str) -> None:
     assert go_accepts(text)
@@ -326,7 +327,7 @@ def test_grammar_strings_match_the_client(text: str) -> None:
         assert go_string(text) == normalize(text)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(JUNK)
 def test_junk_is_parsed_like_go_and_the_client(text: str) -> None:
     mine = try_parse(text)
@@ -340,7 +341,7 @@ def test_junk_is_parsed_like_go_and_the_client(text: str) -> None:
         assert mine == 0  # Go-only digit-less zero (see GO_ONLY_ZEROS)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(min_value=-(10**60), max_value=10**60))
 def test_integer_property(value: int) -> None:
     assert parse(value) == value == parse(str(value))

@@ -56,6 +56,7 @@ def _openapi(raw: Mapping[str, Any]) -> Any:
     return version["schema"]["openAPIV3Schema"]
 
 
+@pytest.mark.tools
 def test_the_default_crd_is_karpenter_own_as_shipped(shipped: dict[str, Any]) -> None:
     # Derived from the DRA-extended CRD by removing the extension: nothing else may differ.
     assert _openapi(crds.raw_karpenter()) == _openapi(shipped)
@@ -255,6 +256,7 @@ def _write(tmp_path: Path, name: str, *docs: Any) -> str:
     return str(path)
 
 
+@pytest.mark.tools
 def test_lint_crd_option_selects_the_schema(tmp_path: Path) -> None:
     overlay = _write(tmp_path, "o.yaml", valid())
     karpenter_file = str(Path(tools.karpenter_crds()) / "karpenter.sh_nodeoverlays.yaml")
@@ -290,7 +292,7 @@ def test_lint_crd_option_selects_the_schema(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("content", "message"), [
     (None, "No such file"), ({"kind": "ConfigMap"}, "not a CustomResourceDefinition"),
-    ("nodepools", "not NodeOverlay.karpenter.sh"), ("{{", "--crd"),
+    pytest.param("nodepools", "not NodeOverlay.karpenter.sh", marks=pytest.mark.tools), ("{{", "--crd"),
 ])
 def test_lint_crd_that_cannot_serve_exits_2(tmp_path: Path, content: Any, message: str) -> None:
     path = tmp_path / "crd.yaml"
@@ -304,6 +306,7 @@ def test_lint_crd_that_cannot_serve_exits_2(tmp_path: Path, content: Any, messag
     assert code == 2 and message in err and err.startswith("overlay-lint: error: --crd") and "Traceback" not in err
 
 
+@pytest.mark.tools
 def test_lint_cluster_checks_against_the_cluster_crd(tmp_path: Path, fake_cluster: Any,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import json

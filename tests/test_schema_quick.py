@@ -18,6 +18,7 @@ from simulation import findings
 from simulation.validation import crds, schema
 from tests import casefmt
 from tests.schema_support import valid
+from tests.strategies import examples
 
 REF = findings.ObjectRef("NodeOverlay", "test")
 
@@ -124,7 +125,7 @@ def edited(draw: st.DrawFn) -> dict[str, Any]:
     return obj
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(obj=edited())
 def test_random_edits_get_the_same_verdict(obj: dict[str, Any]) -> None:
     for crd in (crds.dra(), crds.karpenter()):

@@ -17,7 +17,7 @@ from simulation.analysis import checks, shadows
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash, merge
-from tests.strategies import instance_types, pool_docs, requirement
+from tests.strategies import examples, instance_types, pool_docs, requirement
 
 _FIELDS = [merge.PRICE, merge.capacity_field("r1"), merge.capacity_field("r2")]
 # Often none: an overlay over every cell shadows (or is shadowed by) every other that sets its field.
@@ -55,7 +55,7 @@ def broad(draw: st.DrawFn) -> dict[str, Any]:
             "metadata": {"name": draw(st.sampled_from(["a-new", "o50x0", "zz-new"]))}, "spec": spec}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), pools=pool_docs(), doc=broad(),
        order=st.randoms(use_true_random=False))
 def test_a_candidate_over_many_overlays_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
@@ -70,7 +70,7 @@ def test_a_candidate_over_many_overlays_equals_full(catalog: cat.Catalog, existi
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), data=st.data())
 def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: list[dict[str, Any]],
                                               data: st.DataObject) -> None:
@@ -98,7 +98,7 @@ def test_positions_of_a_mask(ones: set[int]) -> None:
     assert index.positions(sum(1 << i for i in ones)) == sorted(ones)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), data=st.data())
 def test_shadow_is_the_finding_findings_make_builds(catalog: cat.Catalog, existing: list[dict[str, Any]],
                                                     data: st.DataObject) -> None:

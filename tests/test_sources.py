@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from simulation.semantics import model
 from sources import files, jsontext, kube, objects, positions, tree
+from tests.strategies import examples
 from webhook import loader as state_loader
 
 NO, NP = model.NODEOVERLAY, model.NODEPOOL
@@ -312,7 +313,7 @@ def test_list_items_keep_their_positions() -> None:
 _TEXT = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Cn", "Zl", "Zp")), max_size=8)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**6) | _TEXT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),

@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
 from tests.webhook_support import overlay
 from webhook import judging, review
 
@@ -29,7 +30,7 @@ def body(obj: dict[str, Any], *, name: str = "", compact: bool = False, ascii_on
     return json.dumps(review_, separators=(",", ":") if compact else None, ensure_ascii=ascii_only).encode()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.dictionaries(TEXT, JSON, max_size=30), JSON, st.booleans(), st.booleans(), st.booleans(), TEXT)
 def test_a_body_it_vouches_for_has_a_usual_candidate(
         obj: dict[str, Any], metadata: Any, with_meta: bool, compact: bool, ascii_only: bool, generate: str) -> None:

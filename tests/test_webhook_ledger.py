@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from simulation.semantics import catalog as cat
 from tests.core_support import small_catalog
+from tests.strategies import examples
 from tests.webhook_support import nodepool, overlay
 from webhook import chain, judging, store
 from webhook import ledger as lg
@@ -166,7 +167,7 @@ def catalog() -> cat.Catalog:
     return small_catalog()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), candidates=st.lists(CANDIDATE, min_size=2, max_size=6),
        replicas=st.integers(2, 3))
 def test_replicas_over_one_ledger_never_admit_two_conflicting_overlays(

@@ -127,7 +127,8 @@ async def test_connections_over_the_cap_are_refused_at_once(tmp_path: Path) -> N
         began = time.monotonic()
         with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
             await asyncio.wait_for(asyncio.open_connection("127.0.0.1", proc.port, ssl=ctx), 10)
-        assert time.monotonic() - began < 2, "refused, not left waiting"
+        # Well short of the 30 s handshake timeout a queued connection would wait.
+        assert time.monotonic() - began < 8, "refused, not left waiting"
         held.pop().close()
         await asyncio.sleep(0.3)
         r, w = await asyncio.open_connection("127.0.0.1", proc.port, ssl=ctx)

@@ -1,6 +1,8 @@
-"""The test-only tools hack/ builds into the cache (kubectl, helm, Karpenter's CRDs), located once per
-session. A missing tool is built, never skipped: `make test` builds them before pytest starts, so here
-the scripts only print their cached paths."""
+"""The test-only tools hack/ builds into the cache (kubectl, helm, Karpenter's CRDs, the oracle, chromium,
+promtool, Debian's shells), located once per session. A missing tool is built, never skipped: `make test`
+builds them before pytest starts, so here the scripts only print their cached paths. `make check` builds
+nothing: it deselects the tests marked `tools`, and sets NO_BUILDS so that an unmarked test that reaches a
+build fails and names its missing marker."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ruamel.yaml import YAML
 
 from tests.e2e import _cluster
@@ -20,11 +23,22 @@ HACK = ROOT / "hack"
 CHART = ROOT / "charts" / "overlay-guard"
 # A cold build of helm or of the control plane is slow on two cores; past this it is hung.
 BUILD_TIMEOUT = 45 * 60.0
+NO_BUILDS = "OVERLAY_GUARD_NO_TOOL_BUILDS"
 
 
-def _script(name: str) -> str:
-    done = subprocess.run(["bash", str(HACK / name)], stdout=subprocess.PIPE, text=True,
-                          timeout=BUILD_TIMEOUT, check=True)
+def _refuse_under_check(what: str) -> None:
+    if os.environ.get(NO_BUILDS):
+        pytest.fail(f"{what} builds or installs a tool, and {NO_BUILDS} is set (`make check`): mark the test "
+                    "`@pytest.mark.tools`", pytrace=False)
+
+
+def built(name: str, *args: str, timeout: float = BUILD_TIMEOUT) -> str:
+    """The last line hack/NAME ARGS prints: the path of what it builds or installs once into the cache."""
+    _refuse_under_check(f"hack/{name}")
+    done = subprocess.run(["bash", str(HACK / name), *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    if done.returncode != 0:
+        pytest.fail(f"hack/{name} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-4000:]}", pytrace=False)
     lines = done.stdout.strip().splitlines()
     assert lines, f"hack/{name} printed no path"
     return lines[-1]
@@ -32,6 +46,7 @@ def _script(name: str) -> str:
 
 @functools.cache
 def kubectl() -> str:
+    _refuse_under_check("the control plane's kubectl (hack/e2e-assets.sh)")
     bundled = _cluster.locate_assets() / "kubectl"
     if os.access(bundled, os.X_OK):
         return str(bundled)
@@ -43,31 +58,31 @@ def kubectl() -> str:
 
 @functools.cache
 def helm() -> str:
-    return _script("helm.sh")
+    return built("helm.sh")
 
 
 @functools.cache
 def promtool() -> str:
-    return _script("promtool.sh")
+    return built("promtool.sh")
 
 
 @functools.cache
 def karpenter_crds() -> Path:
     """Directory with Karpenter's own karpenter.sh_{nodeoverlays,nodepools,nodeclaims}.yaml."""
-    return Path(_script("karpenter-crds.sh"))
+    return Path(built("karpenter-crds.sh"))
 
 
 @functools.cache
 def karpenter_kwok() -> Path:
     """Karpenter's KWOK operator with the AWS provider's metrics controller; crds/ beside it holds the
     KWOKNodeClass CRD it watches."""
-    return Path(_script("karpenter-kwok.sh"))
+    return Path(built("karpenter-kwok.sh"))
 
 
 @functools.cache
 def cert_manager_crds() -> Path:
     """Directory with cert-manager's Certificate, Issuer and ClusterIssuer CRDs."""
-    return Path(_script("cert-manager-crds.sh"))
+    return Path(built("cert-manager-crds.sh"))
 
 
 def helm_env(home: Path) -> dict[str, str]:
