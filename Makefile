@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Named for the interpreter: choosing another one installs again.
 STAMP := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
-.PHONY: install check test test-e2e unit soak lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok chromium promtool clean fuzz krew-manifest
+.PHONY: install check test unit soak lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok chromium promtool clean fuzz krew-manifest
 
 install: $(STAMP)
 
@@ -104,13 +104,6 @@ karpenter-oracle:
 
 karpenter-kwok:
 	@bash hack/karpenter-kwok.sh >/dev/null
-
-e2e-assets:
-	@bash hack/e2e-assets.sh >/dev/null
-
-# The end-to-end suite alone, on its one control plane.
-test-e2e: install e2e-assets image helm karpenter-kwok
-	$(PYTEST) -m e2e tests/e2e
 
 CERTS_DIR := .certs
 
