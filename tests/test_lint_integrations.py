@@ -140,6 +140,7 @@ def _errors(done: Steps) -> list[tuple[str, str]]:
     return [(name, r.stderr[-2000:]) for name, r in done if r is not None]
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_github_action_finds_the_conflict_and_writes_sarif(installer: dict[str, str],
                                                            tmp_path: pathlib.Path) -> None:
     done, outputs = _run_action(installer, tmp_path, {"paths": f"{EXAMPLES}/nodepools.yaml\n{CONFLICT}"})
@@ -153,6 +154,7 @@ def test_github_action_finds_the_conflict_and_writes_sarif(installer: dict[str, 
     assert uris == {CONFLICT}, "paths are relative to the repository root, as code scanning needs"
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_github_action_inputs(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     # Only warnings in these: clean at fail-on error, failing at warning; a catalog, the DRA-extended CRD
     # (Karpenter's own refuses the DRA example) and an output name.
@@ -191,6 +193,7 @@ def _run_gitlab(installer: dict[str, str], tmp_path: pathlib.Path, variables: di
     return result, work / "overlay-lint.junit.xml"
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_gitlab_template_fails_on_the_conflict_with_a_junit_report(installer: dict[str, str],
                                                                    tmp_path: pathlib.Path) -> None:
     result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_PATHS": EXAMPLES})
@@ -202,6 +205,7 @@ def test_gitlab_template_fails_on_the_conflict_with_a_junit_report(installer: di
     assert int(root.get("tests", "0")) == len(list(root.iter("testcase"))) > 1
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_gitlab_template_clean_run(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     result, report = _run_gitlab(installer, tmp_path, {
         "OVERLAY_LINT_PATHS": f"{EXAMPLES}/nodepools.yaml {EXAMPLES}/savings-plan.yaml {DRA}",
@@ -240,6 +244,7 @@ def _commits(work: pathlib.Path, *adjustments: str) -> list[str]:
     return shas
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_github_action_comments_on_the_pull_request(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     """comment: true posts the diff as one comment, and the next push updates that comment."""
     comments = "/repos/team/gitops/issues/7/comments"
@@ -273,6 +278,7 @@ def test_github_action_comments_on_the_pull_request(installer: dict[str, str], t
         assert last is not None and "skipped" in last.stderr
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_gitlab_template_notes_the_merge_request(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     template = _yaml(ROOT / "ci" / "gitlab" / "overlay-lint.gitlab-ci.yml")
     job = template["overlay-lint-diff"]
@@ -332,6 +338,7 @@ def _pull_request(tmp_path: pathlib.Path, weight: int) -> tuple[pathlib.Path, st
     return work, base
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_github_action_pull_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     work, base = _pull_request(tmp_path / "conflict", 10)
     done, outputs = _run_action(installer, tmp_path / "conflict", {"changed-since": base}, work=work)
@@ -346,6 +353,7 @@ def test_github_action_pull_request_mode(installer: dict[str, str], tmp_path: pa
     assert outputs == {"exit-code": "0"}, _errors(done)
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_gitlab_template_merge_request_mode(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     work, base = _pull_request(tmp_path / "conflict", 10)
     result, report = _run_gitlab(installer, tmp_path, {"OVERLAY_LINT_CHANGED_SINCE": base}, work)
@@ -482,6 +490,7 @@ def _kustomized(tmp_path: pathlib.Path) -> pathlib.Path:
     return work
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_readme_rendering_recipes_run_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     """Each `... | overlay-lint check -` line, run by bash in a checkout. kustomize is kubectl's embedded one when
     kustomize itself is missing; helm is hack/helm.sh's build. A line whose tool is missing here (flux) or that
@@ -520,6 +529,7 @@ def test_readme_rendering_recipes_run_as_written(installer: dict[str, str], tmp_
     assert all(line.startswith("flux ") or "--cluster" in line or line.startswith("helm ") for line in left), left
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_readme_github_workflow_runs_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     (workflow,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "jobs:" in t]
     steps = workflow["jobs"]["lint"]["steps"]
@@ -537,6 +547,7 @@ def test_readme_github_workflow_runs_as_written(installer: dict[str, str], tmp_p
     assert outputs == {"exit-code": "0"}, _errors(done)
 
 
+@pytest.mark.tools  # pip installs the project as the recipe does: minutes, not for make check
 def test_readme_gitlab_include_runs_as_written(installer: dict[str, str], tmp_path: pathlib.Path) -> None:
     (include,) = [YAML(typ="safe").load(t) for lang, t in _recipes() if lang == "yaml" and "include:" in t]
     assert include["include"][0]["remote"].endswith("/ci/gitlab/overlay-lint.gitlab-ci.yml")
