@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -47,16 +48,22 @@ def spawn(guard: Guard, started: list[Webhook], namespace: str, name: str) -> We
     return hook
 
 
+def unguarded_conflict(guard: Guard, label: str, prefix: str) -> tuple[str, set[str], dict[str, Any]]:
+    """A NodePool and two overlays setting different prices on it at one weight, applied with the webhook
+    unregistered (nothing stops the conflict): the NodePool's name, the overlays' names, and the second overlay."""
+    pool = guard.new_pool(label)
+    a = overlay(unique(f"{prefix}-a"), pool, test=label, price="0.5")
+    b = overlay(unique(f"{prefix}-b"), pool, test=label, price="0.7")
+    with guard.unregistered():
+        done = apply(guard.plane, a, b)
+        assert done.returncode == 0, done.stderr
+    return pool, {a["metadata"]["name"], b["metadata"]["name"]}, b
+
+
 def test_audit_reports_unguarded_conflicts_once_and_hands_over(
         guard: Guard, label: str, auditors: tuple[str, list[Webhook]]) -> None:
     namespace, started = auditors
-    pool = guard.new_pool(label)
-    a = overlay(unique("e2e-audit-a"), pool, test=label, price="0.5")
-    b = overlay(unique("e2e-audit-b"), pool, test=label, price="0.7")
-    names = {a["metadata"]["name"], b["metadata"]["name"]}
-    with guard.unregistered():
-        done = apply(guard.plane, a, b)
-        assert done.returncode == 0, done.stderr  # nothing stops the conflict now
+    pool, names, b = unguarded_conflict(guard, label, "e2e-audit")
 
     first = spawn(guard, started, namespace, f"audit-1-{label}")
     second = spawn(guard, started, namespace, f"audit-2-{label}")
@@ -117,13 +124,7 @@ def set_condition(guard: Guard, name: str, status: str, reason: str, message: st
 def test_a_planted_disagreement_with_karpenter_is_an_event_and_a_gauge_until_corrected(
         guard: Guard, label: str, auditors: tuple[str, list[Webhook]]) -> None:
     namespace, started = auditors
-    pool = guard.new_pool(label)
-    a = overlay(unique("e2e-predict-a"), pool, test=label, price="0.5")
-    b = overlay(unique("e2e-predict-b"), pool, test=label, price="0.7")
-    names = {a["metadata"]["name"], b["metadata"]["name"]}
-    with guard.unregistered():
-        done = apply(guard.plane, a, b)
-        assert done.returncode == 0, done.stderr
+    _, names, _ = unguarded_conflict(guard, label, "e2e-predict")
     hook = guard.spawn(f"predict-{label}", extra_args=(
         *AUDIT_ARGS, "--prediction-grace", "1", "--leader-election-namespace", namespace,
         "--leader-election-lease", "audit"))

@@ -112,24 +112,34 @@ def statuses(status: dict[str, str]) -> list[str]:
     return sorted(status.values())
 
 
-def test_published_offerings_are_the_files_and_adjusted_prices_the_base_adjusted(
-        guard: Guard, harness: Harness, label: str) -> None:
+Prices = dict[_karpenter.Cell, float]
+
+
+def publish_adjusted(guard: Guard, harness: Harness, label: str, prefix: str
+                     ) -> tuple[Prices, Prices, dict[str, Prices]]:
+    """A NodePool and a -25% overlay on ADJUSTED_TYPE in every NodePool (so whichever NodePool the metrics controller
+    lists last publishes the adjusted price), Applied by Karpenter, then Karpenter restarted to publish at once:
+    the file's prices, the prices wanted (the adjustment in effect), and the offerings last read (waited for until
+    they show the wanted prices, or PUBLISH_TIMEOUT)."""
     new_pool(guard, label)
-    # In every NodePool, so whichever the metrics controller lists last publishes the adjusted price.
-    adjusted = typed(unique("e2e-k-adjust"), None, label, types=(ADJUSTED_TYPE,), priceAdjustment="-25%")
+    adjusted = typed(unique(prefix), None, label, types=(ADJUSTED_TYPE,), priceAdjustment="-25%")
     names = land(guard, adjusted)
     assert statuses(_karpenter.agree(guard.plane, harness.karpenter, harness.catalog_file, names)) == ["Applied"]
     harness.karpenter.restart()
-
     prices = _karpenter.file_prices(harness.instance_types)
     want = {cell: price * 0.75 if cell[0] == ADJUSTED_TYPE else price for cell, price in prices.items()}
     deadline = time.monotonic() + PUBLISH_TIMEOUT
     published = harness.karpenter.offerings()
-    while time.monotonic() < deadline:
-        published = harness.karpenter.offerings()
-        if all(abs(published[PRICE].get(c, -1.0) - p) < 1e-9 for c, p in want.items()):
-            break
+    while time.monotonic() < deadline and not all(
+            abs(published[PRICE].get(c, -1.0) - p) < 1e-9 for c, p in want.items()):
         time.sleep(1.0)
+        published = harness.karpenter.offerings()
+    return prices, want, published
+
+
+def test_published_offerings_are_the_files_and_adjusted_prices_the_base_adjusted(
+        guard: Guard, harness: Harness, label: str) -> None:
+    prices, want, published = publish_adjusted(guard, harness, label, "e2e-k-adjust")
     available = {c for c, v in published[AVAILABLE].items() if v == 1.0}
     assert available == set(prices)
     # The AWS controller adds, with ReservedCapacity on (the default), an unavailable reserved offering in each
@@ -215,19 +225,8 @@ def test_catalog_captured_from_karpenters_metrics_has_the_files_cells_and_base_p
         guard: Guard, harness: Harness, label: str, tmp_path: Path) -> None:
     """`overlay-lint catalog --karpenter-metrics URL PATH` against this Karpenter: its cells are the file's, and where
     an adjustment is in effect in every NodePool the published (effective) price is undone to the file's base."""
-    new_pool(guard, label)
-    adjusted = typed(unique("e2e-k-capture"), None, label, types=(ADJUSTED_TYPE,), priceAdjustment="-25%")
-    names = land(guard, adjusted)
-    assert statuses(_karpenter.agree(guard.plane, harness.karpenter, harness.catalog_file, names)) == ["Applied"]
-    harness.karpenter.restart()
-    prices = _karpenter.file_prices(harness.instance_types)
+    prices, _, _ = publish_adjusted(guard, harness, label, "e2e-k-capture")
     adjusted_cells = [c for c in prices if c[0] == ADJUSTED_TYPE]
-    deadline = time.monotonic() + PUBLISH_TIMEOUT
-    while time.monotonic() < deadline:
-        published = harness.karpenter.offerings()[PRICE]
-        if all(abs(published.get(c, -1.0) - prices[c] * 0.75) < 1e-9 for c in adjusted_cells):
-            break
-        time.sleep(1.0)
     # What is in effect in the cluster, as the capture recovers base prices against it.
     in_effect = tmp_path / "cluster.yaml"
     in_effect.write_text(guard.plane.kubectl("get", "nodepools,nodeoverlays", "-o", "yaml").stdout)
