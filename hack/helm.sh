@@ -23,26 +23,11 @@ is_current() {
   [[ -x "$bin" && "$(cat "$out_dir/.stamp" 2>/dev/null)" == "$stamp" ]]
 }
 
-if is_current; then
-  printf '%s\n' "$bin"
-  exit 0
-fi
-
+result="$bin"
+# shellcheck source=lib/cached-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cached-build.sh"
+reuse_or_lock
 command -v go >/dev/null || die "go is needed to build helm $version"
-mkdir -p "$out_dir"
-
-# Concurrent test sessions wait for the first build instead of racing it.
-exec 9>"$out_dir/.lock"
-if command -v flock >/dev/null; then
-  flock 9
-  if is_current; then
-    printf '%s\n' "$bin"
-    exit 0
-  fi
-fi
-
-staging="$(mktemp -d "$out_dir/.build.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
 
 export CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
@@ -65,6 +50,4 @@ log "building helm $version into $out_dir (a few minutes on 2 cores the first ti
 (cd "$staging" && GOBIN="$staging" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$version")
 "$staging/helm" version --short >/dev/null || die "the built helm does not run"
 mv -f "$staging/helm" "$bin"
-printf '%s\n' "$stamp" >"$out_dir/.stamp"
-log "built in $((SECONDS - started))s"
-printf '%s\n' "$bin"
+finish_build

@@ -33,26 +33,11 @@ is_current() {
   [[ -x "$bin" && -s "$out_dir/crds/${crd_file##*/}" && "$(cat "$out_dir/.stamp" 2>/dev/null)" == "$stamp" ]]
 }
 
-if is_current; then
-  printf '%s\n' "$bin"
-  exit 0
-fi
-
+result="$bin"
+# shellcheck source=lib/cached-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cached-build.sh"
+reuse_or_lock
 command -v go >/dev/null || die "go is needed to build karpenter-kwok from sigs.k8s.io/karpenter@$version"
-mkdir -p "$out_dir"
-
-# Parallel test sessions wait for one build instead of racing into the same directory.
-exec 9>"$out_dir/.lock"
-if command -v flock >/dev/null; then
-  flock 9
-  if is_current; then
-    printf '%s\n' "$bin"
-    exit 0
-  fi
-fi
-
-staging="$(mktemp -d "$out_dir/.build.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
 
 started=$SECONDS
 log "building against sigs.k8s.io/karpenter $version into $out_dir (several minutes on 2 cores the first time)"
@@ -67,6 +52,4 @@ chmod 0644 "$staging/crds"/*
 rm -rf "$out_dir/crds"
 mv -f "$staging/crds" "$out_dir/crds"
 mv -f "$staging/karpenter-kwok" "$bin"
-printf '%s\n' "$stamp" >"$out_dir/.stamp"
-log "built in $((SECONDS - started))s"
-printf '%s\n' "$bin"
+finish_build

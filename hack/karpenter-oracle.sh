@@ -32,26 +32,11 @@ is_current() {
   [[ -x "$bin" && "$(cat "$out_dir/.stamp" 2>/dev/null)" == "$stamp" ]]
 }
 
-if is_current; then
-  printf '%s\n' "$bin"
-  exit 0
-fi
-
+result="$bin"
+# shellcheck source=lib/cached-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cached-build.sh"
+reuse_or_lock
 command -v go >/dev/null || die "go is needed to build the oracle from sigs.k8s.io/karpenter@$version"
-mkdir -p "$out_dir"
-
-# Parallel test sessions wait for one build instead of racing into the same directory.
-exec 9>"$out_dir/.lock"
-if command -v flock >/dev/null; then
-  flock 9
-  if is_current; then
-    printf '%s\n' "$bin"
-    exit 0
-  fi
-fi
-
-staging="$(mktemp -d "$out_dir/.build.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
 
 started=$SECONDS
 log "building against sigs.k8s.io/karpenter $version into $out_dir (2-6 min on 2 cores the first time)"
@@ -59,6 +44,4 @@ log "building against sigs.k8s.io/karpenter $version into $out_dir (2-6 min on 2
 (cd "$mod" && GOTOOLCHAIN="$toolchain" CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false" \
   nice -n 10 go build -trimpath -o "$staging/karpenter-oracle" .)
 mv -f "$staging/karpenter-oracle" "$bin"
-printf '%s\n' "$stamp" >"$out_dir/.stamp"
-log "built in $((SECONDS - started))s"
-printf '%s\n' "$bin"
+finish_build
