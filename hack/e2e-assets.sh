@@ -53,24 +53,11 @@ is_current() {
     [[ "$(cat "$out_dir/.stamp" 2>/dev/null)" == "$stamp" ]]
 }
 
-if is_current; then
-  printf '%s\n' "$out_dir"
-  exit 0
-fi
-
+result="$out_dir"
+# shellcheck source=lib/cached-build.sh
+source "$hack_dir/lib/cached-build.sh"
+reuse_or_lock
 command -v go >/dev/null || die "go is needed to build the control plane (or set KUBEBUILDER_ASSETS)"
-mkdir -p "$out_dir"
-
-# Parallel test sessions must not build into the same directory at once; the
-# second one waits and then finds the first one's result.
-exec 9>"$out_dir/.lock"
-if command -v flock >/dev/null; then
-  flock 9
-  if is_current; then
-    printf '%s\n' "$out_dir"
-    exit 0
-  fi
-fi
 
 minor="${k8s_version#v1.}"
 minor="${minor%%.*}"
@@ -81,9 +68,6 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   version_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   version_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-
-staging="$(mktemp -d "$out_dir/.build.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
 
 # buildvcs would stamp this repository's commit into the binaries and fail in
 # checkouts git does not trust; cgo is not needed by any of the three.
@@ -101,6 +85,4 @@ log "building etcd $etcd_version"
 for bin in kube-apiserver kubectl etcd; do
   mv -f "$staging/$bin" "$out_dir/$bin"
 done
-printf '%s\n' "$stamp" >"$out_dir/.stamp"
-log "built in $((SECONDS - started))s"
-printf '%s\n' "$out_dir"
+finish_build
