@@ -50,14 +50,13 @@ def clashes_with(target: merge.Entry, others: Sequence[merge.Entry], limit: int 
     """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
     must hold every overlay that shares a cell with it."""
     weight = target.overlay.weight
-    seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
-    # Only the earlier ones of its weight are sorted: a broad target has thousands of neighbours.
-    for o in merge.ordered(o for o in others if o.overlay.weight == weight and o.rank > target.rank):
-        for field, bits in o.fields().items():
-            seen.setdefault(field, {}).setdefault(bits, []).append(o)
+    earlier = [o for o in others if o.overlay.weight == weight and o.rank > target.rank]
     out: list[Clash] = []
     for field, bits in target.fields().items():
-        out += _first(target, field, bits, seen.get(field, {}).items(), limit)
+        # One target meets each overlay once: grouping them by equal cells (same_weight's saving over pairs) and
+        # sorting them would cost more than testing each; _first takes the first few by rank itself.
+        out += _first(target, field, bits, ((b, [o]) for o in earlier if (b := o.fields().get(field)) is not None),
+                      limit)
     return out
 
 
