@@ -150,27 +150,29 @@ def _covered(view: View, scope: _Scope, t: int) -> bool:
     """Whether no cell of `t`'s field is left to it. Its baseline claim less what the gained overlays
     above it set is exact unless an overlay lost above it gave cells back: then look at its neighbours."""
     index = view.index
-    bits, rank = scope.cells[t], index.ranks[len(index.ranks) - 1 - t]
+    rank = index.ranks[len(index.ranks) - 1 - t]
     # Only an overlay applied in the baseline has a claim.
     rest = scope.claimed.get(index.names[t])
-    if rest is None or (scope.lost and any(r > rank and lost.intersects(bits) for r, lost in scope.lost)):
+    if rest is None or (scope.lost and any(r > rank and lost.intersects(scope.cells[t]) for r, lost in scope.lost)):
         entry = view.index.order[t]
         around = view.index.near(entry, view.skip, view.candidates)
         return not checks.claim(entry, scope.field, checks.higher(entry, scope.field, around, view.status))
-    gained = [taken for r, taken in scope.gained if r > rank]
-    if len(gained) == 1:
-        return rest.within(gained[0])
-    for taken in gained:
-        rest = rest - taken
+    if len(scope.gained) == 1:
+        # One candidate (almost every request): no list of those above `t`.
+        ((r, taken),) = scope.gained
+        return rest.within(taken) if r > rank else not rest
+    for r, taken in scope.gained:
+        if r > rank:
+            rest = rest - taken
     return not rest
 
 
 def _tied(view: View, t: merge.Entry, field: merge.Field, bits: cellset.Cells) -> bool:
     """Whether an overlay of `t`'s weight before it sets the field on a common cell (checks.shadowed
     leaves that to the conflict finding): a candidate, or a prepared one the change keeps."""
-    if any(c.overlay.weight == t.overlay.weight and c.rank > t.rank
-           and c.fields().get(field, merge.EMPTY).intersects(bits) for c in view.candidates):
-        return True
+    for c in view.candidates:
+        if c.weight == t.weight and c.rank > t.rank and c.fields().get(field, merge.EMPTY).intersects(bits):
+            return True
     names, total = view.index.tied.get((t.name, field), ((), 0))
     if total > len(view.skip) or not view.skip.issuperset(names):
         return True
