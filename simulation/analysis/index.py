@@ -229,9 +229,10 @@ class Index:
         """Entries whose coarse signature overlaps the target's: the prepared ones not named
         in `skip` (they changed) and in `among` (all by default), plus the `extra` (changed) ones."""
         narrow = among & ~self.mask(skip)
-        found = [n for n in self.members(self.coarse(target) & narrow) if n.may_overlap(target)] if narrow else []
-        found += [n for n in extra if n.may_overlap(target)]
-        return [n for n in found if n.name != target.name]
+        name = target.name
+        found = [n for n in self.members(self.coarse(target) & narrow) if n.may_overlap(target) and n.name != name
+                 ] if narrow else []
+        return found + [n for n in extra if n.may_overlap(target) and n.name != name]
 
 
 def _report_key(e: merge.Entry) -> tuple[object, ...]:

@@ -41,25 +41,39 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     With one changed overlay a report keeps the first clash.LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
     index = view.index
-    unchanged = ~index.mask(view.skip)
+    applied = _applied(view)
     if not single:
-        named = [(index.order[t], field, _winners(view, t, field, unchanged))
-                 for field, targets in _tested(view, False).items() for t in targets]
+        named = [(index.order[t], field, _winners(view, t, field, applied))
+                 for field, targets in _tested(view, applied, False).items() for t in targets]
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
-    found = {field: index.of(targets) for field, targets in _tested(view, True).items()}
-    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, unchanged))
+    found = {field: index.of(targets) for field, targets in _tested(view, applied, True).items()}
+    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, applied))
              for t, field in _first_in_report(index, found)]
     return first_few(first, sum(targets.bit_count() for targets in found.values()))
 
 
-def _tested(view: View, single: bool) -> dict[merge.Field, list[int]]:
+def _applied(view: View) -> int:
+    """The unchanged overlays applied with the change, as a mask: the baseline's applied, plus those the change
+    made applied, less those it made dropped (one mask, not a status lookup per neighbour tested)."""
+    index = view.index
+    unchanged = ~index.mask(view.skip)
+    if index.applied_bits is None:
+        return unchanged & index.mask(n for n in index.names if view.status.get(n) == merge.APPLIED)
+    return unchanged & (index.applied_bits | index.mask(e.name for e in view.gained)) & ~index.mask(
+        e.name for e in view.lost)
+
+
+def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, list[int]]:
     """Per field, the positions of the shadowed findings naming a candidate, each tested on its own."""
     found = {}
-    for field, targets in _targets(view).items():
+    # With one candidate (none: a deletion, nothing to test), only the winners named before it can push it out
+    # of the ones a finding lists.
+    before = applied & view.index.named_before(view.candidates[0].name) if single and view.candidates else 0
+    for field, targets in _targets(view, applied).items():
         scope = _Scope.of(view, field)
         found[field] = [t for t in targets
-                        if _shadowed(view, scope, t) and (not single or _names_first(view, scope, t))]
+                        if _shadowed(view, scope, t) and (not single or _names_first(view, scope, t, before))]
     return found
 
 
@@ -85,29 +99,24 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[
     return sorted(pairs, key=order)[:clash.LIMIT]
 
 
-def _targets(view: View) -> dict[merge.Field, list[int]]:
-    """field -> the unchanged applied overlays (by position) where an applied candidate above them sets
-    the field on a common cell: the only shadowed findings that can name a candidate."""
+def _targets(view: View, applied: int) -> dict[merge.Field, list[int]]:
+    """field -> the unchanged applied overlays (by position, `applied`: their mask) where an applied candidate
+    above them sets the field on a common cell: the only shadowed findings that can name a candidate."""
     index, status = view.index, view.status
     out: dict[merge.Field, dict[int, None]] = {}
-    unchanged = ~index.mask(view.skip)
-    if index.applied_bits is not None:
-        # Only the applied are tested: a candidate above a crowd has thousands below it, one of them applied.
-        unchanged &= (index.applied_bits | index.mask(e.name for e in view.gained)) & ~index.mask(
-            e.name for e in view.lost)
     for c in view.candidates:
         if status.get(c.name) != merge.APPLIED:
             continue
         setting = 0
         for field in c.fields():
             setting |= index.by_field.get(field, 0)
-        below = setting & unchanged & ~index.before(c.rank)
+        below = setting & applied & ~index.before(c.rank)
         # A broad candidate is in thousands of buckets: their union only when something is left.
         below &= index.coarse(c) if below else 0
         for field, bits in c.fields().items():
-            found, cells_at, names = out.setdefault(field, {}), index.field_cells.get(field, {}), index.names
+            found, cells_at = out.setdefault(field, {}), index.field_cells.get(field, {})
             for t in index.positions(below & index.by_field.get(field, 0)):
-                if status.get(names[t]) == merge.APPLIED and cells_at[t].intersects(bits):
+                if cells_at[t].intersects(bits):
                     found[t] = None
     return {field: list(found) for field, found in out.items()}
 
@@ -141,27 +150,29 @@ def _covered(view: View, scope: _Scope, t: int) -> bool:
     """Whether no cell of `t`'s field is left to it. Its baseline claim less what the gained overlays
     above it set is exact unless an overlay lost above it gave cells back: then look at its neighbours."""
     index = view.index
-    bits, rank = scope.cells[t], index.ranks[len(index.ranks) - 1 - t]
+    rank = index.ranks[len(index.ranks) - 1 - t]
     # Only an overlay applied in the baseline has a claim.
     rest = scope.claimed.get(index.names[t])
-    if rest is None or (scope.lost and any(r > rank and lost.intersects(bits) for r, lost in scope.lost)):
+    if rest is None or (scope.lost and any(r > rank and lost.intersects(scope.cells[t]) for r, lost in scope.lost)):
         entry = view.index.order[t]
         around = view.index.near(entry, view.skip, view.candidates)
         return not checks.claim(entry, scope.field, checks.higher(entry, scope.field, around, view.status))
-    gained = [taken for r, taken in scope.gained if r > rank]
-    if len(gained) == 1:
-        return rest.within(gained[0])
-    for taken in gained:
-        rest = rest - taken
+    if len(scope.gained) == 1:
+        # One candidate (almost every request): no list of those above `t`.
+        ((r, taken),) = scope.gained
+        return rest.within(taken) if r > rank else not rest
+    for r, taken in scope.gained:
+        if r > rank:
+            rest = rest - taken
     return not rest
 
 
 def _tied(view: View, t: merge.Entry, field: merge.Field, bits: cellset.Cells) -> bool:
     """Whether an overlay of `t`'s weight before it sets the field on a common cell (checks.shadowed
     leaves that to the conflict finding): a candidate, or a prepared one the change keeps."""
-    if any(c.overlay.weight == t.overlay.weight and c.rank > t.rank
-           and c.fields().get(field, merge.EMPTY).intersects(bits) for c in view.candidates):
-        return True
+    for c in view.candidates:
+        if c.weight == t.weight and c.rank > t.rank and c.fields().get(field, merge.EMPTY).intersects(bits):
+            return True
     names, total = view.index.tied.get((t.name, field), ((), 0))
     if total > len(view.skip) or not view.skip.issuperset(names):
         return True
@@ -172,21 +183,22 @@ def _tied(view: View, t: merge.Entry, field: merge.Field, bits: cellset.Cells) -
                for n in view.index.near(t, view.skip, view.candidates))
 
 
-def _above(view: View, t: int, field: merge.Field, unchanged: int) -> int:
-    """Unchanged entries (`unchanged`: their mask) before the one at position `t` that set `field` and
-    may share a cell with it."""
+def _above(view: View, t: int, field: merge.Field, among: int) -> int:
+    """Entries of `among` (a mask) before the one at position `t` that set `field` and may share a cell
+    with it."""
     index = view.index
-    return index.coarse_at(index.keys[t]) & ((1 << t) - 1) & index.by_field[field] & unchanged
+    found = ((1 << t) - 1) & index.by_field[field] & among
+    # The buckets' union only when something is left.
+    return index.coarse_at(index.keys[t]) & found if found else 0
 
 
-def _winners(view: View, t: int, field: merge.Field, unchanged: int) -> list[merge.Entry]:
-    """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set
-    `field` on its cells."""
+def _winners(view: View, t: int, field: merge.Field, applied: int) -> list[merge.Entry]:
+    """The first clash.LIMIT by name of the applied overlays (`applied`: the unchanged ones' mask) before the
+    one at position `t` that set `field` on its cells."""
     index, status = view.index, view.status
-    cells_at, names = index.field_cells[field], index.names
+    cells_at = index.field_cells[field]
     bits = cells_at[t]
-    found = [index.order[n] for n in index.positions(_above(view, t, field, unchanged))
-             if status.get(names[n]) == merge.APPLIED and cells_at[n].intersects(bits)]
+    found = [index.order[n] for n in index.positions(_above(view, t, field, applied)) if cells_at[n].intersects(bits)]
     rank = index.order[t].rank
     found += [c for c in view.candidates if c.rank > rank and status.get(c.name) == merge.APPLIED
               and c.fields().get(field, merge.EMPTY).intersects(bits)]
@@ -197,13 +209,13 @@ def _winners(view: View, t: int, field: merge.Field, unchanged: int) -> list[mer
 _name = operator.attrgetter("name")
 
 
-def _names_first(view: View, scope: _Scope, t: int) -> bool:
+def _names_first(view: View, scope: _Scope, t: int, before: int) -> bool:
     """With one candidate (a winner over `t` by construction): whether it is among the winners a finding
-    names, i.e. fewer than clash.LIMIT winners precede it by name."""
-    (c,) = view.candidates
-    index, bits, found = view.index, scope.cells[t], 0
-    for n in index.positions(_above(view, t, scope.field, ~index.mask(view.skip)) & index.named_before(c.name)):
-        if view.status.get(index.names[n]) == merge.APPLIED and scope.cells[n].intersects(bits):
+    names, i.e. fewer than clash.LIMIT winners precede it by name (`before`: the unchanged applied overlays
+    named before it)."""
+    bits, found = scope.cells[t], 0
+    for n in view.index.positions(_above(view, t, scope.field, before)):
+        if scope.cells[n].intersects(bits):
             found += 1
             if found == clash.LIMIT:
                 return False

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import operator
 from collections.abc import Iterable, Sequence
 
 from simulation.semantics import cellset, merge
@@ -50,14 +51,13 @@ def clashes_with(target: merge.Entry, others: Sequence[merge.Entry], limit: int 
     """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
     must hold every overlay that shares a cell with it."""
     weight = target.overlay.weight
-    seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
-    # Only the earlier ones of its weight are sorted: a broad target has thousands of neighbours.
-    for o in merge.ordered(o for o in others if o.overlay.weight == weight and o.rank > target.rank):
-        for field, bits in o.fields().items():
-            seen.setdefault(field, {}).setdefault(bits, []).append(o)
+    earlier = [o for o in others if o.overlay.weight == weight and o.rank > target.rank]
     out: list[Clash] = []
     for field, bits in target.fields().items():
-        out += _first(target, field, bits, seen.get(field, {}).items(), limit)
+        # One target meets each overlay once: grouping them by equal cells (same_weight's saving over pairs) and
+        # sorting them would cost more than testing each; _first takes the first few by rank itself.
+        out += _first(target, field, bits, ((b, [o]) for o in earlier if (b := o.fields().get(field)) is not None),
+                      limit)
     return out
 
 
@@ -68,9 +68,13 @@ def _first(e: merge.Entry, field: merge.Field, bits: cellset.Cells,
     hits = [(other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
     total = sum(len(others) for _, others in hits)
     first = heapq.nlargest(limit, ((o.rank, o.name, other_bits) for other_bits, others in hits
-                                   for o in others[:limit]), key=lambda t: t[0])
+                                   for o in others[:limit]), key=_RANK)
     # The common cells of the listed partners only: a broad overlay meets hundreds.
     found = [Clash(e.name, name, field, bits & other_bits) for _, name, other_bits in first]
     if total > limit:
         found[-1] = dataclasses.replace(found[-1], more=total - limit)
     return found
+
+
+# Read in C: a broad overlay's hits are hundreds.
+_RANK = operator.itemgetter(0)
