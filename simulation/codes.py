@@ -124,7 +124,7 @@ ALL: Sequence[Code] = (
          "Raise the overlay's weight, remove the field, or narrow the overlay that wins."),
     Code("unknown-label", _W,
          "a requirement key no instance type or NodePool defines; an error where it is certainly undefined (every "
-         "NodePool known, and the catalog's provider cannot define it)",
+         "NodePool known, and a key of the provider's own label domain it does not define)",
          "A requirement key that no instance type or NodePool defines",
          "A requirement uses a label key that neither the instance types nor the NodePools define, so the "
          "requirement can only match through NotIn or DoesNotExist.",

@@ -27,12 +27,11 @@ def unmatched(overlay: model.Overlay, keys: Set[str]) -> bool:
 
 def certain(grid: cells.Grid, key: str, every_nodepool: bool) -> bool:
     """Whether a key that no NodePool and no instance type of the catalog defines is certainly undefined, not just
-    unknown here: every NodePool is known (`every_nodepool`) and no instance type of the catalog's provider can
-    carry it (wellknown.undefinable). The webhook denies on it, so anything less than certain stays a warning.
-    With no NodePool at all (a cluster being set up, its overlays applied first) a custom key may still be defined
-    by the NodePools to come; a key in the provider's own domain never can be (NodePools may not use it)."""
-    some_pool = any(not p.implicit for p in grid.pools)
-    return every_nodepool and wellknown.undefinable(key, grid.provider, grid.complete and some_pool)
+    unknown here: every NodePool is known (`every_nodepool`) and the key is in the catalog's provider's own label
+    domain without being one of its labels (wellknown.undefinable), which no NodePool may define either. The
+    webhook denies on it, so anything less than certain (a custom key a NodePool may define later) stays a
+    warning."""
+    return every_nodepool and wellknown.undefinable(key, grid.provider)
 
 
 def certainly_unmatched(grid: cells.Grid, overlay: model.Overlay, keys: Set[str], every_nodepool: bool) -> bool:

@@ -111,9 +111,6 @@ class Catalog:
     priced_in: str | None = None
     # How a live catalog was captured (what, where, when), as written to and read from the JSON format.
     captured: tuple[tuple[str, str], ...] = ()
-    # Every instance type of its provider is here (the embedded catalog): a label key outside every cloud and
-    # Kubernetes domain is then one no instance type carries (semantics/wellknown.py).
-    complete: bool = False
 
     @property
     def label(self) -> str:
@@ -166,7 +163,7 @@ def default() -> Catalog:
     labels as strings (tests/test_catalog.py): they are taken as they are, as normalising 7,040 quantities took a
     one-file check a fifth of a second, and checking 23,000 labels a twentieth."""
     catalog = from_json(json.loads(packagedata.text(DEFAULT_DATA)), canonical=True)
-    return dataclasses.replace(catalog, source=f"embedded default, {catalog.source}", complete=True)
+    return dataclasses.replace(catalog, source=f"embedded default, {catalog.source}")
 
 
 def from_json(data: Any, *, canonical: bool = False) -> Catalog:

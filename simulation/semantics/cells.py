@@ -58,8 +58,6 @@ class Grid:
     catalog: str = ""
     provider: str = ""
     region: str | None = None
-    # Catalog.complete
-    complete: bool = False
 
     @property
     def pool_mask(self) -> int:
@@ -255,7 +253,7 @@ def build(catalog: cat.Catalog, pools: Sequence[model.NodePool], like: Grid | No
     return Grid(
         pools=tuple(pools), types=types, slots=slots, block=-(-len(types) * slots // 64) * 64,
         labels=_Labels(types, slots), present=present, first_slots=first,
-        catalog=catalog.label, provider=catalog.provider, region=catalog.region, complete=catalog.complete,
+        catalog=catalog.label, provider=catalog.provider, region=catalog.region,
     )
 
 
