@@ -205,15 +205,18 @@ class Auditor:
     async def audit(self, snap: state.Snapshot) -> Summary:
         assert snap.prepared is not None
         result = self.result
-        if result is None or result.generation != snap.generation:
+        # Prices are predicted only when Karpenter's are at hand to compare with: the prediction costs more than
+        # the evaluation itself at 10,000 overlays, and a webhook whose Karpenter never answers has none.
+        published = await self._published() if self.prices is not None else None
+        if result is None or result.generation != snap.generation or (published is not None and result.prices is None):
             result = await asyncio.to_thread(_evaluate_summary, snap.prepared, snap.basis, snap.generation,
-                                             self.prices is not None)
+                                             published is not None)
         # else: a periodic audit of an unchanged snapshot only retries what is left to write (and compares
         # Karpenter's statuses and prices again).
         exists = [findings.ObjectRef(kind, name) for kind, name in snap.basis]
         uids = {findings.ObjectRef(*k): uid for k, s in snap.basis.items()
                 if (uid := store.uid_of(s.obj)) is not None}
-        self.mismatches = await self._compare(snap, result)
+        self.mismatches = self._compare(snap, result, published)
         current = events.notes(result.findings) + prediction.notes(self.mismatches.status, self.mismatches.price)
         plan = self.ledger.plan(current, exists)
         # Leadership can be lost while the evaluation runs: the new leader writes instead.
@@ -231,14 +234,15 @@ class Auditor:
             "predictionMismatches": len(self.mismatches.status) + len(self.mismatches.price)}})
         return result
 
-    async def _compare(self, snap: state.Snapshot, result: Summary) -> Mismatches:
-        """The disagreements with Karpenter past their grace; sets when to look again."""
+    def _compare(self, snap: state.Snapshot, result: Summary,
+                 published: Mapping[prediction.PriceKey, float] | None) -> Mismatches:
+        """The disagreements with Karpenter past their grace (`published`: Karpenter's prices of this audit, None
+        when there are none to compare); sets when to look again."""
         status_timing, price_timing = self._timing
         now = self._clock()
         overlays = reconciled_overlays(snap, self.cache.live)
         status = status_timing.observe(prediction.status_mismatches(result.statuses, overlays), now)
         price, price_compared = self.mismatches.price, self.mismatches.price_compared
-        published = await self._published() if result.prices is not None else None
         if result.prices is not None and published is not None:
             price = price_timing.observe(prediction.price_mismatches(result.prices, published), now)
             price_compared = len(prediction.comparable(result.prices, published))

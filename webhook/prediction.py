@@ -120,17 +120,28 @@ def predicted_prices(report: rp.Report) -> dict[PriceKey, tuple[Priced, ...]]:
     """What the provider may publish: each offering's effective price in every NodePool, one `Priced` per
     distinct figure (NodePools by name). The provider keeps the last NodePool it lists, and it lists them from
     its informer's cache, whose order is a map's: any NodePool's figure may be the one published. Every
-    NodePool offers every type of the one catalog the guard models. Unknown prices (a relative overlay on an
-    unpriced offering) are left out."""
-    out: dict[PriceKey, dict[float, Priced]] = {}
-    for cell in sorted(effects.effects(report, pools=[p.name for p in report.grid.pools]),
-                       key=lambda c: (c.pool, c.instance_type)):
-        for o in cell.offerings:
-            price = o["price"]
-            if price is not None:
-                figures = out.setdefault((cell.instance_type, o["capacityType"], o["zone"]), {})
-                figures.setdefault(float(price), Priced(float(price), cell.pool, o["priceOverlay"]))
-    return {key: tuple(figures.values()) for key, figures in out.items()}
+    NodePool offers every type of the one catalog the guard models, so an offering no price overlay touches in
+    some NodePool has its base price there. Unknown prices (a relative overlay on an unpriced offering) are left
+    out."""
+    grid = report.grid
+    pools = [p.name for p in grid.pools]
+    winners = effects.price_winners(report)
+    out: dict[PriceKey, tuple[Priced, ...]] = {}
+    for t, it in enumerate(grid.types):
+        for slot, o in enumerate(it.offerings):
+            by_pool = winners.get((t, slot), {})
+            figures: list[tuple[str, float | None, str | None]] = [
+                (pools[i], effects.price_of(report, o.price, name), name) for i, name in by_pool.items()]
+            unclaimed = [pool for i, pool in enumerate(pools) if i not in by_pool] if by_pool else pools
+            if unclaimed:
+                figures.append((min(unclaimed), o.price, None))
+            distinct: dict[float, Priced] = {}
+            for pool, price, name in sorted(figures, key=lambda f: f[0]):
+                if price is not None:
+                    distinct.setdefault(float(price), Priced(float(price), pool, name))
+            if distinct:
+                out[(it.name, o.capacity_type, o.zone)] = tuple(distinct.values())
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,6 +97,25 @@ def _winners(report: rp.Report, span: cellset.Cells | None) -> dict[int, dict[me
     return winners
 
 
+def price_winners(report: rp.Report) -> dict[tuple[int, int], dict[int, str]]:
+    """(instance type index, offering slot) -> NodePool index -> the overlay whose price is in effect there. An
+    offering no price overlay touches is absent: its price is the base in every NodePool."""
+    grid = report.grid
+    out: dict[tuple[int, int], dict[int, str]] = {}
+    for claim in report.outcome.claims:
+        if claim.field == merge.PRICE:
+            for bit in claim.cells.bits():
+                pool, t, slot = grid.locate(bit)
+                out.setdefault((t, slot), {})[pool] = claim.overlay
+    return out
+
+
+def price_of(report: rp.Report, base: float | None, winner: str | None) -> float | None:
+    """An offering's price with the price change of `winner` (None: no overlay's) in effect."""
+    change = report.entries[winner].overlay.price_update if winner is not None else None
+    return adjusted(base, change) if change is not None else base
+
+
 def _filter_cells(grid: cells.Grid, pools: Collection[str], types: Collection[str]) -> cellset.Cells:
     pool_req = reqs.Requirement.new(reqs.NODEPOOL, reqs.IN, pools) if pools else None
     type_req = reqs.Requirement.new(reqs.INSTANCE_TYPE, reqs.IN, types) if types else None
@@ -124,12 +143,8 @@ def _cell(report: rp.Report, first_bit: int, winners: Mapping[int, Mapping[merge
     offerings = []
     for slot, o in enumerate(it.offerings):
         winner = winners.get(first_bit + slot, {}).get(merge.PRICE)
-        price = o.price
-        if winner is not None:
-            change = report.entries[winner].overlay.price_update
-            price = adjusted(o.price, change) if change is not None else o.price
         offerings.append({"zone": o.zone, "capacityType": o.capacity_type, "basePrice": o.price,
-                          "price": price, "priceOverlay": winner, "estimated": o.estimated,
+                          "price": price_of(report, o.price, winner), "priceOverlay": winner, "estimated": o.estimated,
                           "available": o.available, "launchable": grid.launches(first_bit + slot)})
     return CellEffect(grid.pools[pool_index].name, it.name, dict(sorted(capacity.items())),
                       cap_overlays, tuple(offerings), templates, alloc.allocatable(capacity),
