@@ -188,9 +188,14 @@ class Service:
         return f"{self.namespace}/{self.name}:{self.port}"
 
     @property
+    def resource(self) -> str:
+        """`NAME:PORT`: the name the service proxy is asked for, and the resource name RBAC sees."""
+        return f"{self.name}:{self.port}"
+
+    @property
     def proxy_path(self) -> str:
-        """The API server's service proxy to /metrics; RBAC sees the resource name `NAME:PORT`."""
-        return f"/api/v1/namespaces/{self.namespace}/services/{self.name}:{self.port}/proxy/metrics"
+        """The API server's service proxy to /metrics."""
+        return f"/api/v1/namespaces/{self.namespace}/services/{self.resource}/proxy/metrics"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,8 +245,7 @@ def capture(where: Where, client: kube.Client | None = None, max_bytes: int = MA
     service = where.service
     try:
         # Closed at once when the cap stops the read, so the connection goes back to the pool.
-        with contextlib.closing(client.proxy_get(service.namespace, f"{service.name}:{service.port}",
-                                                 "metrics")) as chunks:
+        with contextlib.closing(client.proxy_get(service.namespace, service.resource, "metrics")) as chunks:
             body = read_bounded(chunks, max_bytes)
     except kube.KubeError as err:
         raise Unreachable(f"Karpenter's metrics through {service.proxy_path}: {err}") from None
