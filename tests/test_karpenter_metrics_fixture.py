@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from simulation.semantics import catalog as cat
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "karpenter-metrics"
 PRICE = "karpenter_cloudprovider_instance_type_offering_price_estimate"
-SAMPLE = re.compile(r'^(\w+)\{capacity_type="([^"]+)",instance_type="([^"]+)",zone="([^"]+)"\} (\S+)$')
 
 
 def test_fixture_names_the_versions_the_harness_pins() -> None:
@@ -26,12 +27,11 @@ def test_fixture_names_the_versions_the_harness_pins() -> None:
 
 
 def test_fixture_prices_are_the_catalogs_with_the_adjustment_in_effect() -> None:
-    base = {t.name: t.offerings[0].price for t in cat.default().types}
-    samples = [SAMPLE.match(line) for line in next(FIXTURES.iterdir()).read_text().splitlines()
-               if line.startswith(PRICE + "{")]
-    assert samples and all(samples)
-    for m in samples:
-        assert m is not None
-        _, capacity_type, name, _, value = m.groups()
+    base = {t.name: price for t in cat.default().types if (price := t.offerings[0].price) is not None}
+    samples = [sample for family in text_string_to_metric_families(next(FIXTURES.iterdir()).read_text())
+               for sample in family.samples if sample.name == PRICE]
+    assert samples
+    for sample in samples:
+        capacity_type, name = sample.labels["capacity_type"], sample.labels["instance_type"]
         want = 0.0 if capacity_type == "reserved" else base[name] * (0.75 if name == "c6i.large" else 1.0)
-        assert abs(float(value) - (want or 0.0)) < 1e-9, m.group(0)
+        assert abs(sample.value - (want or 0.0)) < 1e-9, sample

@@ -8,7 +8,6 @@ import copy
 import dataclasses
 import http.client
 import json
-import re
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from simulation.semantics import catalog as cat
 from simulation.semantics import requirements as reqs
@@ -89,19 +90,15 @@ def kwok_pool(name: str, labels: Mapping[str, str] | None = None, *, test: str =
     return pool
 
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)\{([^}]*)\}\s+(\S+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
 def offerings_of(exposition: str) -> dict[str, dict[Cell, float]]:
-    """The samples of the two offering gauges, by metric name and cell."""
+    """The samples of the two offering gauges, by metric name and cell, read raw (prometheus_client's parser, not
+    the metrics reader under test, which drops and merges what these tests look at)."""
     out: dict[str, dict[Cell, float]] = {AVAILABLE: {}, PRICE: {}}
-    for line in exposition.splitlines():
-        m = _SAMPLE.match(line)
-        if not m or m.group(1) not in out:
-            continue
-        labels = dict(_LABEL.findall(m.group(2)))
-        out[m.group(1)][(labels["instance_type"], labels["zone"], labels["capacity_type"])] = float(m.group(3))
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name in out:
+                labels = sample.labels
+                out[sample.name][(labels["instance_type"], labels["zone"], labels["capacity_type"])] = sample.value
     return out
 
 
