@@ -290,9 +290,8 @@ class _Run:
         # The overlays in effect are the cluster's where it is read, else every input's.
         in_effect = [d for loaded in loads for d in loaded.documents if not (self.args.cluster and d.candidate)]
         live = karpenter.read_live(karpenter.Where(url=url), cat.default(), in_effect, at=_now())
-        catalog, notes = live.catalog, live.notes
-        self.notes(notes)
-        return catalog
+        self.notes(live.notes)
+        return live.catalog
 
     def inputs(self) -> tuple[Loaded, Loaded, list[str]]:
         """The candidates (the paths) and what they are checked against (`--existing` files, the
