@@ -29,11 +29,8 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
   log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks kube-apiserver or etcd; using the cache instead"
 fi
 
-# Reads a pinned version from go.mod without invoking go, so the cached path
-# stays fast and works on machines that only run the tests.
-pinned_version() {
-  awk -v m="$2" '{ for (i = 1; i < NF; i++) if ($i == m && $(i + 1) ~ /^v/) { print $(i + 1); exit } }' "$1/go.mod"
-}
+# shellcheck source=lib/cached-build.sh
+source "$hack_dir/lib/cached-build.sh"
 
 k8s_version="$(pinned_version "$k8s_mod" k8s.io/kubernetes)"
 etcd_version="$(pinned_version "$etcd_mod" go.etcd.io/etcd/server/v3)"
@@ -54,8 +51,6 @@ is_current() {
 }
 
 result="$out_dir"
-# shellcheck source=lib/cached-build.sh
-source "$hack_dir/lib/cached-build.sh"
 reuse_or_lock
 command -v go >/dev/null || die "go is needed to build the control plane (or set KUBEBUILDER_ASSETS)"
 

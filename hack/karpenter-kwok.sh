@@ -19,7 +19,9 @@ crd_file="kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml"
 log() { printf 'karpenter-kwok: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-version="$(awk '$1 == "sigs.k8s.io/karpenter" && $2 ~ /^v/ { print $2; exit }' "$mod/go.mod")"
+# shellcheck source=lib/cached-build.sh
+source "$hack_dir/lib/cached-build.sh"
+version="$(pinned_version "$mod" sigs.k8s.io/karpenter)"
 [[ -n "$version" ]] || die "no sigs.k8s.io/karpenter requirement in $mod/go.mod"
 
 cache_root="${OVERLAY_GUARD_CACHE:-$HOME/.cache/overlay-guard}"
@@ -34,8 +36,6 @@ is_current() {
 }
 
 result="$bin"
-# shellcheck source=lib/cached-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cached-build.sh"
 reuse_or_lock
 command -v go >/dev/null || die "go is needed to build karpenter-kwok from sigs.k8s.io/karpenter@$version"
 

@@ -17,8 +17,9 @@ toolchain="${KARPENTER_GOTOOLCHAIN:-go1.26.10}"
 log() { printf 'karpenter-oracle: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-version="$(awk '$1 == "sigs.k8s.io/karpenter" && $2 ~ /^v/ { print $2; exit }
-  $1 == "require" && $2 == "sigs.k8s.io/karpenter" { print $3; exit }' "$mod/go.mod")"
+# shellcheck source=lib/cached-build.sh
+source "$hack_dir/lib/cached-build.sh"
+version="$(pinned_version "$mod" sigs.k8s.io/karpenter)"
 [[ -n "$version" ]] || die "no sigs.k8s.io/karpenter requirement in $mod/go.mod"
 
 cache_root="${OVERLAY_GUARD_CACHE:-$HOME/.cache/overlay-guard}"
@@ -33,8 +34,6 @@ is_current() {
 }
 
 result="$bin"
-# shellcheck source=lib/cached-build.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cached-build.sh"
 reuse_or_lock
 command -v go >/dev/null || die "go is needed to build the oracle from sigs.k8s.io/karpenter@$version"
 
