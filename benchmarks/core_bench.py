@@ -64,8 +64,12 @@ def per_candidate(size: workload.Size = workload.DEFAULT, requests: int = REQUES
     existing = [o for o in raw if o["kind"] == "NodeOverlay"]
     kinds: dict[str, Callable[[int], dict[str, Any]]] = {
         "scoped": lambda i: workload.candidate(i, size.pools) if i % 2 == 0 else existing[(i * 37) % len(existing)],
-        "broad_clean": lambda i: workload.broad(i, conflicting=False, catalog=catalog),
-        "broad_conflicting": lambda i: workload.broad(i, conflicting=True, catalog=catalog),
+        # workload.broad's two shapes, apart: a median over both would be the edge between them. Spot-wide meets
+        # every spot overlay of its weight (2,266 same-weight clashes at 10,000 / 100).
+        "broad_family_clean": lambda i: workload.broad(2 * i, conflicting=False, catalog=catalog),
+        "broad_family_conflicting": lambda i: workload.broad(2 * i, conflicting=True, catalog=catalog),
+        "broad_spot_clean": lambda i: workload.broad(2 * i + 1, conflicting=False, catalog=catalog),
+        "broad_spot_conflicting": lambda i: workload.broad(2 * i + 1, conflicting=True, catalog=catalog),
     }
     out: dict[str, Any] = {"overlays": size.overlays, "nodepools": size.pools, "distinct": size.distinct,
                            "prepare_s": round(loaded, 3),

@@ -137,5 +137,5 @@ def test_clashes_with_agrees_with_same_weight(small_catalog: cat.Catalog) -> Non
     es = cs.entries(g, *(price(f"o{i}", 10) for i in range(4)), price("high", 20), capacity("cap", 10, X))
     every = {(c.later, c.earlier, c.field, c.more) for c in clash.same_weight(es, 2)}
     for target in es:
-        own = {(c.later, c.earlier, c.field, c.more) for c in clash.clashes_with(target, es, 2)}
+        own = {(c.later, c.earlier, c.field, c.more) for c in clash.clashes_with(target, [merge.Listed(es)], 2)}
         assert own == {c for c in every if c[0] == target.name}

@@ -32,6 +32,15 @@ def ones(bits: int, width: int) -> Ints:
     return np.unpackbits(raw, bitorder="little").view(np.bool_).nonzero()[0].astype(np.int64, copy=False)
 
 
+def mask(positions: Ints, width: int) -> int:
+    """The int with these bits set (positions below `width`): `ones`' inverse."""
+    import numpy as np
+
+    hit = np.zeros(width, dtype=np.bool_)
+    hit[positions] = True
+    return int.from_bytes(np.packbits(hit, bitorder="little").tobytes(), "little")
+
+
 def ints(values: Sequence[int]) -> Ints:
     """The values as a read-only int64 array."""
     import numpy as np

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from simulation import findings
+from simulation import findings, once
 from simulation.analysis import arrays, checks
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
@@ -17,11 +17,11 @@ from simulation.semantics import cells, cellset, clash, merge
 
 @dataclasses.dataclass(frozen=True)
 class Scan:
-    """Answers from the neighbours an index scan finds (those sharing a bucket with the candidate)."""
+    """Answers about one candidate from the overlays around it: the clashes from the index's masks, its claim and
+    shadowing from its neighbours (those sharing a bucket with it)."""
 
     index: ix.Index
     c: merge.Entry
-    neighbours: Sequence[merge.Entry]
     skip: set[str]
     candidates: Sequence[merge.Entry]
     status: Mapping[str, merge.State]
@@ -29,20 +29,26 @@ class Scan:
     @classmethod
     def of(cls, index: ix.Index, c: merge.Entry, skip: set[str], candidates: Sequence[merge.Entry],
            status: Mapping[str, merge.State]) -> Scan:
-        return cls(index, c, index.near(c, skip, candidates, index.relevant(c)), skip, candidates, status)
+        return cls(index, c, skip, candidates, status)
+
+    # Listed only when a claim or a shadow test asks: a dropped candidate's findings need none of them.
+    @once.Once
+    def neighbours(self) -> Sequence[merge.Entry]:
+        return self.index.near(self.c, self.skip, self.candidates, self.index.relevant(self.c))
 
     def clashes(self) -> tuple[list[clash.Clash], int]:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
         the earlier one of each later overlay (of those on unchanged overlays, see `reported`)."""
         c = self.c
-        same = [n for n in self.neighbours if n.overlay.weight == c.overlay.weight]
-        out = clash.clashes_with(c, same)
+        prepared = self.index.crowd(self.skip)
+        listed = merge.Listed(n for n in self.candidates if n.name != c.name)
+        out = clash.clashes_with(c, [prepared, listed])
         unbuilt = 0
         for field, bits in c.fields().items():
-            laters = [n for n in same if n.rank < c.rank and n.fields().get(field, merge.EMPTY).intersects(bits)]
-            found, more = reported(self.index, c, field, [self.index.position[n.name] for n in laters
-                                                          if n.name not in self.skip],
-                                   [n for n in laters if n.name in self.skip], self.skip, self.candidates)
+            found, more = reported(self.index, c, field,
+                                   self.index.positions(clash.partners(prepared, c, field, bits, earlier=False)),
+                                   listed.entries(clash.partners(listed, c, field, bits, earlier=False)),
+                                   self.skip, self.candidates)
             out += found
             unbuilt += more
         return out, unbuilt

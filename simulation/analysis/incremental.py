@@ -46,9 +46,9 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
     reached = 0
     changed: dict[str, merge.Entry] = {}
     frontier = list(seeds)
-    unchanged = ~index.mask(skip)
+    prepared, listed = index.crowd(skip), merge.Listed(fresh)
     # Overlays alike in weight and in what Karpenter's test reads reach the same overlays: one scan serves
-    # them all, and within a scan one overlap test serves each kind of the prepared overlays it meets.
+    # them all, and a kind of prepared overlays (alike ones) is reached whole.
     scanned: set[tuple[int, merge.Signature]] = set()
     while frontier:
         node = frontier.pop()
@@ -56,19 +56,11 @@ def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
         if alike in scanned:
             continue
         scanned.add(alike)
-        # Karpenter's test relates only overlays of the node's weight that set price or capacity: a candidate at
-        # a weight of its own meets none, and then the buckets it spans (hundreds, when broad) are not gathered.
-        near = index.related(node) & unchanged & ~reached
-        if near:
-            near &= index.coarse(node)
-        for first, members in index.by_kind.within(near):
-            m = index.order[first]
-            if m.may_overlap(node) and m.karpenter_overlap(node):
-                reached |= members
-                frontier.append(m)
-        for m in fresh:
-            if (m.name not in changed and m.name != node.name and m.overlay.weight == node.overlay.weight
-                    and m.may_overlap(node) and m.karpenter_overlap(node)):
+        for first, members in index.by_kind.within(merge.related(prepared, node, ~reached)):
+            reached |= members
+            frontier.append(index.order[first])
+        for m in listed.entries(merge.related(listed, node)):
+            if m.name not in changed and m.name != node.name:
                 changed[m.name] = m
                 frontier.append(m)
     # Every fresh overlay belongs, reached or not: Karpenter's loop decides it too.
@@ -120,9 +112,9 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
         # A new overlay: the overlays before it keep their status, so the applied ones of its weight that share
         # cells with it decide it; dropped, it stores nothing and no other status moves.
         c = candidates[0]
-        stored = index.related(c) & index.before(c.rank) & (index.applied_bits or 0) & ~index.mask(skip)
-        verdict = merge.tested_against([m for m in index.members(stored & index.coarse(c) if stored else 0)
-                                        if m.may_overlap(c) and m.karpenter_overlap(c)], c)
+        prepared = index.crowd(skip)
+        stored = merge.related(prepared, c, prepared.before(c.rank) & (index.applied_bits or 0))
+        verdict = merge.tested_against(prepared.entries(stored), c)
         if verdict is not None:
             return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
     if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):
@@ -166,8 +158,9 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:
+            # Only an applied candidate has an effect, or a field a higher overlay can shadow.
             out += _effect(grid, c, reach, claims, functools.partial(index.near, c, skip, candidates), status)
-        out += [f for f in (reach.shadowed(grid, field) for field in c.fields()) if f]
+            out += [f for f in (reach.shadowed(grid, field) for field in c.fields()) if f]
         out += _scope(c, entries, raw, keys)
     out += shadows.others(view, single=len(changed) == 1)
     return Delta(tuple(out), status, verdicts, tuple(claims), local.status.keys())

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from simulation import once
-from simulation.analysis import arrays, hints, kinds
+from simulation.analysis import arrays, hints, kinds, overlaps
 from simulation.semantics import cellset, clash, merge
 
 # Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
@@ -76,6 +76,10 @@ class Index:
     by_chunk: Mapping[int, int] = dataclasses.field(default_factory=dict)
     # Every REPORT-th prefix of the entries in a report's order, as a mask, ending with all of them.
     report_prefixes: tuple[int, ...] = (0,)
+    # The baseline's claims (`settled`), and per field the entries holding one and those claims packed, made on
+    # a field's first question: a cache of values derived from the snapshot alone, so any request may fill it.
+    claimed: Mapping[merge.Field, Mapping[str, cellset.Cells]] = dataclasses.field(default_factory=dict)
+    claim_tables: dict[merge.Field, tuple[int, overlaps.Overlaps]] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
@@ -90,6 +94,19 @@ class Index:
     @once.Once
     def name_array(self) -> arrays.Objects:
         return arrays.objects(self.names)
+
+    # Every entry's cells per level, packed for the exact overlap questions of a crowd (overlaps.py).
+    @once.Once
+    def offering_overlaps(self) -> overlaps.Overlaps:
+        return overlaps.Overlaps.build([e.cells for e in self.order])
+
+    @once.Once
+    def type_overlaps(self) -> overlaps.Overlaps:
+        return overlaps.Overlaps.build([e.type_cells for e in self.order])
+
+    def crowd(self, skip: set[str]) -> Unchanged:
+        """The entries less the changed ones, as a merge.Crowd."""
+        return Unchanged(self, ((1 << len(self.order)) - 1) & ~self.mask(skip))
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -143,7 +160,17 @@ class Index:
 
     def settled(self, baseline: merge.Merged) -> Index:
         """This index with what Karpenter's outcome over its entries decides: which are applied."""
-        return dataclasses.replace(self, applied_bits=self.mask(baseline.applied))
+        return dataclasses.replace(self, applied_bits=self.mask(baseline.applied), claimed=baseline.claimed_by_field,
+                                   claim_tables={})
+
+    def claims(self, field: merge.Field) -> tuple[int, overlaps.Overlaps]:
+        """The entries with a baseline claim on `field` (a mask), and every entry's claim packed (empty where none)."""
+        table = self.claim_tables.get(field)
+        if table is None:
+            held = self.claimed.get(field, {})
+            table = self.claim_tables[field] = (self.mask(held), overlaps.Overlaps.build(
+                [held.get(n, merge.EMPTY) for n in self.names]))
+        return table
 
     def place(self, rank: tuple[int, str]) -> int:
         """The position an overlay of this rank takes: the number of entries before it."""
@@ -153,6 +180,11 @@ class Index:
         """The entries Karpenter processes before an overlay of this rank."""
         return (1 << len(self.ranks) - bisect.bisect_right(self.ranks, rank)) - 1
 
+    def after(self, rank: tuple[int, str]) -> int:
+        """The entries Karpenter processes after an overlay of this rank."""
+        count = len(self.ranks)
+        return ((1 << count) - 1) ^ ((1 << count - bisect.bisect_left(self.ranks, rank)) - 1)
+
     def relevant(self, c: merge.Entry) -> int:
         """The entries that can bear on a candidate's own findings: those that set one of its fields, at
         its weight (conflicts) or before it (what it wins and loses)."""
@@ -160,12 +192,6 @@ class Index:
         for field in c.fields():
             fields |= self.by_field.get(field, 0)
         return fields & (self.by_weight.get(c.overlay.weight, 0) | self.before(c.rank))
-
-    def related(self, node: merge.Entry) -> int:
-        """The entries Karpenter's conflict test can relate to `node`: its weight, and price or capacity."""
-        o = node.overlay
-        kinds = (self.prices if o.price_update is not None else 0) | (self.capacities if o.capacity_set else 0)
-        return kinds & self.by_weight.get(o.weight, 0)
 
     def coarse(self, target: merge.Entry) -> int:
         """The entries that share a bucket with the target (a superset of those sharing a cell)."""
@@ -235,6 +261,52 @@ class Index:
         return found + [n for n in extra if n.may_overlap(target) and n.name != name]
 
 
+@dataclasses.dataclass(frozen=True)
+class Unchanged:
+    """The index's entries in `members` (those a request did not change), as a merge.Crowd: each term a mask, the
+    overlap asked of the entries sharing a bucket with the cells, in arrays."""
+
+    index: Index
+    members: int
+
+    def of_weight(self, weight: int) -> int:
+        return self.index.by_weight.get(weight, 0) & self.members
+
+    def before(self, rank: tuple[int, str]) -> int:
+        return self.index.before(rank) & self.members
+
+    def after(self, rank: tuple[int, str]) -> int:
+        return self.index.after(rank) & self.members
+
+    def setting(self, field: merge.Field) -> int:
+        return self.index.by_field.get(field, 0) & self.members
+
+    def pricing(self) -> int:
+        return self.index.prices & self.members
+
+    def sizing(self) -> int:
+        return self.index.capacities & self.members
+
+    def meeting(self, field: merge.Field, cells: cellset.Cells, among: int) -> int:
+        index = self.index
+        among &= self.members
+        # The buckets' union only when something is left; then the exact test of those in them.
+        among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold()))) if among else 0
+        table = index.offering_overlaps if field.per_offering else index.type_overlaps
+        return table.meeting(cells, among)
+
+    def entries(self, members: int, limit: int | None = None) -> list[merge.Entry]:
+        order = self.index.order
+        if limit is None:
+            return [order[i] for i in _ones(members)]
+        out: list[merge.Entry] = []
+        while members and len(out) < limit:
+            low = members & -members
+            out.append(order[low.bit_length() - 1])
+            members ^= low
+        return out
+
+
 def _report_key(e: merge.Entry) -> tuple[object, ...]:
     """Where a report lists an entry's findings (findings.ordered): by source, then by object. Fields
     of one overlay come next, so this orders findings on different overlays exactly."""
@@ -243,8 +315,12 @@ def _report_key(e: merge.Entry) -> tuple[object, ...]:
 
 
 def _keys(e: merge.Entry) -> Keys:
+    return tuple(_ones(e.pools)), _chunks(e.fold)
+
+
+def _chunks(fold: int) -> tuple[int, ...]:
     # The fold's non-zero CHUNK-bit words in one pass over its bytes, not a shift per chunk.
-    return tuple(_ones(e.pools)), tuple(arrays.nonzero_words(e.fold, -(-e.fold.bit_length() // CHUNK)))
+    return tuple(arrays.nonzero_words(fold, -(-fold.bit_length() // CHUNK)))
 
 
 def _prefixes(positions: Sequence[int], step: int) -> tuple[int, ...]:

@@ -72,9 +72,23 @@ def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, list[in
     before = applied & view.index.named_before(view.candidates[0].name) if single and view.candidates else 0
     for field, targets in _targets(view, applied).items():
         scope = _Scope.of(view, field)
-        found[field] = [t for t in targets
+        found[field] = [t for t in _uncovered_left_out(view, scope, targets)
                         if _shadowed(view, scope, t) and (not single or _names_first(view, scope, t, before))]
     return found
+
+
+def _uncovered_left_out(view: View, scope: _Scope, targets: list[int]) -> list[int]:
+    """The targets less those `_covered` certainly finds a cell left to, all at once: with one gained overlay and
+    none lost, an overlay below it with a baseline claim keeps a cell iff that claim reaches outside what the
+    gained one sets (a broad candidate is tested against thousands)."""
+    if len(scope.gained) != 1 or scope.lost:
+        return targets
+    index = view.index
+    ((rank, taken),) = scope.gained
+    held, claims = index.claims(scope.field)
+    asked = index.of(targets) & index.after(rank) & held
+    outside = asked & ~claims.within(taken, asked)
+    return [t for t in targets if not outside >> t & 1] if outside else targets
 
 
 def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[tuple[int, merge.Field]]:
@@ -103,21 +117,16 @@ def _targets(view: View, applied: int) -> dict[merge.Field, list[int]]:
     """field -> the unchanged applied overlays (by position, `applied`: their mask) where an applied candidate
     above them sets the field on a common cell: the only shadowed findings that can name a candidate."""
     index, status = view.index, view.status
+    prepared = index.crowd(view.skip)
     out: dict[merge.Field, dict[int, None]] = {}
     for c in view.candidates:
         if status.get(c.name) != merge.APPLIED:
             continue
-        setting = 0
-        for field in c.fields():
-            setting |= index.by_field.get(field, 0)
-        below = setting & applied & ~index.before(c.rank)
-        # A broad candidate is in thousands of buckets: their union only when something is left.
-        below &= index.coarse(c) if below else 0
+        below = applied & ~index.before(c.rank)
         for field, bits in c.fields().items():
-            found, cells_at = out.setdefault(field, {}), index.field_cells.get(field, {})
-            for t in index.positions(below & index.by_field.get(field, 0)):
-                if cells_at[t].intersects(bits):
-                    found[t] = None
+            found = out.setdefault(field, {})
+            for t in index.positions(prepared.meeting(field, bits, below & index.by_field.get(field, 0))):
+                found[t] = None
     return {field: list(found) for field, found in out.items()}
 
 

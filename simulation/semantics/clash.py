@@ -47,17 +47,27 @@ def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clas
     return out
 
 
-def clashes_with(target: merge.Entry, others: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clash]:
-    """What `same_weight` over `others` and `target` reports with `target` as the later overlay; `others`
-    must hold every overlay that shares a cell with it."""
-    weight = target.overlay.weight
-    earlier = [o for o in others if o.overlay.weight == weight and o.rank > target.rank]
+def partners(crowd: merge.Crowd, target: merge.Entry, field: merge.Field, bits: cellset.Cells, *,
+             earlier: bool) -> int:
+    """The crowd's overlays the guard's test pairs with `target` on `field`: of its weight, before it in
+    Karpenter's order (`earlier`) or after it, setting the field on a cell of `bits`."""
+    side = crowd.before(target.rank) if earlier else crowd.after(target.rank)
+    among = crowd.of_weight(target.weight) & side & crowd.setting(field)
+    return crowd.meeting(field, bits, among) if among else 0
+
+
+def clashes_with(target: merge.Entry, crowds: Sequence[merge.Crowd], limit: int = LIMIT) -> list[Clash]:
+    """What `same_weight` over the crowds' overlays and `target` reports with `target` as the later overlay; the
+    crowds must hold every overlay that shares a cell with it."""
     out: list[Clash] = []
     for field, bits in target.fields().items():
-        # One target meets each overlay once: grouping them by equal cells (same_weight's saving over pairs) and
-        # sorting them would cost more than testing each; _first takes the first few by rank itself.
-        out += _first(target, field, bits, ((b, [o]) for o in earlier if (b := o.fields().get(field)) is not None),
-                      limit)
+        first: list[merge.Entry] = []
+        total = 0
+        for crowd in crowds:
+            found = partners(crowd, target, field, bits, earlier=True)
+            total += found.bit_count()
+            first += crowd.entries(found, limit)
+        out += _listed(target, field, bits, heapq.nlargest(limit, first, key=_RANK), total)
     return out
 
 
@@ -65,16 +75,20 @@ def _first(e: merge.Entry, field: merge.Field, bits: cellset.Cells,
            groups: Iterable[tuple[cellset.Cells, list[merge.Entry]]], limit: int) -> list[Clash]:
     """`e`'s clashes on `field` with the first `limit` overlapping earlier overlays (by rank), the
     last one counting the rest."""
-    hits = [(other_bits, others) for other_bits, others in groups if bits.intersects(other_bits)]
-    total = sum(len(others) for _, others in hits)
-    first = heapq.nlargest(limit, ((o.rank, o.name, other_bits) for other_bits, others in hits
-                                   for o in others[:limit]), key=_RANK)
+    hits = [others for other_bits, others in groups if bits.intersects(other_bits)]
+    first = heapq.nlargest(limit, (o for others in hits for o in others[:limit]), key=_RANK)
+    return _listed(e, field, bits, first, sum(len(others) for others in hits))
+
+
+def _listed(e: merge.Entry, field: merge.Field, bits: cellset.Cells, first: Sequence[merge.Entry],
+            total: int) -> list[Clash]:
+    """`e`'s clashes with `first` (its first partners on `field`, by rank) of `total`, the last counting the rest."""
     # The common cells of the listed partners only: a broad overlay meets hundreds.
-    found = [Clash(e.name, name, field, bits & other_bits) for _, name, other_bits in first]
-    if total > limit:
-        found[-1] = dataclasses.replace(found[-1], more=total - limit)
+    found = [Clash(e.name, o.name, field, bits & o.fields()[field]) for o in first]
+    if total > len(found) and found:
+        found[-1] = dataclasses.replace(found[-1], more=total - len(found))
     return found
 
 
 # Read in C: a broad overlay's hits are hundreds.
-_RANK = operator.itemgetter(0)
+_RANK = operator.attrgetter("rank")

@@ -18,6 +18,7 @@ import enum
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from simulation import once
 from simulation.semantics import cells, cellset, model
@@ -58,6 +59,11 @@ class Field:
     def __str__(self) -> str:
         return self.kind.value if self.kind is Kind.PRICE else f"{self.kind.value}/{self.name}"
 
+    @property
+    def per_offering(self) -> bool:
+        """Set per offering (the price), not per (NodePool, instance type): which of an entry's cells it covers."""
+        return self.kind is Kind.PRICE
+
     def path(self, overlay: model.Overlay) -> tuple[str | int, ...]:
         """Where `overlay` sets it, as segments of a findings.json_path."""
         if self.kind is Kind.PRICE:
@@ -69,6 +75,8 @@ class Field:
 
 
 PRICE = Field(Kind.PRICE)
+# Any field set per (NodePool, instance type): the level Karpenter's capacity test reads.
+_PER_TYPE = Field(Kind.CAPACITY)
 
 
 def declared(overlay: model.Overlay) -> tuple[Field, ...]:
@@ -131,11 +139,10 @@ class Entry:
     def may_overlap(self, other: Entry) -> bool:
         return bool(self.pools & other.pools and self.fold & other.fold)
 
-    def karpenter_overlap(self, other: Entry) -> bool:
-        """Whether Karpenter's conflict test can relate the two (shared price or capacity cells)."""
-        o, p = self.overlay, other.overlay
-        return bool((o.price_update is not None and p.price_update is not None and self.cells.intersects(other.cells))
-                    or (o.capacity_set and p.capacity_set and self.type_cells.intersects(other.type_cells)))
+    def level(self, field: Field) -> cellset.Cells:
+        """The cells at `field`'s level (its offerings for the price, its (NodePool, type) cells otherwise),
+        whether it sets the field or not."""
+        return self.cells if field.per_offering else self.type_cells
 
     @once.Once
     def tested(self) -> Signature:
@@ -156,8 +163,88 @@ class Entry:
         if not self.cells:
             return out
         for field in declared(self.overlay):
-            out[field] = self.cells if field == PRICE else self.type_cells
+            out[field] = self.level(field)
         return out
+
+
+class Crowd(Protocol):
+    """Overlays as sets, each an int mask over the crowd's own order (Karpenter's), which a rule narrows term by
+    term: the prepared index answers each term for thousands in a few whole-array or big-int steps, `Listed`
+    a few overlays one test each. The rules over crowds (`related`, clash.partners) are written once for both."""
+
+    def of_weight(self, weight: int) -> int: ...
+
+    def before(self, rank: tuple[int, str]) -> int:
+        """Those Karpenter processes before an overlay of this rank."""
+
+    def after(self, rank: tuple[int, str]) -> int:
+        """Those Karpenter processes after an overlay of this rank."""
+
+    def setting(self, field: Field) -> int: ...
+
+    def pricing(self) -> int:
+        """Those that set a price (or a price adjustment)."""
+
+    def sizing(self) -> int:
+        """Those with a `capacity` (even an empty one: it is still stored)."""
+
+    def meeting(self, field: Field, cells: cellset.Cells, among: int) -> int:
+        """Those of `among` whose cells at `field`'s level (Entry.level) share one with `cells` (the rules ask
+        it last, of what their other terms leave)."""
+
+    def entries(self, members: int, limit: int | None = None) -> list[Entry]:
+        """The first `limit` (all by default) of `members`, in Karpenter's order."""
+
+
+class Listed:
+    """A crowd of a few overlays (a request's candidates), each term tested overlay by overlay."""
+
+    def __init__(self, entries: Iterable[Entry]) -> None:
+        self._entries = ordered(entries)
+
+    def _where(self, test: Callable[[Entry], bool]) -> int:
+        out = 0
+        for i, e in enumerate(self._entries):
+            if test(e):
+                out |= 1 << i
+        return out
+
+    def of_weight(self, weight: int) -> int:
+        return self._where(lambda e: e.weight == weight)
+
+    def before(self, rank: tuple[int, str]) -> int:
+        return self._where(lambda e: e.rank > rank)
+
+    def after(self, rank: tuple[int, str]) -> int:
+        return self._where(lambda e: e.rank < rank)
+
+    def setting(self, field: Field) -> int:
+        return self._where(lambda e: field in e.fields())
+
+    def pricing(self) -> int:
+        return self._where(lambda e: e.overlay.price_update is not None)
+
+    def sizing(self) -> int:
+        return self._where(lambda e: e.overlay.capacity_set)
+
+    def meeting(self, field: Field, cells: cellset.Cells, among: int) -> int:
+        return among & self._where(lambda e: e.level(field).intersects(cells))
+
+    def entries(self, members: int, limit: int | None = None) -> list[Entry]:
+        found = [e for i, e in enumerate(self._entries) if members >> i & 1]
+        return found[:limit]
+
+
+def related(crowd: Crowd, e: Entry, among: int = -1) -> int:
+    """The crowd's overlays (of `among`) that Karpenter's conflict test can relate to `e`: of its weight, both set
+    a price and share an offering, or both have a capacity and share a (NodePool, instance type)."""
+    among &= crowd.of_weight(e.weight)
+    out = 0
+    if e.overlay.price_update is not None and (pricing := among & crowd.pricing()):
+        out |= crowd.meeting(PRICE, e.cells, pricing)
+    if e.overlay.capacity_set and (sizing := among & crowd.sizing()):
+        out |= crowd.meeting(_PER_TYPE, e.type_cells, sizing)
+    return out
 
 
 def share_tested(entries: Iterable[Entry]) -> dict[Signature, Signature]:
@@ -319,10 +406,13 @@ def _loop(runs: Runs, order: tuple[str, ...]) -> Merged:
 def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
     """Karpenter's conflict test of `e` against what `stored` (applied overlays of its weight before it, in
     Karpenter's order) stored. The test reads only `e`'s own cells, and an overlay writes only its own: those
-    that share a cell with `e` suffice."""
+    that share a cell with `e` suffice. The price is tested first and its verdict names the first price met, so
+    the stored are read up to that one (a broad overlay meets thousands)."""
     store = _Store()
     for s in stored:
         store.add(s)
+        if e.overlay.price_update is not None and s.overlay.price_update is not None and s.cells.intersects(e.cells):
+            break
     return store.conflict(e)
 
 
@@ -381,12 +471,11 @@ class _Store:
 def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:
     if e.overlay.price_update is None or union is None:
         return None
-    hit = union.common(e.cells)
-    if not hit:
+    if not union.intersects(e.cells):
         return None
-    bit = hit.lowest()
-    other = next(s for s in reversed(stored) if s.cells.has(bit))
-    return Dropped(PRICE, bit, other.name)
+    # The first stored price it meets, at their first common offering (Karpenter's verdict names none).
+    other = next(s for s in stored if s.cells.intersects(e.cells))
+    return Dropped(PRICE, (other.cells & e.cells).lowest(), other.name)
 
 
 def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None],

@@ -1,0 +1,123 @@
+"""Which of many cell sets meet a given one, answered for all of them at once: the prepared entries' cells
+packed into arrays, so that a broad candidate's thousands of same-weight neighbours cost a few whole-array
+steps, not an overlap test each in Python. No rule lives here: it is set algebra (cellset.Cells.intersects
+over every entry), and tests/test_overlaps.py holds it to exactly that.
+
+Almost every set is one product (NodePools x a block of offering slots, cellset's docstring says why), so a
+set meets a product iff its NodePools meet the product's and its block meets the product's block. Distinct
+blocks are far fewer than entries (a block is shared by every NodePool's copy of an overlay): they are
+tested once each, and each entry reads its block's answer. The rare sets of several products are tested one
+by one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from simulation.analysis import arrays
+from simulation.semantics import cellset
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlaps:
+    """Cell sets by position, packed: per position its NodePools' words and the index of its block (-1: empty
+    or not one product); the distinct blocks' words; the positions of sets of several products."""
+
+    sets: Sequence[cellset.Cells]
+    pools: npt.NDArray[np.uint64]
+    block_of: npt.NDArray[np.int64]
+    blocks: npt.NDArray[np.uint64]
+    several: tuple[int, ...]
+
+    @classmethod
+    def build(cls, sets: Sequence[cellset.Cells]) -> Overlaps:
+        import numpy as np  # arrays.py says why it is imported here
+
+        found: dict[int, int] = {}
+        pools_of, block_of, several = [], [], []
+        for i, s in enumerate(sets):
+            if len(s.parts) == 1:
+                (pools, bits), = s.parts
+                pools_of.append(pools)
+                block_of.append(found.setdefault(bits, len(found)))
+            else:
+                pools_of.append(0)
+                block_of.append(-1)
+                if s.parts:
+                    several.append(i)
+        pool_words = _words(max((p.bit_length() for p in pools_of), default=0))
+        block_words = _words(max((b.bit_length() for b in found), default=0))
+        packed = cls(sets, _packed(pools_of, pool_words), np.array(block_of, dtype=np.int64),
+                     _packed(list(found), block_words), tuple(several))
+        for array in (packed.pools, packed.block_of, packed.blocks):
+            array.flags.writeable = False
+        return packed
+
+    def meeting(self, cells: cellset.Cells, among: int) -> int:
+        """The positions of `among` (a mask) whose set shares a cell with `cells`, as a mask: work in proportion
+        to `among`, which the callers narrow first."""
+        import numpy as np
+
+        if not cells or not among:
+            return 0
+        at = arrays.ones(among, len(self.sets))
+        block = self.block_of[at]
+        one = block >= 0
+        at, block = at[one], block[one]
+        hit = np.zeros(len(at), dtype=np.bool_)
+        for pools, bits in cells.parts:
+            in_pools = (self.pools[at] & _row(pools, self.pools.shape[1])).any(axis=1)
+            hit |= in_pools & (self.blocks[block] & _row(bits, self.blocks.shape[1])).any(axis=1)
+        out = arrays.mask(at[hit], len(self.sets))
+        for i in self.several:
+            if among >> i & 1 and self.sets[i].intersects(cells):
+                out |= 1 << i
+        return out
+
+
+    def within(self, cells: cellset.Cells, among: int) -> int:
+        """The positions of `among` whose set has no cell outside `cells`, as a mask."""
+        import numpy as np
+
+        if not among:
+            return 0
+        if len(cells.parts) != 1:
+            # Inside a union of several products is not a per-product question: asked of each.
+            return arrays.mask(np.array([i for i in arrays.ones(among, len(self.sets)).tolist()
+                                         if self.sets[i].within(cells)], dtype=np.int64), len(self.sets))
+        (pools, bits), = cells.parts
+        at = arrays.ones(among, len(self.sets))
+        block = self.block_of[at]
+        one = block >= 0
+        outside = ((self.pools[at[one]] & ~_row(pools, self.pools.shape[1])).any(axis=1)
+                   | (self.blocks[block[one]] & ~_row(bits, self.blocks.shape[1])).any(axis=1))
+        out = arrays.mask(at[one][~outside], len(self.sets))
+        for i in at[~one].tolist():
+            if self.sets[i].within(cells):
+                out |= 1 << i
+        return out
+
+
+def _words(bits: int) -> int:
+    return max(1, -(-bits // 64))
+
+
+def _row(value: int, words: int) -> npt.NDArray[np.uint64]:
+    """`value`'s low `words` 64-bit words (bits above them meet nothing in the table)."""
+    import numpy as np
+
+    value &= (1 << 64 * words) - 1
+    return np.frombuffer(value.to_bytes(words * 8, "little"), dtype=np.uint64)
+
+
+def _packed(values: list[int], words: int) -> npt.NDArray[np.uint64]:
+    import numpy as np
+
+    raw = b"".join(v.to_bytes(words * 8, "little") for v in values)
+    return np.frombuffer(raw, dtype=np.uint64).reshape(len(values), words).copy()

@@ -1,0 +1,49 @@
+"""The packed answers of overlaps.Overlaps against the cell-set algebra they stand for: which of many sets meet,
+or lie within, a given one, over random sets (several NodePool and block words, products and unions, empty
+sets, and a subset of the positions asked)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulation.analysis import overlaps
+from simulation.semantics import cellset
+
+# More than one 64-bit word of NodePools and of block, so that the packing's word boundaries are crossed.
+POOLS = 70
+BLOCK = 130
+
+
+@st.composite
+def cell_sets(draw: st.DrawFn) -> cellset.Cells:
+    """A product most of the time, as an overlay's cells are; else any NodePool -> block function."""
+    bits = st.integers(0, 2**BLOCK - 1) | st.sampled_from([0, 1, 1 << (BLOCK - 1), (1 << 64) | 3])
+    if draw(st.booleans()):
+        pools = draw(st.integers(0, 2**POOLS - 1) | st.sampled_from([1, 1 << (POOLS - 1)]))
+        return cellset.Cells.product(pools, draw(bits), BLOCK)
+    palette = draw(st.lists(bits, min_size=1, max_size=3))
+    chosen = draw(st.lists(st.integers(0, POOLS - 1), max_size=6))
+    return cellset.Cells.grouped(((1 << p, draw(st.sampled_from(palette))) for p in chosen), BLOCK)
+
+
+@given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(min_value=0))
+def test_meeting_is_intersects_of_each(sets: list[cellset.Cells], query: cellset.Cells, among: int) -> None:
+    among &= (1 << len(sets)) - 1
+    expected = sum(1 << i for i, s in enumerate(sets) if among >> i & 1 and s.intersects(query))
+    assert overlaps.Overlaps.build(sets).meeting(query, among) == expected
+
+
+@given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(min_value=0))
+def test_within_is_within_of_each(sets: list[cellset.Cells], query: cellset.Cells, among: int) -> None:
+    among &= (1 << len(sets)) - 1
+    expected = sum(1 << i for i, s in enumerate(sets) if among >> i & 1 and s.within(query))
+    assert overlaps.Overlaps.build(sets).within(query, among) == expected
+
+
+def test_copies_share_one_block_row() -> None:
+    # The point of the table: one NodePool's copy of an overlay per NodePool is one block, tested once.
+    sets = [cellset.Cells.product(1 << p, 0b1010, BLOCK) for p in range(POOLS)]
+    packed = overlaps.Overlaps.build(sets)
+    assert packed.blocks.shape[0] == 1
+    assert packed.meeting(cellset.Cells.product(0b101, 0b10, BLOCK), -1 & ((1 << POOLS) - 1)) == 0b101
