@@ -230,6 +230,13 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
                                index=index.settled(report.outcome), ratchet=ratchet)
 
 
+def warmed(prepared: Prepared) -> Prepared:
+    """The snapshot with the tables a request makes on first need already made (a server's snapshots; a one-shot
+    check leaves them to the requests that need them)."""
+    prepared.index.warm()
+    return prepared
+
+
 def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool = False,
              checked: Mapping[str, Checked] | None = None, context: Sequence[Document] = ()) -> Report:
     """Findings that involve the candidates, with an edit ratcheted against the version it

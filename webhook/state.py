@@ -359,8 +359,8 @@ class Cache:
         started = time.perf_counter()
         # The previous snapshot lends its checks and cells for every object that did not change.
         # The cache lists every NodePool of the cluster (docs/cli.md: a certainly undefined label).
-        prepared = await asyncio.to_thread(ev.prepare, store.documents(live), catalog, self._snapshot.prepared,
-                                            crd=self._crd, every_nodepool=True)
+        prepared = await asyncio.to_thread(lambda: ev.warmed(ev.prepare(
+            store.documents(live), catalog, self._snapshot.prepared, crd=self._crd, every_nodepool=True)))
         seconds = time.perf_counter() - started
         current = self._snapshot
         self._snapshot = Snapshot(current.generation + 1, live, prepared, self._clock(), version, changes)

@@ -163,6 +163,14 @@ class Index:
         return dataclasses.replace(self, applied_bits=self.mask(baseline.applied), claimed=baseline.claimed_by_field,
                                    claim_tables={})
 
+    def warm(self) -> None:
+        """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
+        a snapshot in whole, and its next admission should not pay for it."""
+        for owner, name in ((self, "report_ranks"), (self, "entry_array"), (self, "name_array"),
+                            (self, "offering_overlaps"), (self, "type_overlaps"), (self.by_kind, "of_array")):
+            getattr(owner, name)
+        self.claims(merge.PRICE)
+
     def claims(self, field: merge.Field) -> tuple[int, overlaps.Overlaps]:
         """The entries with a baseline claim on `field` (a mask), and every entry's claim packed (empty where none)."""
         table = self.claim_tables.get(field)
