@@ -13,11 +13,14 @@ by one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from simulation.analysis import arrays
 from simulation.semantics import cellset
+
+# Up to this many positions asked, each is tested on its own: numpy's fixed cost per call is more than their tests.
+FEW = 24
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,6 +69,8 @@ class Overlaps:
 
         if not cells or not among:
             return 0
+        if among.bit_count() <= FEW:
+            return self._each(among, cells.intersects)
         at = arrays.ones(among, len(self.sets))
         block = self.block_of[at]
         one = block >= 0
@@ -80,17 +85,11 @@ class Overlaps:
                 out |= 1 << i
         return out
 
-
     def within(self, cells: cellset.Cells, among: int) -> int:
         """The positions of `among` whose set has no cell outside `cells`, as a mask."""
-        import numpy as np
-
-        if not among:
-            return 0
-        if len(cells.parts) != 1:
+        if len(cells.parts) != 1 or among.bit_count() <= FEW:
             # Inside a union of several products is not a per-product question: asked of each.
-            return arrays.mask(np.array([i for i in arrays.ones(among, len(self.sets)).tolist()
-                                         if self.sets[i].within(cells)], dtype=np.int64), len(self.sets))
+            return self._each(among, lambda s: s.within(cells))
         (pools, bits), = cells.parts
         at = arrays.ones(among, len(self.sets))
         block = self.block_of[at]
@@ -101,6 +100,15 @@ class Overlaps:
         for i in at[~one].tolist():
             if self.sets[i].within(cells):
                 out |= 1 << i
+        return out
+
+    def _each(self, among: int, test: Callable[[cellset.Cells], bool]) -> int:
+        out = 0
+        while among:
+            low = among & -among
+            if test(self.sets[low.bit_length() - 1]):
+                out |= low
+            among ^= low
         return out
 
 

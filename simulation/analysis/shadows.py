@@ -72,23 +72,25 @@ def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, list[in
     before = applied & view.index.named_before(view.candidates[0].name) if single and view.candidates else 0
     for field, targets in _targets(view, applied).items():
         scope = _Scope.of(view, field)
-        found[field] = [t for t in _uncovered_left_out(view, scope, targets)
-                        if _shadowed(view, scope, t) and (not single or _names_first(view, scope, t, before))]
+        left, covered = _covered_at_once(view, scope, targets)
+        found[field] = [t for t in left if _shadowed(view, scope, t, bool(covered >> t & 1))
+                        and (not single or _names_first(view, scope, t, before))]
     return found
 
 
-def _uncovered_left_out(view: View, scope: _Scope, targets: list[int]) -> list[int]:
-    """The targets less those `_covered` certainly finds a cell left to, all at once: with one gained overlay and
-    none lost, an overlay below it with a baseline claim keeps a cell iff that claim reaches outside what the
-    gained one sets (a broad candidate is tested against thousands)."""
+def _covered_at_once(view: View, scope: _Scope, targets: list[int]) -> tuple[list[int], int]:
+    """`_covered`'s answer for many targets in one step where it is their baseline claim against one gained
+    overlay (none lost; a broad candidate is tested against thousands): the targets less those it finds a cell
+    left to, and the mask of those it finds covered (the rest are left to `_covered`)."""
     if len(scope.gained) != 1 or scope.lost:
-        return targets
+        return targets, 0
     index = view.index
     ((rank, taken),) = scope.gained
     held, claims = index.claims(scope.field)
     asked = index.of(targets) & index.after(rank) & held
-    outside = asked & ~claims.within(taken, asked)
-    return [t for t in targets if not outside >> t & 1] if outside else targets
+    covered = claims.within(taken, asked)
+    outside = asked & ~covered
+    return ([t for t in targets if not outside >> t & 1] if outside else targets), covered
 
 
 def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[tuple[int, merge.Field]]:
@@ -149,10 +151,11 @@ class _Scope:
                    setting(view.gained), setting(view.lost))
 
 
-def _shadowed(view: View, scope: _Scope, t: int) -> bool:
+def _shadowed(view: View, scope: _Scope, t: int, covered: bool) -> bool:
     """checks.shadowed's test for an unchanged applied overlay: every cell of its field is set by applied
-    overlays before it, none of its own weight."""
-    return _covered(view, scope, t) and not _tied(view, view.index.order[t], scope.field, scope.cells[t])
+    overlays before it (`covered`: known to be), none of its own weight."""
+    return ((covered or _covered(view, scope, t))
+            and not _tied(view, view.index.order[t], scope.field, scope.cells[t]))
 
 
 def _covered(view: View, scope: _Scope, t: int) -> bool:
