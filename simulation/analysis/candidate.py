@@ -46,8 +46,9 @@ class Scan:
         unbuilt = 0
         for field, bits in c.fields().items():
             found, more = reported(self.index, c, field,
-                                   self.index.positions(clash.partners(prepared, c, field, bits, earlier=False)),
-                                   listed.entries(clash.partners(listed, c, field, bits, earlier=False)),
+                                   self.index.positions(clash.partners(prepared, c.weight, field, bits,
+                                                                       prepared.after(c.rank))),
+                                   listed.entries(clash.partners(listed, c.weight, field, bits, listed.after(c.rank))),
                                    self.skip, self.candidates)
             out += found
             unbuilt += more
@@ -84,25 +85,17 @@ def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters:
               skip: set[str], candidates: Sequence[merge.Entry]) -> list[clash.Clash]:
     """The clashes `clash.same_weight` reports between each of `laters` (after `earlier` in its weight,
     equal cells for `field`) and `earlier`: those where `earlier` is among the later one's first
-    clash.LIMIT partners. The partners (the overlays of the weight that set `field` on a cell of the
-    laters') are counted as a mask of the prepared ones, one overlap test per kind, beside the changed
-    `candidates`."""
+    clash.LIMIT partners. The partners (clash.partners: the overlays of the weight that set `field` on a cell of
+    the laters') are a mask of the unchanged ones, beside the changed `candidates`."""
     g = laters[0]
     bits = g.fields()[field]
     common = bits & earlier.fields()[field]
     if not common:
         return []
     weight = earlier.overlay.weight
-    near = index.coarse(g) & index.by_weight.get(weight, 0) & index.by_field.get(field, 0) & ~index.mask(skip)
-    meets = 0
-    for first, members in index.by_kind.within(near):
-        m = index.order[first]
-        if m.may_overlap(g) and m.fields()[field].intersects(bits):
-            meets |= members
-    changed = [m for m in candidates if m.name != g.name and m.may_overlap(g)]
-    changed += [g] if g.name in skip else []
-    extra = [m.rank for m in changed
-             if m.overlay.weight == weight and m.fields().get(field, merge.EMPTY).intersects(bits)]
+    meets = clash.partners(index.crowd(skip), weight, field, bits)
+    changed = merge.Listed([*(m for m in candidates if m.name != g.name), *([g] if g.name in skip else [])])
+    extra = [m.rank for m in changed.entries(clash.partners(changed, weight, field, bits))]
 
     def above(rank: tuple[int, str]) -> int:
         return (meets & index.before(rank)).bit_count() + sum(r > rank for r in extra)

@@ -79,10 +79,6 @@ def allocatable(capacity: Mapping[str, str]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def hugepages_of(resources: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The hugepages resources among (resource, quantity) pairs."""
-    return {r: q for r, q in resources if is_hugepages(r)}
-
 
 def _total(values: Iterable[Decimal]) -> Decimal:
     out = Decimal(0)

@@ -47,12 +47,10 @@ def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clas
     return out
 
 
-def partners(crowd: merge.Crowd, target: merge.Entry, field: merge.Field, bits: cellset.Cells, *,
-             earlier: bool) -> int:
-    """The crowd's overlays the guard's test pairs with `target` on `field`: of its weight, before it in
-    Karpenter's order (`earlier`) or after it, setting the field on a cell of `bits`."""
-    side = crowd.before(target.rank) if earlier else crowd.after(target.rank)
-    among = crowd.of_weight(target.weight) & side & crowd.setting(field)
+def partners(crowd: merge.Crowd, weight: int, field: merge.Field, bits: cellset.Cells, among: int = -1) -> int:
+    """The crowd's overlays (of `among`) that the guard's test pairs with an overlay of `weight` setting `field` on
+    `bits`: of that weight, setting the field on a common cell."""
+    among &= crowd.of_weight(weight) & crowd.setting(field)
     return crowd.meeting(field, bits, among) if among else 0
 
 
@@ -64,7 +62,7 @@ def clashes_with(target: merge.Entry, crowds: Sequence[merge.Crowd], limit: int 
         first: list[merge.Entry] = []
         total = 0
         for crowd in crowds:
-            found = partners(crowd, target, field, bits, earlier=True)
+            found = partners(crowd, target.weight, field, bits, crowd.before(target.rank))
             total += found.bit_count()
             first += crowd.entries(found, limit)
         out += _listed(target, field, bits, heapq.nlargest(limit, first, key=_RANK), total)
