@@ -40,20 +40,18 @@ def _both_ways(ask: Callable[[], int]) -> set[int]:
     return answers
 
 
-@given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(min_value=0))
-def test_meeting_is_intersects_of_each(sets: list[cellset.Cells], query: cellset.Cells, among: int) -> None:
-    among &= (1 << len(sets)) - 1
-    expected = sum(1 << i for i, s in enumerate(sets) if among >> i & 1 and s.intersects(query))
-    packed = overlaps.Overlaps.build(sets)
-    assert _both_ways(lambda: packed.meeting(query, among)) == {expected}
+# Each packed question, and the cell-set test it answers for every position at once.
+QUESTIONS = [("meeting", cellset.Cells.intersects), ("within", cellset.Cells.within)]
 
 
-@given(st.lists(cell_sets(), max_size=12), cell_sets(), st.integers(min_value=0))
-def test_within_is_within_of_each(sets: list[cellset.Cells], query: cellset.Cells, among: int) -> None:
+@pytest.mark.parametrize(("question", "each"), QUESTIONS, ids=[q for q, _ in QUESTIONS])
+@given(sets=st.lists(cell_sets(), max_size=12), query=cell_sets(), among=st.integers(min_value=0))
+def test_packed_answer_is_the_test_of_each(question: str, each: Callable[[cellset.Cells, cellset.Cells], bool],
+                                           sets: list[cellset.Cells], query: cellset.Cells, among: int) -> None:
     among &= (1 << len(sets)) - 1
-    expected = sum(1 << i for i, s in enumerate(sets) if among >> i & 1 and s.within(query))
-    packed = overlaps.Overlaps.build(sets)
-    assert _both_ways(lambda: packed.within(query, among)) == {expected}
+    expected = sum(1 << i for i, s in enumerate(sets) if among >> i & 1 and each(s, query))
+    ask = getattr(overlaps.Overlaps.build(sets), question)
+    assert _both_ways(lambda: ask(query, among)) == {expected}
 
 
 def test_copies_share_one_block_row() -> None:
