@@ -106,8 +106,8 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: S
     winners = higher(e, field, neighbours, status)
     if claim(e, field, winners):
         return None
-    if any(n.rank > e.rank and n.overlay.weight == e.overlay.weight
-           and n.fields().get(field, merge.EMPTY).intersects(bits) for n in neighbours):
+    around = merge.Listed(neighbours)
+    if clash.partners(around, e.weight, field, bits, around.before(e.rank)):
         return None
     return shadow(grid, e, field, sorted(winners, key=operator.attrgetter("name")))
 

@@ -13,7 +13,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from simulation import findings
+from simulation import findings, once
 from simulation.analysis import checks
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
@@ -34,6 +34,11 @@ class View:
     gained: Sequence[merge.Entry]
     # Applied in the baseline but not now (replaced, deleted or now dropped): they can only give cells back.
     lost: Sequence[merge.Entry]
+
+    @once.Once
+    def prepared(self) -> ix.Unchanged:
+        """The unchanged overlays, as a crowd."""
+        return self.index.crowd(self.skip)
 
 
 def others(view: View, single: bool) -> list[findings.Finding]:
@@ -118,8 +123,7 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[
 def _targets(view: View, applied: int) -> dict[merge.Field, list[int]]:
     """field -> the unchanged applied overlays (by position, `applied`: their mask) where an applied candidate
     above them sets the field on a common cell: the only shadowed findings that can name a candidate."""
-    index, status = view.index, view.status
-    prepared = index.crowd(view.skip)
+    index, status, prepared = view.index, view.status, view.prepared
     out: dict[merge.Field, dict[int, None]] = {}
     for c in view.candidates:
         if status.get(c.name) != merge.APPLIED:
@@ -141,21 +145,26 @@ class _Scope:
     claimed: Mapping[str, cellset.Cells]
     gained: Sequence[tuple[tuple[int, str], cellset.Cells]]
     lost: Sequence[tuple[tuple[int, str], cellset.Cells]]
+    # The unchanged overlays a candidate before them pairs with on the field (clash.partners): tied to it.
+    tied: int
 
     @classmethod
     def of(cls, view: View, field: merge.Field) -> _Scope:
         def setting(entries: Iterable[merge.Entry]) -> list[tuple[tuple[int, str], cellset.Cells]]:
             return [(e.rank, e.fields()[field]) for e in entries if field in e.fields()]
 
+        prepared, tied = view.prepared, 0
+        for c in view.candidates:
+            if field in c.fields():
+                tied |= clash.partners(prepared, c.weight, field, c.fields()[field], prepared.after(c.rank))
         return cls(field, view.index.field_cells.get(field, {}), view.baseline.claimed_by_field.get(field, {}),
-                   setting(view.gained), setting(view.lost))
+                   setting(view.gained), setting(view.lost), tied)
 
 
 def _shadowed(view: View, scope: _Scope, t: int, covered: bool) -> bool:
     """checks.shadowed's test for an unchanged applied overlay: every cell of its field is set by applied
     overlays before it (`covered`: known to be), none of its own weight."""
-    return ((covered or _covered(view, scope, t))
-            and not _tied(view, view.index.order[t], scope.field, scope.cells[t]))
+    return (covered or _covered(view, scope, t)) and not _tied(view, scope, t)
 
 
 def _covered(view: View, scope: _Scope, t: int) -> bool:
@@ -179,40 +188,34 @@ def _covered(view: View, scope: _Scope, t: int) -> bool:
     return not rest
 
 
-def _tied(view: View, t: merge.Entry, field: merge.Field, bits: cellset.Cells) -> bool:
-    """Whether an overlay of `t`'s weight before it sets the field on a common cell (checks.shadowed
+def _tied(view: View, scope: _Scope, t: int) -> bool:
+    """Whether an overlay of its weight before the one at `t` sets the field on a common cell (checks.shadowed
     leaves that to the conflict finding): a candidate, or a prepared one the change keeps."""
-    for c in view.candidates:
-        if c.weight == t.weight and c.rank > t.rank and c.fields().get(field, merge.EMPTY).intersects(bits):
-            return True
-    names, total = view.index.tied.get((t.name, field), ((), 0))
+    if scope.tied >> t & 1:
+        return True
+    entry, field = view.index.order[t], scope.field
+    names, total = view.index.tied.get((entry.name, field), ((), 0))
     if total > len(view.skip) or not view.skip.issuperset(names):
         return True
     if total == len(names):
         return False
-    return any(n.rank > t.rank and n.overlay.weight == t.overlay.weight
-               and n.fields().get(field, merge.EMPTY).intersects(bits)
-               for n in view.index.near(t, view.skip, view.candidates))
+    prepared = view.prepared
+    return bool(clash.partners(prepared, entry.weight, field, scope.cells[t], prepared.before(entry.rank)))
 
 
 def _above(view: View, t: int, field: merge.Field, among: int) -> int:
-    """Entries of `among` (a mask) before the one at position `t` that set `field` and may share a cell
-    with it."""
-    index = view.index
-    found = ((1 << t) - 1) & index.by_field[field] & among
-    # The buckets' union only when something is left.
-    return index.coarse_at(index.keys[t]) & found if found else 0
+    """Entries of `among` (a mask of unchanged ones) before the one at position `t` that set `field` on a cell of
+    its own."""
+    found = ((1 << t) - 1) & view.index.by_field[field] & among
+    return view.prepared.meeting(field, view.index.field_cells[field][t], found) if found else 0
 
 
 def _winners(view: View, t: int, field: merge.Field, applied: int) -> list[merge.Entry]:
     """The first clash.LIMIT by name of the applied overlays (`applied`: the unchanged ones' mask) before the
     one at position `t` that set `field` on its cells."""
-    index, status = view.index, view.status
-    cells_at = index.field_cells[field]
-    bits = cells_at[t]
-    found = [index.order[n] for n in index.positions(_above(view, t, field, applied)) if cells_at[n].intersects(bits)]
-    rank = index.order[t].rank
-    found += [c for c in view.candidates if c.rank > rank and status.get(c.name) == merge.APPLIED
+    bits, rank = view.index.field_cells[field][t], view.index.order[t].rank
+    found = view.prepared.entries(_above(view, t, field, applied))
+    found += [c for c in view.candidates if c.rank > rank and view.status.get(c.name) == merge.APPLIED
               and c.fields().get(field, merge.EMPTY).intersects(bits)]
     # Sorted in C: a Python heap costs more for any likely count.
     return sorted(found, key=_name)[:clash.LIMIT]
@@ -225,13 +228,7 @@ def _names_first(view: View, scope: _Scope, t: int, before: int) -> bool:
     """With one candidate (a winner over `t` by construction): whether it is among the winners a finding
     names, i.e. fewer than clash.LIMIT winners precede it by name (`before`: the unchanged applied overlays
     named before it)."""
-    bits, found = scope.cells[t], 0
-    for n in view.index.positions(_above(view, t, scope.field, before)):
-        if scope.cells[n].intersects(bits):
-            found += 1
-            if found == clash.LIMIT:
-                return False
-    return True
+    return _above(view, t, scope.field, before).bit_count() < clash.LIMIT
 
 
 def first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:
