@@ -1,39 +1,58 @@
-"""docs/performance.md's figure: added latency of `kubectl apply --dry-run=server` for one overlay with
-overlay-guard registered vs not, with 2,000 overlays stored, both measured in the same run.
+"""docs/performance.md's figure: the latency of `kubectl apply` of one overlay through the guard, through
+webhooks that answer at once (benchmarks/echo.py, registered the same way: the floor any webhook pays) and
+through no webhook, with 2,000 overlays stored, all three measured in the same run (issue 28: guard/echo
+<= 1.1).
 
-Prints the figures and writes them to latency.json in the test's tmp dir; asserts only that
-both series completed. The registration is toggled in blocks (interleaved) so drift in the
-machine's load affects both series alike.
+Two kinds of apply: `--dry-run=server` of one candidate, and a real create of a fresh overlay (deleted
+afterwards, outside the timed part), for which the guard records its ledger Lease before answering.
+The registration is switched in blocks whose order rotates, so drift in the machine's load affects every
+series alike; before each timed run the guard is idle (its snapshot rebuilt and the audit that follows a
+change done, in every series: it watches the cluster whoever is registered).
+
+Prints the figures and writes them to latency.json in the test's tmp dir, with the API server's own
+account of its webhook calls and the guard's handler times; asserts only that every series completed and
+that each apply was answered by the series' webhooks.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import ssl
 import statistics
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http.client import HTTPSConnection
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks import echo as echo_server
 from benchmarks import workload
 
 from ._cluster import LOOPBACK, ControlPlane
+from ._echo import Echo
 from ._guard import ANNOTATIONS, TEST_LABEL, Guard, realistic, unique
 
 pytestmark = pytest.mark.e2e
 
-BLOCKS = 5
-RUNS_PER_BLOCK = 3
+SERIES = ("guard", "echo", "none")
+# A multiple of len(SERIES): each series takes each place in a block's order equally often.
+BLOCKS = 6
+DRY_RUNS_PER_BLOCK = 3
+CREATES_PER_BLOCK = 2
 CREATE_THREADS = 8
 SYNC_TIMEOUT = 180.0
+# The audit runs 2 s after the snapshot settles (--audit-debounce).
+SETTLE_TIMEOUT = 60.0
 _POST = re.compile(r'"Response" verb="POST" url="[^"]*/nodeoverlays\?[^"]*" status="[^"]*" milliseconds=(\d+)')
+_WEBHOOK_SECONDS = "apiserver_admission_webhook_admission_duration_seconds"
 
 
 def _create_all(plane: ControlPlane, path: str, objects: list[dict[str, Any]]) -> None:
@@ -65,15 +84,16 @@ def _labelled(objects: list[dict[str, Any]], value: str) -> list[dict[str, Any]]
     return objects
 
 
-def _wait_synced(guard: Guard, since: int, overlays: int, pools: int) -> float:
-    """Until the main webhook has rebuilt its snapshot with everything; returns that rebuild's seconds."""
-    deadline = time.monotonic() + SYNC_TIMEOUT
+def _wait_event(guard: Guard, msg: str, since: int, wanted: Callable[[dict[str, Any]], bool], what: str,
+                timeout: float = SETTLE_TIMEOUT) -> dict[str, Any]:
+    """The first of the main webhook's log events `msg` after the `since` first that is `wanted`."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for event in guard.webhook.events("snapshot rebuilt")[since:]:
-            if event.get("nodeoverlays", 0) >= overlays and event.get("nodepools", 0) >= pools:
-                return float(event.get("seconds", 0.0))
-        time.sleep(0.5)
-    raise AssertionError(f"the webhook never synced {overlays} overlays:\n{guard.webhook.tail()}")
+        found = next((e for e in guard.webhook.events(msg)[since:] if wanted(e)), None)
+        if found is not None:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"the webhook never logged {what}:\n{guard.webhook.tail()}")
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +111,11 @@ def stored(guard: Guard) -> Iterator[dict[str, Any]]:
         _create_all(plane, "/apis/karpenter.sh/v1/nodepools", pools)
         _create_all(plane, "/apis/karpenter.sh/v1alpha1/nodeoverlays", overlays)
         created = time.monotonic() - started
-    rebuild = _wait_synced(guard, since, len(overlays), len(pools))
+    synced = _wait_event(guard, "snapshot rebuilt", since,
+                         lambda e: e.get("nodeoverlays", 0) >= len(overlays) and e.get("nodepools", 0) >= len(pools),
+                         f"a snapshot with {len(overlays)} overlays", SYNC_TIMEOUT)
     facts = {"overlays": len(overlays), "nodepools": len(pools), "createSeconds": round(created, 2),
-             "snapshotRebuildSeconds": rebuild}
+             "snapshotRebuildSeconds": synced.get("seconds")}
     try:
         yield facts
     finally:
@@ -102,64 +124,191 @@ def stored(guard: Guard) -> Iterator[dict[str, Any]]:
             plane.kubectl("delete", "--raw", f"{path}?labelSelector={selector}")
 
 
-def _one_apply(plane: ControlPlane, candidate: Path) -> tuple[float, float, bool, str]:
-    """(wall seconds, POST milliseconds as kubectl logged them, webhook called, stderr)."""
+@pytest.fixture(scope="module")
+def echo(guard: Guard) -> Iterator[Echo]:
+    hook = Echo(guard.plane, guard.certs)
+    hook.start()
+    try:
+        yield hook
+    finally:
+        hook.stop()
+
+
+@dataclass(frozen=True)
+class Run:
+    wall_ms: float
+    post_ms: float
+    # Which series' webhooks answered, from the annotations their /mutate added.
+    answered_by: str
+
+
+def _answered_by(annotations: dict[str, str]) -> str:
+    ours = {k for k in annotations if k.startswith(ANNOTATIONS)}
+    if not ours:
+        return "none"
+    return "echo" if ours == {echo_server.ANNOTATION} else "guard"
+
+
+def _apply(plane: ControlPlane, path: Path, *, dry_run: bool) -> Run:
     started = time.perf_counter()
-    done = plane.kubectl("apply", "--dry-run=server", "-f", str(candidate), "-v=6",
+    done = plane.kubectl("apply", *(("--dry-run=server",) if dry_run else ()), "-f", str(path), "-v=6",
                          "-o", "jsonpath={.metadata.annotations}", check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        raise AssertionError(f"the candidate was refused:\n{done.stderr[-2000:]}")
+        raise AssertionError(f"{path.name} was refused:\n{done.stderr[-2000:]}")
     posts = _POST.findall(done.stderr)
     assert len(posts) == 1, done.stderr[-2000:]
-    return wall, float(posts[0]), ANNOTATIONS in done.stdout, done.stderr
+    return Run(wall * 1000, float(posts[0]), _answered_by(json.loads(done.stdout or "{}")))
 
 
-def _median_ms(values: list[float]) -> float:
-    return round(statistics.median(values), 1)
+def _webhook_calls(plane: ControlPlane) -> dict[str, tuple[float, float]]:
+    """The API server's (seconds, calls) in webhooks so far, by type (`admit`: mutating, `validating`)."""
+    text = plane.kubectl("get", "--raw", "/metrics").stdout
+    out: dict[str, tuple[float, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != _WEBHOOK_SECONDS:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith(("_sum", "_count")):
+                kind = sample.labels["type"]
+                seconds, calls = out.get(kind, (0.0, 0.0))
+                if sample.name.endswith("_sum"):
+                    out[kind] = (seconds + sample.value, calls)
+                else:
+                    out[kind] = (seconds, calls + sample.value)
+    return out
 
 
-def test_added_latency_with_2000_overlays(guard: Guard, stored: dict[str, Any], tmp_path: Path) -> None:
+class Measured:
+    """Every run and the API server's webhook time, by kind of apply and series."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, str], list[Run]] = {}
+        self.calls: dict[tuple[str, str, str], list[float]] = {}
+
+    def add(self, kind: str, series: str, run: Run) -> None:
+        self.runs.setdefault((kind, series), []).append(run)
+
+    def add_calls(self, kind: str, series: str, before: dict[str, tuple[float, float]],
+                  after: dict[str, tuple[float, float]]) -> None:
+        for hook_type, (seconds, calls) in after.items():
+            was_seconds, was_calls = before.get(hook_type, (0.0, 0.0))
+            total = self.calls.setdefault((kind, series, hook_type), [0.0, 0.0])
+            total[0] += seconds - was_seconds
+            total[1] += calls - was_calls
+
+    def figures(self, kind: str) -> dict[str, Any]:
+        med = {s: {"wall": _median(r.wall_ms for r in self.runs[(kind, s)]),
+                   "post": _median(r.post_ms for r in self.runs[(kind, s)])} for s in SERIES}
+        per_call = {s: {t: round(1000 * sec / n, 1) for (k, s2, t), (sec, n) in self.calls.items()
+                        if k == kind and s2 == s and n}
+                    for s in SERIES}
+        return {"runsEach": len(self.runs[(kind, SERIES[0])]), "medianMs": med,
+                "guardOverEcho": {m: round(med["guard"][m] / med["echo"][m], 2) for m in ("wall", "post")},
+                "apiserverMsPerWebhookCall": per_call}
+
+
+def _median(values: Iterable[float]) -> float:
+    return round(statistics.median(list(values)), 1)
+
+
+def _route(guard: Guard, echo: Echo, series: str) -> None:
+    if series == "guard":
+        guard.route_to(guard.webhook)
+    elif series == "echo":
+        guard.route_to(echo)
+    else:
+        guard.unregister()
+
+
+def _create_settled(guard: Guard, path: Path, name: str, overlays: int, series: str) -> Run:
+    """A timed real apply of `path` (a fresh overlay `name`), then, untimed, its deletion and the guard
+    back at rest: the snapshot without it rebuilt, the audit of that snapshot done and its record out of
+    the ledger."""
     plane = guard.plane
-    candidate = tmp_path / "candidate.json"
-    wanted = workload.candidate(0)
-    candidate.write_text(json.dumps(wanted))
-    series: dict[str, dict[str, list[float]]] = {s: {"wall": [], "post": []} for s in ("with", "without")}
+    ledger_since = len(guard.webhook.events("records left the ledger"))
+    rebuilt_since = len(guard.webhook.events("snapshot rebuilt"))
+    run = _apply(plane, path, dry_run=False)
+    _wait_event(guard, "snapshot rebuilt", rebuilt_since, lambda e: e.get("nodeoverlays") == overlays + 1,
+                f"the snapshot with {name}")
+    rebuilt_since = len(guard.webhook.events("snapshot rebuilt"))
+    audits_since = len(guard.webhook.events("audit done"))
+    plane.kubectl("delete", "nodeoverlay", name)
+    rebuilt = _wait_event(guard, "snapshot rebuilt", rebuilt_since, lambda e: e.get("nodeoverlays") == overlays,
+                          f"the snapshot without {name}")
+    _wait_event(guard, "audit done", audits_since, lambda e: e.get("generation", -1) >= rebuilt["generation"],
+                f"the audit after {name} was deleted")
+    if series == "guard":
+        _wait_event(guard, "records left the ledger", ledger_since, lambda e: name in e.get("records", ()),
+                    f"{name}'s record leaving the ledger")
+    return run
+
+
+def test_apply_latency_guard_echo_none(guard: Guard, echo: Echo, stored: dict[str, Any], tmp_path: Path) -> None:
+    plane = guard.plane
+    candidate = workload.candidate(0)
+    dry_path = tmp_path / "candidate.json"
+    dry_path.write_text(json.dumps(candidate))
+    value = unique("latency-create")
+    overlays = int(guard.webhook.events("snapshot rebuilt")[-1]["nodeoverlays"])
+    measured = Measured()
+    created: list[str] = []
     logged_before = len(guard.webhook.events("admission"))
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    try:
+        for block in range(BLOCKS):
+            shift = block % len(SERIES)
+            for series in SERIES[shift:] + SERIES[:shift]:
+                _route(guard, echo, series)
+                # Deletions and the guard's own writes call no webhook: only the timed applies count here.
+                calls = _webhook_calls(plane)
+                for _ in range(DRY_RUNS_PER_BLOCK):
+                    measured.add("dryRun", series, _apply(plane, dry_path, dry_run=True))
+                dry_calls = _webhook_calls(plane)
+                measured.add_calls("dryRun", series, calls, dry_calls)
+                for _ in range(CREATES_PER_BLOCK):
+                    # The candidate under a fresh name: a record of a deleted overlay never meets the next.
+                    name = f"{value}-{len(created):03d}"
+                    fresh = json.loads(json.dumps(candidate))
+                    fresh["metadata"] = {"name": name, "labels": {TEST_LABEL: value}}
+                    path = tmp_path / f"{name}.json"
+                    path.write_text(json.dumps(fresh))
+                    created.append(name)
+                    measured.add("create", series, _create_settled(guard, path, name, overlays, series))
+                measured.add_calls("create", series, dry_calls, _webhook_calls(plane))
+    finally:
+        plane.kubectl("delete", "nodeoverlays", "-l", f"{TEST_LABEL}={value}", "--ignore-not-found")
+        guard.route_to(guard.webhook)
+    seconds = time.monotonic() - started
 
-    for block in range(BLOCKS):
-        order = ("with", "without") if block % 2 == 0 else ("without", "with")
-        for state in order:
-            if state == "with":
-                guard.route_to(guard.webhook)
-            else:
-                guard.unregister()
-            for _ in range(RUNS_PER_BLOCK):
-                wall, post, called, _ = _one_apply(plane, candidate)
-                # wait_effective already proved the state; this proves it for the run itself.
-                assert called == (state == "with")
-                series[state]["wall"].append(wall * 1000)
-                series[state]["post"].append(post)
-    guard.route_to(guard.webhook)
-
-    own = [float(e["durationMs"]) for e in guard.webhook.events("admission")[logged_before:]
-           if e.get("name") == wanted["metadata"]["name"]]
-    with_, without = series["with"], series["without"]
+    names = {candidate["metadata"]["name"]: "dryRun", **{n: "create" for n in created}}
+    handler: dict[str, dict[str, list[float]]] = {}
+    for event in guard.webhook.events("admission")[logged_before:]:
+        kind = names.get(event.get("name", ""))
+        if kind is not None:
+            handler.setdefault(kind, {}).setdefault(event["endpoint"], []).append(float(event["durationMs"]))
     figures = {
         **stored,
-        "runsEach": len(with_["wall"]),
-        "medianMs": {
-            "kubectlWallWith": _median_ms(with_["wall"]), "kubectlWallWithout": _median_ms(without["wall"]),
-            "postWith": _median_ms(with_["post"]), "postWithout": _median_ms(without["post"]),
-            "addedWall": round(_median_ms(with_["wall"]) - _median_ms(without["wall"]), 1),
-            "addedPost": round(_median_ms(with_["post"]) - _median_ms(without["post"]), 1),
-            "webhookHandlerPerCall": _median_ms(own) if own else None,
-        },
-        "series": series,
+        "seconds": round(seconds, 1),
+        "loadAverage": {"before": [round(x, 2) for x in load_before],
+                        "after": [round(x, 2) for x in os.getloadavg()]},
+        **{kind: {**measured.figures(kind),
+                  "guardHandlerMedianMs": {e: _median(v) for e, v in sorted(handler.get(kind, {}).items())}}
+           for kind in ("dryRun", "create")},
+        "runs": {f"{kind}/{series}": [(round(r.wall_ms, 1), r.post_ms) for r in runs]
+                 for (kind, series), runs in measured.runs.items()},
     }
     out = tmp_path / "latency.json"
     out.write_text(json.dumps(figures, indent=1))
-    print(f"\nlatency figures ({out}):\n{json.dumps({k: v for k, v in figures.items() if k != 'series'}, indent=1)}")
+    print(f"\nlatency figures ({out}):\n{json.dumps({k: v for k, v in figures.items() if k != 'runs'}, indent=1)}")
 
-    assert len(with_["wall"]) == len(without["wall"]) == BLOCKS * RUNS_PER_BLOCK
-    assert own, "the webhook logged no admission of the candidate"
+    wrong = {(kind, series): [r.answered_by for r in runs if r.answered_by != series]
+             for (kind, series), runs in measured.runs.items()}
+    assert not any(wrong.values()), f"applies answered by another series' webhooks: {wrong}"
+    counts = {key: len(runs) for key, runs in measured.runs.items()}
+    assert counts == {**{("dryRun", s): BLOCKS * DRY_RUNS_PER_BLOCK for s in SERIES},
+                      **{("create", s): BLOCKS * CREATES_PER_BLOCK for s in SERIES}}, counts
+    # The guard's own log: it judged (and, for the creates, recorded) the applies routed to it.
+    assert set(handler) == {"dryRun", "create"}
+    assert all(set(by) == {"validate", "mutate"} for by in handler.values()), handler
