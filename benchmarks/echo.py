@@ -19,6 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
+from webhook.patch import escape
+
 ANNOTATION = "overlay-guard.io/echo"
 
 
@@ -28,7 +30,7 @@ def _patch(ops: list[dict[str, Any]]) -> str:
 
 # A JSON Patch cannot add a member to a map that is absent: the whole map then (kubectl's applies
 # always carry one, for last-applied-configuration; a bare POST may not).
-_ADD_KEY = _patch([{"op": "add", "path": "/metadata/annotations/" + ANNOTATION.replace("/", "~1"),
+_ADD_KEY = _patch([{"op": "add", "path": "/metadata/annotations/" + escape(ANNOTATION),
                     "value": "allowed"}])
 _ADD_MAP = _patch([{"op": "add", "path": "/metadata/annotations", "value": {ANNOTATION: "allowed"}}])
 
