@@ -83,6 +83,9 @@ FUZZ_SECONDS ?= 300
 fuzz: install
 	$(BIN)/python -m fuzz --seconds $(FUZZ_SECONDS) --nice 10 --keep-going
 
+# The figure of `kubectl apply` through the guard, through an echo webhook registered the same way and through
+# none (docs/performance.md, "Through kubectl") needs the e2e control plane, so it stays a pytest run that
+# prints its figures: .venv/bin/python -m pytest -s -p no:cacheprovider tests/e2e/test_latency.py
 bench: install karpenter-oracle
 	$(BIN)/python -m benchmarks
 
