@@ -49,10 +49,10 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     applied = _applied(view)
     if not single:
         named = [(index.order[t], field, _winners(view, t, field, applied))
-                 for field, targets in _tested(view, applied, False).items() for t in targets]
+                 for field, targets in _tested(view, applied, False).items() for t in index.positions(targets)]
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
-    found = {field: index.of(targets) for field, targets in _tested(view, applied, True).items()}
+    found = _tested(view, applied, True)
     first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, applied))
              for t, field in _first_in_report(index, found)]
     return first_few(first, sum(targets.bit_count() for targets in found.values()))
@@ -69,33 +69,33 @@ def _applied(view: View) -> int:
         e.name for e in view.lost)
 
 
-def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, list[int]]:
-    """Per field, the positions of the shadowed findings naming a candidate, each tested on its own."""
+def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
+    """Per field, the positions of the shadowed findings naming a candidate (a mask), each tested on its own."""
     found = {}
     # With one candidate (none: a deletion, nothing to test), only the winners named before it can push it out
-    # of the ones a finding lists.
+    # of the ones a finding lists: with none named before it, it is among them wherever it wins.
     before = applied & view.index.named_before(view.candidates[0].name) if single and view.candidates else 0
     for field, targets in _targets(view, applied).items():
         scope = _Scope.of(view, field)
         left, covered = _covered_at_once(view, scope, targets)
-        found[field] = [t for t in left if _shadowed(view, scope, t, bool(covered >> t & 1))
-                        and (not single or _names_first(view, scope, t, before))]
+        found[field] = view.index.of(
+            t for t in view.index.positions(left) if _shadowed(view, scope, t, bool(covered >> t & 1))
+            and (not single or not before or _names_first(view, scope, t, before)))
     return found
 
 
-def _covered_at_once(view: View, scope: _Scope, targets: list[int]) -> tuple[list[int], int]:
+def _covered_at_once(view: View, scope: _Scope, targets: int) -> tuple[int, int]:
     """`_covered`'s answer for many targets in one step where it is their baseline claim against one gained
     overlay (none lost; a broad candidate is tested against thousands): the targets less those it finds a cell
-    left to, and the mask of those it finds covered (the rest are left to `_covered`)."""
+    left to, and those it finds covered (the rest are left to `_covered`), as masks."""
     if len(scope.gained) != 1 or scope.lost:
         return targets, 0
     index = view.index
     ((rank, taken),) = scope.gained
     held, claims = index.claims(scope.field)
-    asked = index.of(targets) & index.after(rank) & held
+    asked = targets & index.after(rank) & held
     covered = claims.within(taken, asked)
-    outside = asked & ~covered
-    return ([t for t in targets if not outside >> t & 1] if outside else targets), covered
+    return targets & ~(asked & ~covered), covered
 
 
 def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[tuple[int, merge.Field]]:
@@ -120,20 +120,18 @@ def _first_in_report(index: ix.Index, found: Mapping[merge.Field, int]) -> list[
     return sorted(pairs, key=order)[:clash.LIMIT]
 
 
-def _targets(view: View, applied: int) -> dict[merge.Field, list[int]]:
-    """field -> the unchanged applied overlays (by position, `applied`: their mask) where an applied candidate
+def _targets(view: View, applied: int) -> dict[merge.Field, int]:
+    """field -> the unchanged applied overlays (a mask of positions, `applied`: theirs) where an applied candidate
     above them sets the field on a common cell: the only shadowed findings that can name a candidate."""
     index, status, prepared = view.index, view.status, view.prepared
-    out: dict[merge.Field, dict[int, None]] = {}
+    out: dict[merge.Field, int] = {}
     for c in view.candidates:
         if status.get(c.name) != merge.APPLIED:
             continue
         below = applied & ~index.before(c.rank)
         for field, bits in c.fields().items():
-            found = out.setdefault(field, {})
-            for t in index.positions(prepared.meeting(field, bits, below & index.by_field.get(field, 0))):
-                found[t] = None
-    return {field: list(found) for field, found in out.items()}
+            out[field] = out.get(field, 0) | prepared.meeting(field, bits, below & index.by_field.get(field, 0))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
