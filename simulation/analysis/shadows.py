@@ -78,9 +78,14 @@ def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
     for field, targets in _targets(view, applied).items():
         scope = _Scope.of(view, field)
         left, covered = _covered_at_once(view, scope, targets)
-        found[field] = view.index.of(
-            t for t in view.index.positions(left) if _shadowed(view, scope, t, bool(covered >> t & 1))
-            and (not single or not before or _names_first(view, scope, t, before)))
+        # Covered and paired with no overlay of their weight before them (`tied` lists every unchanged overlay
+        # that is): shadowed, with no test of each.
+        plain = left & covered & ~scope.tied & ~view.index.ties.get(field, 0)
+        shadowed = plain | view.index.of(t for t in view.index.positions(left & ~plain)
+                                         if _shadowed(view, scope, t, bool(covered >> t & 1)))
+        if single and before:
+            shadowed = view.index.of(t for t in view.index.positions(shadowed) if _names_first(view, scope, t, before))
+        found[field] = shadowed
     return found
 
 
