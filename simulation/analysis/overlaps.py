@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from simulation.analysis import arrays
 from simulation.semantics import cellset
@@ -75,10 +75,12 @@ class Overlaps:
         block = self.block_of[at]
         one = block >= 0
         at, block = at[one], block[one]
+        # Each distinct block among them tested once: a crowd's NodePool copies share theirs.
+        distinct, of = np.unique(block, return_inverse=True)
         hit = np.zeros(len(at), dtype=np.bool_)
         for pools, bits in cells.parts:
-            in_pools = (self.pools[at] & _row(pools, self.pools.shape[1])).any(axis=1)
-            hit |= in_pools & (self.blocks[block] & _row(bits, self.blocks.shape[1])).any(axis=1)
+            hit |= _nonzero(self.pools[at] & _row(pools, self.pools.shape[1])) & _nonzero(
+                self.blocks[distinct] & _row(bits, self.blocks.shape[1]))[of]
         out = arrays.mask(at[hit], len(self.sets))
         for i in self.several:
             if among >> i & 1 and self.sets[i].intersects(cells):
@@ -87,6 +89,8 @@ class Overlaps:
 
     def within(self, cells: cellset.Cells, among: int) -> int:
         """The positions of `among` whose set has no cell outside `cells`, as a mask."""
+        import numpy as np
+
         if len(cells.parts) != 1 or among.bit_count() <= FEW:
             # Inside a union of several products is not a per-product question: asked of each.
             return self._each(among, lambda s: s.within(cells))
@@ -94,8 +98,9 @@ class Overlaps:
         at = arrays.ones(among, len(self.sets))
         block = self.block_of[at]
         one = block >= 0
-        outside = ((self.pools[at[one]] & ~_row(pools, self.pools.shape[1])).any(axis=1)
-                   | (self.blocks[block[one]] & ~_row(bits, self.blocks.shape[1])).any(axis=1))
+        distinct, of = np.unique(block[one], return_inverse=True)
+        outside = (_nonzero(self.pools[at[one]] & ~_row(pools, self.pools.shape[1]))
+                   | _nonzero(self.blocks[distinct] & ~_row(bits, self.blocks.shape[1]))[of])
         out = arrays.mask(at[one][~outside], len(self.sets))
         for i in at[~one].tolist():
             if self.sets[i].within(cells):
@@ -110,6 +115,11 @@ class Overlaps:
                 out |= low
             among ^= low
         return out
+
+
+def _nonzero(rows: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+    """Per row of words, whether any is set."""
+    return cast("npt.NDArray[np.bool_]", rows.any(axis=1))
 
 
 def _words(bits: int) -> int:
