@@ -17,8 +17,8 @@ from simulation.semantics import cells, cellset, clash, merge
 
 @dataclasses.dataclass(frozen=True)
 class Scan:
-    """Answers about one candidate from the overlays around it: the clashes from the index's masks, its claim and
-    shadowing from its neighbours (those sharing a bucket with it)."""
+    """Answers about one candidate from the overlays around it, the unchanged ones as the index's crowd and the
+    other candidates listed: its clashes, its claim and its shadowing."""
 
     index: ix.Index
     c: merge.Entry
@@ -31,24 +31,38 @@ class Scan:
            status: Mapping[str, merge.State]) -> Scan:
         return cls(index, c, skip, candidates, status)
 
+    @once.Once
+    def prepared(self) -> ix.Unchanged:
+        return self.index.crowd(self.skip)
+
+    @once.Once
+    def others(self) -> merge.Listed:
+        return merge.Listed(n for n in self.candidates if n.name != self.c.name)
+
     # Listed only when a claim or a shadow test asks: a dropped candidate's findings need none of them.
     @once.Once
     def neighbours(self) -> Sequence[merge.Entry]:
-        return self.index.near(self.c, self.skip, self.candidates, self.index.relevant(self.c))
+        """The overlays before it that set one of its fields on a cell of its own: all that its claim and its
+        shadow test read (checks.higher, checks.shadowed)."""
+        c, out = self.c, []
+        for crowd in (self.prepared, self.others):
+            found = 0
+            for field, bits in c.fields().items():
+                found |= crowd.meeting(field, bits, crowd.before(c.rank) & crowd.setting(field))
+            out += crowd.entries(found)
+        return out
 
     def clashes(self) -> tuple[list[clash.Clash], int]:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
         the earlier one of each later overlay (of those on unchanged overlays, see `reported`)."""
-        c = self.c
-        prepared = self.index.crowd(self.skip)
-        listed = merge.Listed(n for n in self.candidates if n.name != c.name)
-        out = clash.clashes_with(c, [prepared, listed])
+        c, prepared, others = self.c, self.prepared, self.others
+        out = clash.clashes_with(c, [prepared, others])
         unbuilt = 0
         for field, bits in c.fields().items():
             found, more = reported(self.index, c, field,
                                    self.index.positions(clash.partners(prepared, c.weight, field, bits,
                                                                        prepared.after(c.rank))),
-                                   listed.entries(clash.partners(listed, c.weight, field, bits, listed.after(c.rank))),
+                                   others.entries(clash.partners(others, c.weight, field, bits, others.after(c.rank))),
                                    self.skip, self.candidates)
             out += found
             unbuilt += more

@@ -193,14 +193,6 @@ class Index:
         count = len(self.ranks)
         return ((1 << count) - 1) ^ ((1 << count - bisect.bisect_left(self.ranks, rank)) - 1)
 
-    def relevant(self, c: merge.Entry) -> int:
-        """The entries that can bear on a candidate's own findings: those that set one of its fields, at
-        its weight (conflicts) or before it (what it wins and loses)."""
-        fields = 0
-        for field in c.fields():
-            fields |= self.by_field.get(field, 0)
-        return fields & (self.by_weight.get(c.overlay.weight, 0) | self.before(c.rank))
-
     def coarse(self, target: merge.Entry) -> int:
         """The entries that share a bucket with the target (a superset of those sharing a cell)."""
         at = self.position.get(target.name)
@@ -258,14 +250,12 @@ class Index:
         order = self.order
         return [order[i] for i in self.positions(mask)]
 
-    def near(self, target: merge.Entry, skip: set[str], extra: Sequence[merge.Entry],
-             among: int = -1) -> list[merge.Entry]:
-        """Entries whose coarse signature overlaps the target's: the prepared ones not named
-        in `skip` (they changed) and in `among` (all by default), plus the `extra` (changed) ones."""
-        narrow = among & ~self.mask(skip)
+    def near(self, target: merge.Entry, skip: set[str], extra: Sequence[merge.Entry]) -> list[merge.Entry]:
+        """Entries whose coarse signature overlaps the target's: the prepared ones not named in `skip` (they
+        changed), plus the `extra` (changed) ones."""
         name = target.name
-        found = [n for n in self.members(self.coarse(target) & narrow) if n.may_overlap(target) and n.name != name
-                 ] if narrow else []
+        found = [n for n in self.members(self.coarse(target) & ~self.mask(skip))
+                 if n.may_overlap(target) and n.name != name]
         return found + [n for n in extra if n.may_overlap(target) and n.name != name]
 
 
