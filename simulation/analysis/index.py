@@ -43,9 +43,6 @@ class Index:
     ranks: tuple[tuple[int, str], ...] = ()
     # field -> the entries that set it
     by_field: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
-    # (overlay, field) -> (some of the same-weight overlays before it that set the field on a common
-    # cell, how many there are in all): what a `shadowed` finding defers to (clash.same_weight)
-    tied: Mapping[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = dataclasses.field(default_factory=dict)
     taken: hints.Taken = dataclasses.field(default_factory=lambda: hints.Taken(()))
     # The entries' names sorted, their positions in that order, and masks of prefixes of it.
     sorted_names: tuple[str, ...] = ()
@@ -62,8 +59,6 @@ class Index:
     field_cells: Mapping[merge.Field, Mapping[int, cellset.Cells]] = dataclasses.field(default_factory=dict)
     # Per position: the buckets the entry is in.
     keys: tuple[Keys, ...] = ()
-    # field -> the positions `tied` holds any overlay for
-    ties: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
     # Per position: the entry's place in a report's order (source, then name).
     report_rank: tuple[int, ...] = ()
     # The entries Karpenter applies in the baseline (`settled`; None before): narrows a scan of thousands to
@@ -86,6 +81,25 @@ class Index:
     @once.Once
     def report_ranks(self) -> arrays.Ints:
         return arrays.ints(self.report_rank)
+
+    # Made on a request's first need: a whole run (a `check`) never asks.
+    @once.Once
+    def tied(self) -> Mapping[tuple[str, merge.Field], tuple[tuple[str, ...], int]]:
+        """(overlay, field) -> (some of the same-weight overlays before it that set the field on a common cell, how
+        many there are in all): what a `shadowed` finding defers to (clash.same_weight)."""
+        out: dict[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = {}
+        for k in clash.same_weight(self.order):
+            names, total = out.get((k.later, k.field), ((), 0))
+            out[(k.later, k.field)] = ((*names, k.earlier), total + 1 + k.more)
+        return out
+
+    @once.Once
+    def ties(self) -> Mapping[merge.Field, int]:
+        """field -> the positions `tied` holds any overlay for."""
+        out: dict[merge.Field, int] = {}
+        for name, field in self.tied:
+            out[field] = out.get(field, 0) | 1 << self.position[name]
+        return out
 
     @once.Once
     def entry_array(self) -> arrays.Objects:
@@ -130,10 +144,6 @@ class Index:
             by_weight[e.overlay.weight] = by_weight.get(e.overlay.weight, 0) | 1 << i
             prices |= (e.overlay.price_update is not None) << i
             capacities |= e.overlay.capacity_set << i
-        tied: dict[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = {}
-        for k in clash.same_weight(order):
-            names, total = tied.get((k.later, k.field), ((), 0))
-            tied[(k.later, k.field)] = ((*names, k.earlier), total + 1 + k.more)
         by_name = sorted(range(len(order)), key=lambda i: order[i].name)
         # Every NAMES-th prefix of the entries by name, as a mask, so that any prefix costs < NAMES ORs.
         prefixes, mask = [0], 0
@@ -142,18 +152,15 @@ class Index:
             if count % NAMES == 0:
                 prefixes.append(mask)
         position = {e.name: i for i, e in enumerate(order)}
-        ties: dict[merge.Field, int] = {}
-        for name, field in tied:
-            ties[field] = ties.get(field, 0) | 1 << position[name]
         report_rank = [0] * len(order)
         in_report = sorted(range(len(order)), key=lambda i: _report_key(order[i]))
         for place, i in enumerate(in_report):
             report_rank[i] = place
         return cls({pool: _mask(at, len(order)) for pool, at in by_pool.items()}, order, position,
                    tuple(e.rank for e in reversed(order)),
-                   by_field, tied, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
+                   by_field, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
                    tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
-                   keys, ties, tuple(report_rank), pool_count=pools,
+                   keys, tuple(report_rank), pool_count=pools,
                    by_kind=kinds.Kinds.build(order),
                    by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()},
                    report_prefixes=_prefixes(in_report, REPORT))
@@ -166,8 +173,9 @@ class Index:
     def warm(self) -> None:
         """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
         a snapshot in whole, and its next admission should not pay for it."""
-        for owner, name in ((self, "report_ranks"), (self, "entry_array"), (self, "name_array"),
-                            (self, "offering_overlaps"), (self, "type_overlaps"), (self.by_kind, "of_array")):
+        for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "entry_array"),
+                            (self, "name_array"), (self, "offering_overlaps"), (self, "type_overlaps"),
+                            (self.by_kind, "of_array")):
             getattr(owner, name)
         self.claims(merge.PRICE)
 
