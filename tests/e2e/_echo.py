@@ -4,31 +4,20 @@
 from __future__ import annotations
 
 import http.client
-import ssl
-import subprocess
 import sys
 import urllib.request
 
 from . import _cluster
 from ._cluster import LOOPBACK, REPO_ROOT, ControlPlane
-from ._guard import Certs
+from ._guard import Certs, Served
 
 
-class Echo:
+class Echo(Served):
     """`name`, `url` and `admissions` let Guard register it like one webhook; the guard's serving
     certificate, so the configurations' caBundle fits it too."""
 
     def __init__(self, plane: ControlPlane, certs: Certs, name: str = "echo") -> None:
-        self.name = name
-        self.certs = certs
-        self.port = _cluster.free_port()
-        self.log_path = plane.log_dir / f"webhook-{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._tls = ssl.create_default_context(cafile=str(certs.ca))
-
-    @property
-    def url(self) -> str:
-        return f"https://{LOOPBACK}:{self.port}"
+        super().__init__(plane, certs, name)
 
     def admissions(self) -> float:
         with urllib.request.urlopen(f"{self.url}/admissions", timeout=5, context=self._tls) as resp:
@@ -47,6 +36,3 @@ class Echo:
         # benchmarks/ is not an installed package: it is found from the checkout.
         self.proc = _cluster._spawn(argv, self.log_path, {"PYTHONPATH": str(REPO_ROOT)})
         _cluster._wait_until(self._answers, self.proc, f"echo {self.name}", self.log_path, 30.0)
-
-    def stop(self) -> None:
-        _cluster._stop(self.proc)

@@ -210,21 +210,15 @@ def webhook_configurations(plane: ControlPlane, certs: Certs, base_url: str) -> 
 
 # --- webhook processes --------------------------------------------------------------------------------
 
-class Webhook:
-    """One overlay-webhook process on loopback; ports stay fixed across stop/start."""
+class Served:
+    """A process serving HTTPS on a loopback port with the guard's certificate (its port stays fixed across
+    stop/start), logging to the plane's log directory."""
 
-    def __init__(self, plane: ControlPlane, certs: Certs, name: str, *, mode: str = "enforce",
-                 launcher: Sequence[str] = ("-m", "webhook"), extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, plane: ControlPlane, certs: Certs, name: str) -> None:
         self.plane = plane
         self.certs = certs
         self.name = name
-        self.mode = mode
-        self.launcher = tuple(launcher)
-        self.extra_args = tuple(extra_args)
         self.port = _cluster.free_port()
-        self.metrics_port = _cluster.free_port()
-        while self.metrics_port == self.port:  # the kernel may hand a just-released port out again
-            self.metrics_port = _cluster.free_port()
         self.log_path = plane.log_dir / f"webhook-{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._tls = ssl.create_default_context(cafile=str(certs.ca))
@@ -232,6 +226,23 @@ class Webhook:
     @property
     def url(self) -> str:
         return f"https://{LOOPBACK}:{self.port}"
+
+    def stop(self) -> None:
+        _cluster._stop(self.proc)
+
+
+class Webhook(Served):
+    """One overlay-webhook process on loopback."""
+
+    def __init__(self, plane: ControlPlane, certs: Certs, name: str, *, mode: str = "enforce",
+                 launcher: Sequence[str] = ("-m", "webhook"), extra_args: Sequence[str] = ()) -> None:
+        super().__init__(plane, certs, name)
+        self.mode = mode
+        self.launcher = tuple(launcher)
+        self.extra_args = tuple(extra_args)
+        self.metrics_port = _cluster.free_port()
+        while self.metrics_port == self.port:  # the kernel may hand a just-released port out again
+            self.metrics_port = _cluster.free_port()
 
     def argv(self) -> list[str]:
         return [sys.executable, *self.launcher, "--kubeconfig", str(self.plane.kubeconfig),
@@ -242,9 +253,6 @@ class Webhook:
     def start(self) -> None:
         self.proc = _cluster._spawn(self.argv(), self.log_path)
         self.wait_ready()
-
-    def stop(self) -> None:
-        _cluster._stop(self.proc)
 
     @property
     def running(self) -> bool:
