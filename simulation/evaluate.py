@@ -384,8 +384,8 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     for claim in outcome.claims:
         e = entries[claim.overlay]
         if not claim.cells:
-            around = index.near(e, set(), ())
-            shadow = checks.shadowed(grid, e, claim.field, around, outcome.status)
+            around = checks.listed(index.near(e, set(), ()), outcome.status)
+            shadow = checks.shadowed(grid, e, claim.field, [around], outcome.status)
             found += [shadow] if shadow is not None else []
         elif claim.field == merge.PRICE:
             clamp = checks.clamped(grid, e, claim.cells)

@@ -66,7 +66,7 @@ def shadow(catalog: cat.Catalog, target: model.Overlay, *others: model.Overlay) 
     es = cs.entries(g, target, *others)
     status = merge.karpenter(es).status
     (field,) = es[0].fields()
-    return checks.shadowed(g, es[0], field, es[1:], status)
+    return checks.shadowed(g, es[0], field, [checks.listed(es[1:], status)], status)
 
 
 @pytest.mark.parametrize(("others", "shadowed_by"), [

@@ -1,7 +1,7 @@
-"""What a candidate's own findings read about its neighbours: its same-weight clashes, the cells where
-its value is in effect (its claim), and whether a field of it is shadowed. `Scan` finds the neighbours
-through the index (those sharing a bucket with it and bearing on its findings) and hands them to the
-one home of each rule: clash.clashes_with, checks.claim, checks.shadowed.
+"""What a candidate's own findings read about the overlays around it: its same-weight clashes, the cells where
+its value is in effect (its claim), and whether a field of it is shadowed. `Scan` hands the unchanged overlays
+(the index's crowd) and the other candidates (listed), with the applied ones among them, to the one home of each
+rule: clash.clashes_with, checks.higher and checks.claim, checks.shadowed.
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ class Scan:
     skip: set[str]
     candidates: Sequence[merge.Entry]
     status: Mapping[str, merge.State]
-
-    @classmethod
-    def of(cls, index: ix.Index, c: merge.Entry, skip: set[str], candidates: Sequence[merge.Entry],
-           status: Mapping[str, merge.State]) -> Scan:
-        return cls(index, c, skip, candidates, status)
+    # The unchanged overlays applied with the change (shadows.View.applied).
+    applied: int
 
     @once.Once
     def prepared(self) -> ix.Unchanged:
@@ -39,18 +36,12 @@ class Scan:
     def others(self) -> merge.Listed:
         return merge.Listed(n for n in self.candidates if n.name != self.c.name)
 
-    # Listed only when a claim or a shadow test asks: a dropped candidate's findings need none of them.
     @once.Once
-    def neighbours(self) -> Sequence[merge.Entry]:
-        """The overlays before it that set one of its fields on a cell of its own: all that its claim and its
-        shadow test read (checks.higher, checks.shadowed)."""
-        c, out = self.c, []
-        for crowd in (self.prepared, self.others):
-            found = 0
-            for field, bits in c.fields().items():
-                found |= crowd.meeting(field, bits, crowd.before(c.rank) & crowd.setting(field))
-            out += crowd.entries(found)
-        return out
+    def around(self) -> tuple[checks.Around, ...]:
+        """The overlays around it with the applied ones, as its claim and shadow test read them."""
+        others = self.others
+        return (self.prepared, self.applied), (others, others.where(
+            lambda n: self.status.get(n.name) == merge.APPLIED))
 
     def clashes(self) -> tuple[list[clash.Clash], int]:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
@@ -69,10 +60,10 @@ class Scan:
         return out, unbuilt
 
     def claim(self, field: merge.Field) -> cellset.Cells:
-        return checks.claim(self.c, field, checks.higher(self.c, field, self.neighbours, self.status))
+        return checks.claim(self.c, field, checks.higher(self.c, field, self.around))
 
     def shadowed(self, grid: cells.Grid, field: merge.Field) -> findings.Finding | None:
-        return checks.shadowed(grid, self.c, field, self.neighbours, self.status)
+        return checks.shadowed(grid, self.c, field, self.around, self.status)
 
 
 def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Sequence[int] | arrays.Ints,

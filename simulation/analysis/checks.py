@@ -80,12 +80,25 @@ def _named(named: dict[str, tuple[merge.Entry, bool]], name: str, entries: Mappi
     return found
 
 
-def higher(e: merge.Entry, field: merge.Field, neighbours: Iterable[merge.Entry],
-           status: Mapping[str, merge.State]) -> list[merge.Entry]:
+# A crowd, and the mask of its overlays applied with the change: what `higher` and `shadowed` read of the overlays
+# around one.
+Around = tuple[merge.Crowd, int]
+
+
+def higher(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[merge.Entry]:
     """Applied overlays that precede `e` and set `field` on some of its cells."""
     bits = e.fields().get(field, merge.EMPTY)
-    return [n for n in neighbours if n.rank > e.rank and status.get(n.name) == merge.APPLIED
-            and n.fields().get(field, merge.EMPTY).intersects(bits)]
+    found: list[merge.Entry] = []
+    for crowd, applied in around:
+        among = applied & crowd.before(e.rank) & crowd.setting(field)
+        found += crowd.entries(crowd.meeting(field, bits, among)) if among else []
+    return found
+
+
+def listed(neighbours: Iterable[merge.Entry], status: Mapping[str, merge.State]) -> Around:
+    """Overlays in a list, as a crowd with its applied ones."""
+    crowd = merge.Listed(neighbours)
+    return crowd, crowd.where(lambda n: status.get(n.name) == merge.APPLIED)
 
 
 def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) -> cellset.Cells:
@@ -96,18 +109,17 @@ def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) ->
     return e.fields().get(field, merge.EMPTY) - covered
 
 
-def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, neighbours: Sequence[merge.Entry],
+def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Sequence[Around],
              status: Mapping[str, merge.State]) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
-    winners = higher(e, field, neighbours, status)
+    winners = higher(e, field, around)
     if claim(e, field, winners):
         return None
-    around = merge.Listed(neighbours)
-    if clash.partners(around, e.weight, field, bits, around.before(e.rank)):
+    if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
     return shadow(grid, e, field, sorted(winners, key=operator.attrgetter("name")))
 

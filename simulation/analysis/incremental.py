@@ -153,7 +153,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
     for c in candidates:
-        reach = candidate.Scan.of(index, c, skip, candidates, status)
+        reach = candidate.Scan(index, c, skip, candidates, status, view.applied)
         own, others, total = _split(*reach.clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)

@@ -2,8 +2,8 @@
 
 An unchanged overlay's field becomes (or stays) shadowed when a candidate above it sets the field on
 its cells and nothing it still holds is left outside what the candidates take: its baseline claim less
-the candidates' cells (`_covered`), or, where an overlay above it gave cells back, checks.claim over its
-neighbours.
+the candidates' cells (`_covered`), or, where an overlay above it gave cells back, checks.claim over what
+checks.higher finds above it.
 """
 
 from __future__ import annotations
@@ -40,33 +40,38 @@ class View:
         """The unchanged overlays, as a crowd."""
         return self.index.crowd(self.skip)
 
+    @once.Once
+    def applied(self) -> int:
+        """The unchanged overlays applied with the change, as a mask: the baseline's applied, plus those the change
+        made applied, less those it made dropped (one mask, not a status lookup per neighbour tested)."""
+        index = self.index
+        unchanged = ~index.mask(self.skip)
+        if index.applied_bits is None:
+            return unchanged & index.mask(n for n in index.names if self.status.get(n) == merge.APPLIED)
+        return unchanged & (index.applied_bits | index.mask(e.name for e in self.gained)) & ~index.mask(
+            e.name for e in self.lost)
+
+    @once.Once
+    def around(self) -> tuple[checks.Around, ...]:
+        """Every overlay with the change, and the applied ones: the unchanged as the index's crowd, the candidates
+        listed."""
+        return (self.prepared, self.applied), checks.listed(self.candidates, self.status)
+
 
 def others(view: View, single: bool) -> list[findings.Finding]:
     """`shadowed` findings on unchanged overlays that name a candidate among the winners they list.
     With one changed overlay a report keeps the first clash.LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
-    index = view.index
-    applied = _applied(view)
+    index, applied = view.index, view.applied
     if not single:
-        named = [(index.order[t], field, _winners(view, t, field, applied))
+        named = [(index.order[t], field, _winners(view, t, field))
                  for field, targets in _tested(view, applied, False).items() for t in index.positions(targets)]
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
     found = _tested(view, applied, True)
-    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, applied))
+    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field))
              for t, field in _first_in_report(index, found)]
     return first_few(first, sum(targets.bit_count() for targets in found.values()))
-
-
-def _applied(view: View) -> int:
-    """The unchanged overlays applied with the change, as a mask: the baseline's applied, plus those the change
-    made applied, less those it made dropped (one mask, not a status lookup per neighbour tested)."""
-    index = view.index
-    unchanged = ~index.mask(view.skip)
-    if index.applied_bits is None:
-        return unchanged & index.mask(n for n in index.names if view.status.get(n) == merge.APPLIED)
-    return unchanged & (index.applied_bits | index.mask(e.name for e in view.gained)) & ~index.mask(
-        e.name for e in view.lost)
 
 
 def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
@@ -172,15 +177,14 @@ def _shadowed(view: View, scope: _Scope, t: int, covered: bool) -> bool:
 
 def _covered(view: View, scope: _Scope, t: int) -> bool:
     """Whether no cell of `t`'s field is left to it. Its baseline claim less what the gained overlays
-    above it set is exact unless an overlay lost above it gave cells back: then look at its neighbours."""
+    above it set is exact unless an overlay lost above it gave cells back: then ask checks.higher."""
     index = view.index
     rank = index.ranks[len(index.ranks) - 1 - t]
     # Only an overlay applied in the baseline has a claim.
     rest = scope.claimed.get(index.names[t])
     if rest is None or (scope.lost and any(r > rank and lost.intersects(scope.cells[t]) for r, lost in scope.lost)):
         entry = view.index.order[t]
-        around = view.index.near(entry, view.skip, view.candidates)
-        return not checks.claim(entry, scope.field, checks.higher(entry, scope.field, around, view.status))
+        return not checks.claim(entry, scope.field, checks.higher(entry, scope.field, view.around))
     if len(scope.gained) == 1:
         # One candidate (almost every request): no list of those above `t`.
         ((r, taken),) = scope.gained
@@ -206,22 +210,11 @@ def _tied(view: View, scope: _Scope, t: int) -> bool:
     return bool(clash.partners(prepared, entry.weight, field, scope.cells[t], prepared.before(entry.rank)))
 
 
-def _above(view: View, t: int, field: merge.Field, among: int) -> int:
-    """Entries of `among` (a mask of unchanged ones) before the one at position `t` that set `field` on a cell of
-    its own."""
-    found = ((1 << t) - 1) & view.index.by_field[field] & among
-    return view.prepared.meeting(field, view.index.field_cells[field][t], found) if found else 0
-
-
-def _winners(view: View, t: int, field: merge.Field, applied: int) -> list[merge.Entry]:
-    """The first clash.LIMIT by name of the applied overlays (`applied`: the unchanged ones' mask) before the
-    one at position `t` that set `field` on its cells."""
-    bits, rank = view.index.field_cells[field][t], view.index.order[t].rank
-    found = view.prepared.entries(_above(view, t, field, applied))
-    found += [c for c in view.candidates if c.rank > rank and view.status.get(c.name) == merge.APPLIED
-              and c.fields().get(field, merge.EMPTY).intersects(bits)]
+def _winners(view: View, t: int, field: merge.Field) -> list[merge.Entry]:
+    """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set `field` on its
+    cells."""
     # Sorted in C: a Python heap costs more for any likely count.
-    return sorted(found, key=_name)[:clash.LIMIT]
+    return sorted(checks.higher(view.index.order[t], field, view.around), key=_name)[:clash.LIMIT]
 
 
 _name = operator.attrgetter("name")
@@ -231,7 +224,7 @@ def _names_first(view: View, scope: _Scope, t: int, before: int) -> bool:
     """With one candidate (a winner over `t` by construction): whether it is among the winners a finding
     names, i.e. fewer than clash.LIMIT winners precede it by name (`before`: the unchanged applied overlays
     named before it)."""
-    return _above(view, t, scope.field, before).bit_count() < clash.LIMIT
+    return len(checks.higher(view.index.order[t], scope.field, [(view.prepared, before)])) < clash.LIMIT
 
 
 def first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:

@@ -202,7 +202,8 @@ class Listed:
     def __init__(self, entries: Iterable[Entry]) -> None:
         self._entries = ordered(entries)
 
-    def _where(self, test: Callable[[Entry], bool]) -> int:
+    def where(self, test: Callable[[Entry], bool]) -> int:
+        """Those that pass `test`."""
         out = 0
         for i, e in enumerate(self._entries):
             if test(e):
@@ -210,25 +211,25 @@ class Listed:
         return out
 
     def of_weight(self, weight: int) -> int:
-        return self._where(lambda e: e.weight == weight)
+        return self.where(lambda e: e.weight == weight)
 
     def before(self, rank: tuple[int, str]) -> int:
-        return self._where(lambda e: e.rank > rank)
+        return self.where(lambda e: e.rank > rank)
 
     def after(self, rank: tuple[int, str]) -> int:
-        return self._where(lambda e: e.rank < rank)
+        return self.where(lambda e: e.rank < rank)
 
     def setting(self, field: Field) -> int:
-        return self._where(lambda e: field in e.fields())
+        return self.where(lambda e: field in e.fields())
 
     def pricing(self) -> int:
-        return self._where(lambda e: e.overlay.price_update is not None)
+        return self.where(lambda e: e.overlay.price_update is not None)
 
     def sizing(self) -> int:
-        return self._where(lambda e: e.overlay.capacity_set)
+        return self.where(lambda e: e.overlay.capacity_set)
 
     def meeting(self, field: Field, cells: cellset.Cells, among: int) -> int:
-        return among & self._where(lambda e: e.level(field).intersects(cells))
+        return among & self.where(lambda e: e.level(field).intersects(cells))
 
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         found = [e for i, e in enumerate(self._entries) if members >> i & 1]
