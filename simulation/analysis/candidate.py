@@ -33,15 +33,15 @@ class Scan:
         return self.index.crowd(self.skip)
 
     @once.Once
-    def others(self) -> merge.Listed:
-        return merge.Listed(n for n in self.candidates if n.name != self.c.name)
-
-    @once.Once
-    def around(self) -> tuple[checks.Around, ...]:
+    def around(self) -> tuple[checks.Around, checks.Around]:
         """The overlays around it with the applied ones, as its claim and shadow test read them."""
-        others = self.others
-        return (self.prepared, self.applied), (others, others.where(
-            lambda n: self.status.get(n.name) == merge.APPLIED))
+        return (self.prepared, self.applied), checks.listed((n for n in self.candidates if n.name != self.c.name),
+                                                            self.status)
+
+    @property
+    def others(self) -> merge.Crowd:
+        """The other candidates."""
+        return self.around[1][0]
 
     def clashes(self) -> tuple[list[clash.Clash], int]:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as

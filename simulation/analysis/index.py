@@ -302,9 +302,9 @@ class Unchanged:
         return table.meeting(cells, among)
 
     def entries(self, members: int, limit: int | None = None) -> list[merge.Entry]:
-        order = self.index.order
         if limit is None:
-            return [order[i] for i in _ones(members)]
+            return self.index.members(members)
+        order = self.index.order
         out: list[merge.Entry] = []
         while members and len(out) < limit:
             low = members & -members

@@ -412,8 +412,9 @@ def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
     store = _Store()
     for s in stored:
         store.add(s)
-        if e.overlay.price_update is not None and s.overlay.price_update is not None and s.cells.intersects(e.cells):
-            break
+        if s.overlay.price_update is not None and (dropped := _price_conflict(e, store.price_union,
+                                                                             store.price_stored)):
+            return dropped
     return store.conflict(e)
 
 
