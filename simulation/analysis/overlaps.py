@@ -71,12 +71,7 @@ class Overlaps:
             return 0
         if among.bit_count() <= FEW:
             return self._each(among, cells.intersects)
-        at = arrays.ones(among, len(self.sets))
-        block = self.block_of[at]
-        one = block >= 0
-        at, block = at[one], block[one]
-        # Each distinct block among them tested once: a crowd's NodePool copies share theirs.
-        distinct, of = np.unique(block, return_inverse=True)
+        at, distinct, of, _ = self._products(among)
         hit = np.zeros(len(at), dtype=np.bool_)
         for pools, bits in cells.parts:
             hit |= _nonzero(self.pools[at] & _row(pools, self.pools.shape[1])) & _nonzero(
@@ -89,23 +84,29 @@ class Overlaps:
 
     def within(self, cells: cellset.Cells, among: int) -> int:
         """The positions of `among` whose set has no cell outside `cells`, as a mask."""
-        import numpy as np
-
         if len(cells.parts) != 1 or among.bit_count() <= FEW:
             # Inside a union of several products is not a per-product question: asked of each.
             return self._each(among, lambda s: s.within(cells))
         (pools, bits), = cells.parts
+        at, distinct, of, rest = self._products(among)
+        outside = (_nonzero(self.pools[at] & ~_row(pools, self.pools.shape[1]))
+                   | _nonzero(self.blocks[distinct] & ~_row(bits, self.blocks.shape[1]))[of])
+        out = arrays.mask(at[~outside], len(self.sets))
+        for i in rest.tolist():
+            if self.sets[i].within(cells):
+                out |= 1 << i
+        return out
+
+    def _products(self, among: int) -> tuple[arrays.Ints, arrays.Ints, arrays.Ints, arrays.Ints]:
+        """The positions of `among` whose set is one product; their distinct blocks, each tested once (a crowd's
+        NodePool copies share theirs), and per position its block's place among them; the other positions."""
+        import numpy as np
+
         at = arrays.ones(among, len(self.sets))
         block = self.block_of[at]
         one = block >= 0
         distinct, of = np.unique(block[one], return_inverse=True)
-        outside = (_nonzero(self.pools[at[one]] & ~_row(pools, self.pools.shape[1]))
-                   | _nonzero(self.blocks[distinct] & ~_row(bits, self.blocks.shape[1]))[of])
-        out = arrays.mask(at[one][~outside], len(self.sets))
-        for i in at[~one].tolist():
-            if self.sets[i].within(cells):
-                out |= 1 << i
-        return out
+        return at[one], distinct, of, at[~one]
 
     def _each(self, among: int, test: Callable[[cellset.Cells], bool]) -> int:
         out = 0
