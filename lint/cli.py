@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, formats, junit, sarif
+from lint import completion, formats, junit, sarif, streams
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import hints
@@ -622,8 +622,8 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: 
 
 def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, prog: str = PROG) -> int:
-    out = stdout if stdout is not None else sys.stdout
-    err = stderr if stderr is not None else sys.stderr
+    out = streams.guard(stdout if stdout is not None else sys.stdout)
+    err = streams.guard(stderr if stderr is not None else sys.stderr)
     collecting = gc.get_threshold()
     gc.set_threshold(RUN_GC_THRESHOLD, *collecting[1:])
     try:
@@ -643,8 +643,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         err.write(f"{prog}: interrupted\n")
         return 130
     except BrokenPipeError:
-        # The reader went away (`| head`): it has what it wanted, as with other command-line tools. Not 1, which
-        # means findings.
+        # Only argparse's --help and --version write past the guarded streams, and both end with 0.
         return 0
     except Exception as bug:  # exit 1 means findings: a crash must never look like one
         err.write(f"{prog}: internal error: {type(bug).__name__}: {_one_line(bug)}\n")
@@ -668,12 +667,8 @@ def prepare_streams() -> None:
 
 
 def finish(status: int) -> NoReturn:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): exit quietly, as other Unix tools do, instead of a
-        # second error when the interpreter flushes stdout on the way out.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """Exit with `status`, whatever became of stdout's reader (lint/streams.py)."""
+    streams.Guarded(sys.stdout).flush()
     raise SystemExit(status)
 
 

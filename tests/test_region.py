@@ -103,3 +103,18 @@ def test_to_json_reads_back_as_the_same_catalog(embedded: cat.Catalog) -> None:
 ])
 def test_provider_of_label_keys(keys: list[str], provider: str) -> None:
     assert cat.provider_of(keys) == provider
+
+
+@pytest.mark.parametrize(("typo", "nearest"), [("eu-wset-1", "eu-west-1"), ("us-est-1", "us-east-1")])
+def test_a_region_the_provider_lacks_is_refused_naming_the_nearest(embedded: cat.Catalog, typo: str,
+                                                                   nearest: str) -> None:
+    with pytest.raises(region.RegionError, match=nearest):
+        region.choose(embedded, [overlay("a", ZONE, "eu-west-1b")], typo)
+
+
+def test_a_catalog_laid_out_in_a_region_the_list_lacks_defines_it(embedded: cat.Catalog) -> None:
+    private = cat.in_region(embedded, "eu-wset-1", ["eu-wset-1a"])
+    assert region.choose(private, [], "eu-wset-1").catalog.region == "eu-wset-1"
+    unknown_cloud = cat.from_json({"region": "moon-1", "instanceTypes": [
+        {"name": "x", "labels": {}, "allocatable": {"cpu": "1"}, "onDemandPrice": 1}]})
+    assert region.choose(unknown_cloud, [], "mars-2").catalog.region == "mars-2"
