@@ -211,6 +211,11 @@ class Cache:
         """The catalog the next snapshot is built on."""
         return self._catalog
 
+    @property
+    def crd(self) -> crds.Crd | None:
+        """The NodeOverlay CRD the next snapshot judges by (None: Karpenter's own, embedded)."""
+        return self._crd
+
     def catalog_detail(self) -> dict[str, Any]:
         """The catalog in use, as /readyz reports it."""
         return {"source": self.catalog_source, "ageSeconds": round(max(0.0, self._clock() - self.catalog_read_at), 1),
