@@ -226,6 +226,8 @@ class _Doubts:
 def _doubts(live: cat.Catalog, documents: Sequence[ev.Document], crd: crds.Crd,
             changes: Mapping[tuple[str, int], frozenset[str | None]], at: str, unplaced: frozenset[str]) -> _Doubts:
     overlays = [model.overlay(d.obj) for d in documents if model.kind_of(d.obj) == model.NODEOVERLAY]
+    if not overlays:
+        return _Doubts()
     notes: list[str] = []
     fresh = sorted(model.name_of(d.obj) or "" for d in documents
                    if model.kind_of(d.obj) == model.NODEOVERLAY and _changed_since_publish(d.obj, at))

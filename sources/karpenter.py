@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import io
 import math
+import os
 import re
 import sys
 import urllib.error
@@ -316,6 +318,7 @@ def read_live(where: Where, embedded: cat.Catalog, documents: Sequence[ev.Docume
     (through `client`, when there is one), base prices recovered against `documents`, the overlays in effect (None:
     unknown), judged under `crd`, the run's (simulation/live.py). `at`: when the metrics were read."""
     cells, notes = capture(where, client, stdin=stdin)
+    at = _written_at(where.path) if where.path is not None else at
     nodes = node_types(_nodes(client)) if client is not None else []
     built = live.build(cells, embedded, nodes)
     recovered = live.recover(built.catalog, cells, documents, crd=crd, at=at, unplaced=built.unplaced)
@@ -327,6 +330,18 @@ def read_live(where: Where, embedded: cat.Catalog, documents: Sequence[ev.Docume
                                   source=f"Karpenter's metrics at {where.describe()}")
     published = {(c.instance_type, c.capacity_type, c.zone): c.price for c in cells if c.price is not None}
     return Live(catalog, said, published)
+
+
+def _written_at(path: str) -> str:
+    """When a captured exposition was scraped, as far as can be told: its file's modification time (standard input:
+    unknown, "")."""
+    if path == files.STDIN:
+        return ""
+    try:
+        written = os.stat(path).st_mtime
+    except OSError:
+        return ""
+    return datetime.datetime.fromtimestamp(written, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _nodes(client: kube.Client) -> Sequence[Mapping[str, Any]]:

@@ -5,6 +5,7 @@ that `--catalog FILE` reads back. Karpenter is a local HTTP server serving a han
 from __future__ import annotations
 
 import contextlib
+import datetime
 import http.server
 import json
 import math
@@ -482,6 +483,24 @@ def test_metrics_from_a_file_and_from_stdin_make_the_catalog_the_url_does(tmp_pa
     assert figures("u.json") == figures("f.json") == figures("s.json")
     code, out, err = run("check", overlays, "--karpenter-metrics", "-", stdin=EXPOSITION, catalog=False)
     assert code == 0 and out.startswith("0 errors"), err
+
+
+@pytest.mark.parametrize(("written", "recovered_count"), [("2026-06-01T11:59:30Z", "0"), ("2026-06-01T10:00:00Z", "2")],
+                         ids=["changed-just-before-the-capture", "changed-long-before"])
+def test_a_captured_files_time_is_its_scrape_time(tmp_path: pathlib.Path, written: str, recovered_count: str) -> None:
+    """A file's modification time stands for when Karpenter's figures were scraped: an overlay changed just before
+    may not be in them."""
+    captured = tmp_path / "metrics.txt"
+    captured.write_bytes(EXPOSITION)
+    scraped = datetime.datetime(2026, 6, 1, 12, 0, tzinfo=datetime.UTC).timestamp()
+    os.utime(captured, (scraped, scraped))
+    overlay = json.loads(pathlib.Path(discount(tmp_path)).read_text())
+    path = write(tmp_path, "in-effect.yaml", _written(overlay, written))
+    code, _, err = run("catalog", "--karpenter-metrics", str(captured), path, "-o", str(tmp_path / "c.json"),
+                       catalog=False)
+    assert code == 0, err
+    capture = json.loads((tmp_path / "c.json").read_text())["capture"]
+    assert (capture["at"], capture["recovered"]) == ("2026-06-01T12:00:00Z", recovered_count)
 
 
 @pytest.mark.parametrize(("argv", "wording"), [
