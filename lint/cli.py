@@ -1,8 +1,8 @@
 """`overlay-lint`: check, simulate and explain NodeOverlays offline or against a cluster (docs/design.md §2.3).
 
 Exit status: 0 nothing at or above --fail-on, 1 findings at or above it (for simulate and
-explain: the input had errors), 2 usage or I/O errors. `main` returns it and never exits, so
-it can be called from tests and other programs.
+explain: the input had errors), 2 usage or I/O errors, whatever became of the output's reader
+(lint/streams.py). `main` returns it and never exits, so it can be called from tests and other programs.
 """
 
 from __future__ import annotations
