@@ -35,6 +35,7 @@ _TABLE: dict[str, Any] = {
 }
 # What a scalar must start with to be tried as a number (go-yaml's resolveTable hints 'D' and 'S').
 _NUMERIC_START = frozenset("+-0123456789")
+_MAYBE_NUMBER = _NUMERIC_START | {"."}
 # strconv.ParseInt with base 0: a sign, then a 0x/0o/0b prefix, a leading 0 (octal) or decimal.
 _GO_INT = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
 _GO_UINT = re.compile(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*")
@@ -110,6 +111,9 @@ def _sent(value: Any, text: str) -> Any:
 
 def plain(text: str) -> Any:
     """An untagged plain scalar's value."""
+    # Most scalars are names and words: neither in the table nor starting like a number.
+    if text and text not in _TABLE and text[0] not in _MAYBE_NUMBER:
+        return text
     return _sent(_resolve(text)[1], text)
 
 
@@ -154,6 +158,8 @@ def key(value: Any) -> str:
 
 def plain_key(text: str) -> str:
     """An untagged plain key: typed as a value is, then named."""
+    if text and text not in _TABLE and text[0] not in _MAYBE_NUMBER:
+        return text
     found, value = _resolve(text)
     if found == "float" and (math.isnan(value) or math.isinf(value)):
         return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
