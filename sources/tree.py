@@ -116,13 +116,6 @@ def _value(event: events.ScalarEvent) -> Any:
     return event.value if tag == "!" else scalars.tagged(tag, event.value)
 
 
-def _key(event: events.ScalarEvent) -> str:
-    tag = event.tag
-    if tag is None:
-        return scalars.plain_key(event.value) if event.implicit[0] else event.value
-    return event.value if tag == "!" else scalars.key(scalars.tagged(tag, event.value))
-
-
 class _Builder:
     """Folds the events of one document into a tree; the stack replaces recursion. The loop is
     written for speed (tens of events per object): scalars, by far the most common, are handled inline."""
@@ -171,12 +164,21 @@ class _Builder:
             self.parsed.value = value
             return
         if top.is_map:
-            path: Path = (*top.path, typing.cast(str, top.key))
+            key = typing.cast(str, top.key)
+            path: Path = (*top.path, key)
         else:
             path = (*top.path, len(top.container))
             self.positions[path] = pos
         if event.tag is None and type(value) in _TYPED and event.implicit[0]:
             self.plain[path] = event.value
+        container = top.container
+        if top.is_map and not top.merge_key and key not in container:
+            # The common case inline: a new key's value (a merge or a duplicate takes the general path).
+            typing.cast(dict[str, Any], container)[key] = value
+            self.positions[path] = typing.cast(Position, top.key_pos)
+            top.key = None
+            top.size += 1
+            return
         self._attach(top, value, 1, pos)
 
     def _key(self, top: _Frame, event: events.ScalarEvent, pos: Position) -> None:
@@ -184,8 +186,12 @@ class _Builder:
         if event.value == "<<" and event.tag is None and event.implicit[0]:
             top.key, top.merge_key, top.merge_pos = "<<", True, pos
             return
+        tag = event.tag
         try:
-            top.key = _key(event)
+            if tag is None:
+                top.key = scalars.plain_key(event.value) if event.implicit[0] else event.value
+            else:
+                top.key = event.value if tag == "!" else scalars.key(scalars.tagged(tag, event.value))
         except scalars.Unsendable as err:
             raise _Refused(str(err), pos) from None
 
