@@ -108,3 +108,18 @@ def test_a_value_kubectl_cannot_send_is_refused_where_it_stands(tmp_path: pathli
     _, data, _ = run(write(tmp_path, "i.yaml", text))
     ((code, line, column, message),) = [(f["code"], f["line"], f["column"], f["message"]) for f in data["findings"]]
     assert (code, line, column) == ("parse-error", 5, 11) and ".inf" in message
+
+
+def test_without_libyaml_the_pure_python_parser_gives_the_same_trees(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    text = "".join(f"k{i}: {scalar}\n" for i, (scalar, want) in enumerate(CASES) if want is not REFUSED)
+    text += "---\nbase: &b {x: 1}\nover: {<<: *b, z: 2}\nlist:\n- a\n- {b: c}\n---\nbroken: [1\n"
+
+    def read() -> list[tuple[Any, ...]]:
+        return [(p.value, dict(p.positions), dict(p.plain), p.problem and p.problem.position)
+                for p in tree.documents(text)]
+
+    fast = read()
+    monkeypatch.setattr(tree, "_LOADER", yaml.BaseLoader)
+    assert read() == fast and fast[-1][-1] == (text.count("\n") + 1, 1)
