@@ -38,7 +38,6 @@ _NUMERIC_START = frozenset("+-0123456789")
 _MAYBE_NUMBER = _NUMERIC_START | {"."}
 # strconv.ParseInt with base 0: a sign, then a 0x/0o/0b prefix, a leading 0 (octal) or decimal.
 _GO_INT = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
-_GO_UINT = re.compile(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*")
 _BASES = {"x": 16, "o": 8, "b": 2}
 _YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")
@@ -65,7 +64,7 @@ def _go_int(text: str) -> int | None:
     if -_INT64 <= value < _INT64:
         return value
     # ParseUint takes no sign.
-    return value if not sign and value < _UINT64 and _GO_UINT.fullmatch(text) else None
+    return value if not sign and value < _UINT64 else None
 
 
 def _digits(digits: str) -> int:
