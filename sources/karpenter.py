@@ -23,8 +23,6 @@ import math
 import os
 import re
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
@@ -173,6 +171,10 @@ def fetch_url(url: str, max_bytes: int = MAX_BYTES, timeout: float = TIMEOUT_SEC
     """The body at `url` (http or https)."""
     if not url.startswith(("http://", "https://")):
         raise MetricsError(f"--karpenter-metrics {url}: an http:// or https:// URL is expected")
+    # Here, not at the top: urllib.request brings http.client, ssl and email, a tenth of a one-file check's start-up.
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return read_bounded(iter(lambda: response.read(65536), b""), max_bytes)
