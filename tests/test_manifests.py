@@ -49,6 +49,8 @@ def test_base_renders_every_object() -> None:
         "MutatingWebhookConfiguration",
     ):
         assert (kind, "overlay-guard") in kinds, kind
+    assert {("ValidatingAdmissionPolicy", "overlay-guard-leases"),
+            ("ValidatingAdmissionPolicyBinding", "overlay-guard-leases")} <= kinds
 
 
 @pytest.mark.tools
@@ -68,8 +70,14 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
         # The admission chain's timeouts (webhook/chain.py).
         {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
          "verbs": ["list"]},
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
+    # The audit's Events, only where it writes them: the default namespace.
+    events = one(tools.kustomize(MANIFESTS), "Role", "overlay-guard-events")
+    assert events["metadata"]["namespace"] == "default"
+    assert events["rules"] == [{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+    events_binding = one(tools.kustomize(MANIFESTS), "RoleBinding", "overlay-guard-events")
+    assert events_binding["metadata"]["namespace"] == "default"
+    assert events_binding["subjects"] == [{"kind": "ServiceAccount", "name": "overlay-guard", "namespace": "overlay-guard"}]
     # The audit's Lease and the admissions ledger: created in the guard's namespace, then only those two
     # read and replaced.
     lease = one(tools.kustomize(MANIFESTS), "Role")
@@ -327,3 +335,23 @@ def test_docs_install_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
     assert "image.repository=" in blocks["install-helm"]
     assert "kubectl apply -k .certs" in blocks["install-kustomize"]
     assert "manifests/crd/karpenter.sh_nodeoverlays.yaml" in blocks["install-dra-crd"]
+
+
+@pytest.mark.tools
+def test_only_the_guard_writes_its_leases() -> None:
+    docs = tools.kustomize(MANIFESTS)
+    policy = one(docs, "ValidatingAdmissionPolicy", "overlay-guard-leases")
+    assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["leases"] and rule["apiGroups"] == ["coordination.k8s.io"]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    # The Role's two names, no other Lease.
+    names = one(docs, "Role")["rules"][1]["resourceNames"]
+    assert sorted(rule["resourceNames"]) == sorted(names)
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": one(docs, "ServiceAccount")["metadata"]["namespace"]}}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (check,) = policy["spec"]["validations"]
+    assert "':overlay-guard'" in check["expression"] and check["reason"] == "Forbidden"
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "overlay-guard-leases")
+    assert binding["spec"] == {"policyName": "overlay-guard-leases", "validationActions": ["Deny"]}
