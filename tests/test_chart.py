@@ -327,7 +327,8 @@ def test_the_live_catalog_can_be_turned_off(tmp_path: Path) -> None:
 def test_the_lease_policy_is_the_base_s_and_only_where_the_api_server_serves_it(
         default: list[dict[str, Any]], base: list[dict[str, Any]], tmp_path: Path) -> None:
     for kind in LEASE_POLICY:
-        assert by_kind(default, kind, "overlay-guard-leases")["spec"] == by_kind(base, kind, "overlay-guard-leases")["spec"]
+        name = "overlay-guard-leases"
+        assert by_kind(default, kind, name)["spec"] == by_kind(base, kind, name)["spec"]
     # Older API servers (and `helm template` without --api-versions) get none; leasePolicy.enabled=false neither.
     for args in ((), (*SERVES_VAP, "--set", "leasePolicy.enabled=false")):
         assert not [d for d in tools.chart(tmp_path, *args) if d["kind"] in LEASE_POLICY], args
@@ -357,6 +358,6 @@ def test_production_values_spread_prioritise_and_break_glass(default: list[dict[
     assert pod["topologySpreadConstraints"] == zones_only
     for kind in WEBHOOK_KINDS:
         for hook in by_kind(docs, kind)["webhooks"]:
-            assert hook["matchConditions"] == [{
-                "name": "break-glass",
-                "expression": "!request.userInfo.groups.exists(g, g in ['overlay-guard:break-glass','system:masters'])"}]
+            groups = "['overlay-guard:break-glass','system:masters']"
+            assert hook["matchConditions"] == [
+                {"name": "break-glass", "expression": f"!request.userInfo.groups.exists(g, g in {groups})"}]

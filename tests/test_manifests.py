@@ -71,13 +71,6 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
         {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
          "verbs": ["list"]},
     ]
-    # The audit's Events, only where it writes them: the default namespace.
-    events = one(tools.kustomize(MANIFESTS), "Role", "overlay-guard-events")
-    assert events["metadata"]["namespace"] == "default"
-    assert events["rules"] == [{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
-    events_binding = one(tools.kustomize(MANIFESTS), "RoleBinding", "overlay-guard-events")
-    assert events_binding["metadata"]["namespace"] == "default"
-    assert events_binding["subjects"] == [{"kind": "ServiceAccount", "name": "overlay-guard", "namespace": "overlay-guard"}]
     # The audit's Lease and the admissions ledger: created in the guard's namespace, then only those two
     # read and replaced.
     lease = one(tools.kustomize(MANIFESTS), "Role")
@@ -92,6 +85,13 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "overlay-guard", "namespace": "overlay-guard"}
     ]
+    # The audit's Events, only where it writes them: the default namespace.
+    events = one(tools.kustomize(MANIFESTS), "Role", "overlay-guard-events")
+    assert events["metadata"]["namespace"] == "default"
+    assert events["rules"] == [{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+    events_binding = one(tools.kustomize(MANIFESTS), "RoleBinding", "overlay-guard-events")
+    assert events_binding["metadata"]["namespace"] == "default"
+    assert events_binding["subjects"] == binding["subjects"]
 
 
 @pytest.mark.tools

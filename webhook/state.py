@@ -212,9 +212,9 @@ class Cache:
 
     @property
     def lifetime(self) -> float:
-        """The furthest ahead a true record's deadline can be: the longest chain any replica may have read
-        (or been told), plus the clock skew between replicas."""
-        return max(self.after, chain.UNKNOWN.after) + chain.PERSIST
+        """The furthest ahead a true record's deadline can be: the admission chain (every replica reads the same
+        webhook configurations), plus the clock skew between replicas."""
+        return self.after + chain.PERSIST
 
     # -- sources --------------------------------------------------------------------------
     def expect(self, kinds: Iterable[str]) -> None:
