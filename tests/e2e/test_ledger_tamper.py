@@ -196,7 +196,8 @@ def _phantom(pool: str, label: str, deadline: float) -> str:
 
 
 @pytest.mark.parametrize("tamper", ["horizon", "deadline-nan", "deadline-1e300", "deleted"])
-def test_without_the_policy_admissions_recover_within_10s(setup: Setup, label: str, tamper: str) -> None:
+def test_without_the_policy_admissions_recover_within_10s(setup: Setup, label: str, tamper: str,
+                                                         record_property: Callable[[str, object], None]) -> None:
     pool = setup.guard.new_pool(label)
     assert apply(setup.plane, overlay(unique("e2e-before"), pool, family="r5", test=label, price="0.4")).returncode == 0
     candidate = overlay(unique("e2e-after"), pool, test=label, price="0.5")
@@ -210,6 +211,7 @@ def test_without_the_policy_admissions_recover_within_10s(setup: Setup, label: s
         done = setup.write(_phantom(pool, label, float("nan") if tamper == "deadline-nan" else 1e300))
     assert done.returncode == 0, done.stderr
     seconds = _within(f"admitting after {tamper}", _admitted(setup, candidate))
+    record_property("recoverySeconds", round(seconds, 2))
     assert seconds < RECOVERY
     assert setup.lease() is not None
     assert setup.hook.metric("overlay_guard_ledger_repairs_total") >= 1
