@@ -525,7 +525,7 @@ class Cache:
             if self._clock() >= listed_after:
                 listed_after = math.inf
                 revision = await self._relist(ends)
-                view = self._observe(view, revision)
+                view = self._observe(view, revision, again=True)
                 continue
             self._built.clear()
             left = self._left(ends)

@@ -147,7 +147,9 @@ def _denies_a_conflict(guard: Guard, hook: Webhook, label: str) -> None:
 
 
 def _webhook(guard: Guard, certs: Certs, name: str) -> Webhook:
-    hook = Webhook(guard.plane, certs, name)
+    # The installed ValidatingAdmissionPolicy lets only the release's ServiceAccount write the Leases in its
+    # namespace; this stand-in runs as the suite's admin, so its Leases live in `default`.
+    hook = Webhook(guard.plane, certs, name, extra_args=("--leader-election-namespace", "default"))
     # Registered with the guard so a failure report shows its log and the session stops it.
     guard.extra.append(hook)
     hook.start()
@@ -211,6 +213,7 @@ def test_readme_kustomize_install_enforces(unrouted: Guard, label: str, tmp_path
         plane.kubectl("delete", "-n", NAMESPACE, "deployment,service,serviceaccount,poddisruptionbudget,secret",
                       "-l", "app.kubernetes.io/name=overlay-guard", "--ignore-not-found")
         plane.kubectl("delete", *(f"{k.lower()}/{RELEASE}" for k in CONFIG_KINDS), "clusterrole/overlay-guard",
-                      "clusterrolebinding/overlay-guard", "--ignore-not-found")
+                      "clusterrolebinding/overlay-guard", "validatingadmissionpolicy/overlay-guard-leases",
+                      "validatingadmissionpolicybinding/overlay-guard-leases", "--ignore-not-found")
         if hook is not None:
             hook.stop()
