@@ -11,15 +11,21 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.webhook_support import P5, cache_of, default_catalog, nodepool, overlay
 from webhook import ledger as lg
 from webhook import ledgerstore, state
+from webhook.app import Handlers
+from webhook.config import Config
 from webhook.leader import Conflict
 from webhook.ledgerstore import KubeLedger, MemoryLedger
+from webhook.metrics import Metrics
 from webhook.state import Cache, Unrecordable
 
 NO = "NodeOverlay"
@@ -384,3 +390,29 @@ async def test_kube_ledger_reads_a_deleted_lease_as_a_lost_write() -> None:
     ledger._api = Gone()
     with pytest.raises(Conflict):
         await ledger.put(lg.Ledger(version="12"), 1.0)
+
+
+@pytest.mark.usefixtures("immediate")
+async def test_repairs_and_an_unusable_lease_show_in_metrics_and_readyz() -> None:
+    shared, api, wall = MemoryLedger(), Api(revision=50), [NOW]
+    cache = await replica(shared, api, wall)
+    metrics = Metrics(cache)
+
+    def samples() -> dict[tuple[str, str], float]:
+        return {(s.name, s.labels.get("problem", "")): s.value
+                for f in text_string_to_metric_families(metrics.render().decode()) for s in f.samples
+                if s.name in ("overlay_guard_ledger_repairs_total", "overlay_guard_ledger_usable")}
+
+    assert samples()[("overlay_guard_ledger_repairs_total", "horizon")] == 0
+    tamper(shared, horizon=10**12)
+    assert (await cache.decide(overlay("x", price="1", extra=P5), "CREATE", None, dry_run=False,
+                               admits=admits)).allowed
+    assert samples()[("overlay_guard_ledger_repairs_total", "horizon")] == 1
+    handlers = Handlers(Config(Path("tls.crt"), Path("tls.key")), cache, metrics)
+    assert samples()[("overlay_guard_ledger_usable", "")] == 1
+    assert (await handlers.readyz(cast(web.Request, None))).status == 200
+    cache.report_ledger("namespace guard-ns does not exist")
+    assert samples()[("overlay_guard_ledger_usable", "")] == 0
+    answer = await handlers.readyz(cast(web.Request, None))
+    assert answer.status == 503
+    assert json.loads(cast(bytes, answer.body))["ledger"] == "namespace guard-ns does not exist"
