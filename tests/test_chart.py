@@ -350,6 +350,12 @@ def test_production_values_spread_prioritise_and_break_glass(default: list[dict[
     for kind in WEBHOOK_KINDS:
         assert all("matchConditions" not in h for h in by_kind(default, kind)["webhooks"])
     zones_only = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+    # One group renders as manifests/components/break-glass has it.
+    one_group = tools.chart(tmp_path, "--set", "webhook.breakGlassGroups={overlay-guard:break-glass}")
+    component = YAML(typ="safe", pure=True).load(MANIFESTS / "components" / "break-glass" / "kustomization.yaml")
+    patched = YAML(typ="safe", pure=True).load(component["patches"][0]["patch"])[0]["value"]
+    for kind in WEBHOOK_KINDS:
+        assert all(h["matchConditions"] == patched for h in by_kind(one_group, kind)["webhooks"])
     docs = tools.chart(tmp_path, "--set", "priorityClassName=system-cluster-critical",
                        "--set", "webhook.breakGlassGroups={overlay-guard:break-glass,system:masters}",
                        "--set-json", f"topologySpreadConstraints={json.dumps(zones_only)}")

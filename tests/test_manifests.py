@@ -270,6 +270,17 @@ def test_dra_crd_stays_where_simulation_reads_it() -> None:
 
 
 @pytest.mark.tools
+def test_break_glass_component_skips_the_group_on_every_webhook(tmp_path: Path) -> None:
+    docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "break-glass"]))
+    expected = [{"name": "break-glass",
+                 "expression": "!request.userInfo.groups.exists(g, g in ['overlay-guard:break-glass'])"}]
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        hooks = one(docs, kind)["webhooks"]
+        assert len(hooks) == 2 and all(h["matchConditions"] == expected for h in hooks), kind
+    assert all("matchConditions" not in h for d in tools.kustomize(MANIFESTS) for h in d.get("webhooks", ()))
+
+
+@pytest.mark.tools
 def test_network_policy_component_admits_the_two_ports_only(tmp_path: Path) -> None:
     docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "network-policy"]))
     policy = one(docs, "NetworkPolicy")

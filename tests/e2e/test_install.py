@@ -75,7 +75,8 @@ def _renders(tmp: Path) -> dict[str, list[dict[str, Any]]]:
     home = tmp / "helm"
     certs = _certs(tmp / "certs")
     every = _kustomization(tmp / "every-component", [certs],
-                           [COMPONENTS / "dra-crd", COMPONENTS / "network-policy", COMPONENTS / "client-ca"])
+                           [COMPONENTS / "dra-crd", COMPONENTS / "network-policy", COMPONENTS / "client-ca",
+                            COMPONENTS / "break-glass"])
     return {
         "kustomize base": tools.kustomize(MANIFESTS),
         "python -m certs": tools.kustomize(certs),
@@ -85,7 +86,10 @@ def _renders(tmp: Path) -> dict[str, list[dict[str, Any]]]:
         "chart with every option": tools.chart(
             home, "--set", "namespace.create=true", "--set", "mode=warn", "--set", "networkPolicy.enabled=true",
             "--set", "clientCA.enabled=true", "--set", "clientCA.configMap=overlay-guard-client-ca",
-            "--set", "draCRD.enabled=true", "--set", "replicaCount=3", "--set", "webhook.failurePolicy=Ignore"),
+            "--set", "draCRD.enabled=true", "--set", "replicaCount=3", "--set", "webhook.failurePolicy=Ignore",
+            "--set", "webhook.breakGlassGroups={overlay-guard:break-glass,system:masters}",
+            "--set", "priorityClassName=system-cluster-critical",
+            "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"),
         "chart cert-manager": tools.chart(home, "--set", "certificates.source=cert-manager"),
         "chart cert-manager, own issuer": tools.chart(
             home, "--set", "certificates.source=cert-manager", "--set", "certificates.certManager.issuerRef.name=corp",
