@@ -20,8 +20,9 @@ from ruamel.yaml import YAML
 
 from webhook import ledger as lg
 
+from . import _cluster
 from ._cluster import ControlPlane
-from ._guard import Guard, Webhook, apply, overlay, unique
+from ._guard import Guard, Webhook, apply, overlay, unique, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -34,17 +35,23 @@ RACE_FAMILIES = ("m5", "c5", "r5", "m6i", "c6i", "r6i")
 
 
 class AsServiceAccount(Webhook):
-    """The webhook with a ServiceAccount's token instead of the control plane's admin certificate."""
+    """The webhook with its ledger in `namespace` and, given a kubeconfig, a ServiceAccount's token instead of the
+    control plane's admin certificate."""
 
-    def __init__(self, plane: ControlPlane, certs: Any, name: str, kubeconfig: Path, namespace: str) -> None:
+    def __init__(self, plane: ControlPlane, certs: Any, name: str, kubeconfig: Path | None, namespace: str) -> None:
         super().__init__(plane, certs, name, extra_args=("--leader-election-namespace", namespace,
                                                          "--audit-interval", "0"))
         self.kubeconfig = kubeconfig
 
     def argv(self) -> list[str]:
         argv = super().argv()
-        argv[argv.index("--kubeconfig") + 1] = str(self.kubeconfig)
+        if self.kubeconfig is not None:
+            argv[argv.index("--kubeconfig") + 1] = str(self.kubeconfig)
         return argv
+
+    def spawn(self) -> None:
+        """Started, without waiting for /readyz."""
+        self.proc = _cluster._spawn(self.argv(), self.log_path)
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -98,8 +105,9 @@ def _token_kubeconfig(plane: ControlPlane, namespace: str, path: Path) -> Path:
 
 
 class Setup:
-    def __init__(self, guard: Guard, namespace: str, hook: AsServiceAccount, policy: list[dict[str, Any]]) -> None:
-        self.guard, self.namespace, self.hook, self.policy = guard, namespace, hook, policy
+    def __init__(self, guard: Guard, namespace: str, hook: AsServiceAccount, policy: list[dict[str, Any]],
+                 suffix: str) -> None:
+        self.guard, self.namespace, self.hook, self.policy, self.suffix = guard, namespace, hook, policy, suffix
 
     @property
     def plane(self) -> ControlPlane:
@@ -144,7 +152,7 @@ def setup(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     policy = _lease_policy(namespace, suffix)
     try:
         with guard.routed_to(hook):
-            yield Setup(guard, namespace, hook, policy)
+            yield Setup(guard, namespace, hook, policy, suffix)
     finally:
         hook.stop()
         plane.kubectl("delete", "-f", "-", "--ignore-not-found", check=False,
@@ -241,3 +249,37 @@ def test_records_wiped_meanwhile_never_let_a_conflicting_pair_through(setup: Set
         stop.set()
         wiper.join()
     assert wipes[0] > 0 and admitted > 0
+
+
+@pytest.mark.parametrize("who", ["service-account", "admin"])
+def test_a_ledger_it_cannot_use_keeps_it_unready_with_one_log_line_until_it_can(setup: Setup, who: str) -> None:
+    """Row 9: the ledger's namespace missing. As the ServiceAccount, RBAC grants nothing there yet (a Role needs
+    the namespace); as the admin, the namespace itself is what is missing. Fixed, the replica becomes ready."""
+    namespace = unique("e2e-no-ledger")
+    kubeconfig = setup.hook.kubeconfig if who == "service-account" else None
+    hook = AsServiceAccount(setup.plane, setup.guard.certs, f"ledger-{who}", kubeconfig, namespace)
+    setup.guard.extra.append(hook)
+    hook.spawn()
+    try:
+        line = wait_for("the ledger's log line", lambda: next(
+            (json.loads(x) for x in hook.log_path.read_text().splitlines()
+             if "the admissions ledger cannot be used" in x), None), timeout=60.0)
+        fields = json.dumps(line)
+        assert namespace in fields and lg.NAME in fields
+        assert ("get, create, update" if who == "service-account" else "does not exist") in fields
+        assert not hook.readyz()
+        assert hook.metric("overlay_guard_ledger_usable") == 0
+        setup.plane.kubectl("create", "namespace", namespace)
+        if who == "service-account":
+            role = [d for d in _guard_rbac(namespace, setup.suffix) if d["kind"] in ("Role", "RoleBinding")
+                    and d["metadata"]["namespace"] == namespace]
+            for subject in (s for d in role for s in d.get("subjects", ())):
+                subject["namespace"] = setup.namespace  # the ServiceAccount the token is of
+            _kubectl_apply(setup.plane, role)
+        hook.wait_ready()
+        text = hook.log_path.read_text()
+        assert text.count("the admissions ledger cannot be used") == 1
+        assert "the admissions ledger can be read and written" in text
+    finally:
+        hook.stop()
+        setup.plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
