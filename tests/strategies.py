@@ -118,3 +118,42 @@ def products(pools: st.SearchStrategy[int], slots: st.SearchStrategy[int], block
         return out
 
     return st.lists(st.tuples(pools, slots), max_size=parts).map(union)
+
+
+# Shapes the API server or Karpenter's RuntimeValidate refuses (and a few near misses it accepts): each replaces
+# one field of a drawn overlay, so a run mixes Invalid overlays with the ones the loop takes.
+BREAKAGES: tuple[tuple[str, Any], ...] = (
+    ("weight", 0), ("weight", 10001), ("weight", 10000), ("priceAdjustment", "-150%"), ("priceAdjustment", "-100%"),
+    ("priceAdjustment", "+5%"), ("price", "-1"), ("price", "1.5"), ("capacity", {"cpu": "1"}),
+    ("capacity", {"r1": "1x"}), ("capacity", {"example.com/r": "500m"}),
+    ("requirement", {"key": "karpenter.sh/other", "operator": "Exists"}),
+    ("requirement", {"key": "x.karpenter.sh/a", "operator": "Exists"}),
+    ("requirement", {"key": "kubernetes.io/hostname", "operator": "Exists"}),
+    ("requirement", {"key": "family", "operator": "Gt", "values": ["-1"]}),
+    ("requirement", {"key": "family", "operator": "Lt", "values": ["x"]}),
+    ("requirement", {"key": "family", "operator": "Gte", "values": ["1", "2"]}),
+    ("requirement", {"key": "family", "operator": "In", "values": ["bad value"]}),
+    ("requirement", {"key": "family", "operator": "NotIn"}),
+    ("requirement", {"key": "family", "operator": "In"}),
+    ("requirement", {"key": "family", "operator": "Near", "values": ["a"]}),
+    ("requirement", {"key": "Bad_Key/x", "operator": "Exists"}),
+    ("requirement", {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["cheap"]}),
+    ("requirement", {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["cheap", "spot"]}),
+    ("requirement", {"key": "failure-domain.beta.kubernetes.io/zone", "operator": "In", "values": ["z-a"]}),
+)
+
+
+@st.composite
+def mixed_overlay_docs(draw: Any) -> list[dict[str, Any]]:
+    """overlay_docs with some of them broken one field at a time (BREAKAGES)."""
+    docs: list[dict[str, Any]] = draw(overlay_docs())
+    for doc in docs:
+        if not draw(st.booleans()):
+            continue
+        field, value = draw(st.sampled_from(BREAKAGES))
+        spec = doc["spec"]
+        if field == "requirement":
+            spec["requirements"] = [*spec["requirements"], value]
+        else:
+            spec[field] = value
+    return docs
