@@ -342,16 +342,16 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
             out[name] = rp.Status(merge.INVALID, first.message)
         elif status.get(name) == merge.CONFLICT:
             v = verdicts[name]
-            # A price met on an offering its NodePool never launches is named, where one exists, by an
-            # offering of both overlays that one launches: every such offering is a meeting too (both are
-            # stored at one weight there). A capacity meeting holds only where the other was the last
-            # stored, which the verdict does not keep: its own cell is named.
+            # Named by the witness of the two overlays' same-weight-conflict finding (checks.conflicts): the
+            # lowest common cell of the field that its NodePool launches, so `check`, `simulate`, the report and
+            # a denial name one cell. Alike overlays dropped for meeting one share cells and so the wording.
             other = snapshot.entries.get(v.other)
-            moved = v.field == merge.PRICE and other is not None and not grid.launches(v.bit)
-            key: object = (v, name) if moved else v
+            mine = snapshot.entries[name].fields().get(v.field, merge.EMPTY)
+            key: object = (v, mine)
             known = said.get(key)
             if known is None:
-                w = (grid.witness(snapshot.entries[name].cells & other.cells) if moved and other is not None
+                common = mine & other.fields().get(v.field, merge.EMPTY) if other is not None else merge.EMPTY
+                w = (grid.witness(common, with_offering=v.field == merge.PRICE) if common
                      else grid.witness_at(v.bit, with_offering=v.field == merge.PRICE))
                 where = w.describe() if w is not None else "-"
                 known = said[key] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {where}")

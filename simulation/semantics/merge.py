@@ -134,7 +134,7 @@ class Entry:
     @once.Once
     def rank(self) -> tuple[int, str]:
         """Karpenter's precedence: a larger rank is processed earlier."""
-        return (self.overlay.weight, self.overlay.name)
+        return precedence(self.overlay)
 
     def may_overlap(self, other: Entry) -> bool:
         return bool(self.pools & other.pools and self.fold & other.fold)
@@ -270,6 +270,12 @@ def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
     selected = grid.match(overlay.requirement_map())
     type_cells = grid.type_cells(selected)
     return Entry(overlay, selected, type_cells, type_cells.pools(), type_cells.fold())
+
+
+def precedence(overlay: model.Overlay) -> tuple[int, str]:
+    """Karpenter's order (OrderByWeight) as a key: the larger is processed earlier, by weight, then by name
+    (the name later in byte order first). Every ordering of overlays reads it, through `Entry.rank` or here."""
+    return (overlay.weight, overlay.name)
 
 
 # Read in C: the full run sorts, names and cuts into runs every overlay of a cluster.
