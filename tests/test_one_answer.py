@@ -96,3 +96,54 @@ def test_simulate_nodepool_figures_are_each_nodepools_own(inputs: str) -> None:
     assert rows["general"][2] == 0
     # Every view counts the same cells: what a NodePool launches and what it never launches add up.
     assert len({sum((r[0], r[3])) for r in rows.values()}) == 1
+
+
+def _sides(tmp_path: pathlib.Path, base: list[dict[str, Any]], head: list[dict[str, Any]]) -> tuple[str, str]:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "head").mkdir()
+    return (lint_support.write(tmp_path / "base", "all.yaml", *POOLS, *base),
+            lint_support.write(tmp_path / "head", "all.yaml", *POOLS, *head))
+
+
+SPOT = (CAPACITY_TYPE, "In", ["spot"])
+C5_D2 = (FAMILY, "In", ["c5", "d2"])
+
+
+def test_diff_rows_are_launched_offerings_and_the_rest_is_said_once(tmp_path: pathlib.Path) -> None:
+    """Row 3: a spot overlay on c5 and d2 from -60% to -50%. batch and general launch c5 spot; no NodePool
+    launches d2, and gpu launches no spot: those are counted apart, and the headline counts an offering once."""
+    base, head = _sides(tmp_path, [_overlay("spot", 10, SPOT, C5_D2, priceAdjustment="-60%")],
+                        [_overlay("spot", 10, SPOT, C5_D2, priceAdjustment="-50%")])
+    data = json.loads(_run("diff", base, head, "--format", "json"))
+    rows = {(p["nodepool"], p["instanceType"]) for p in data["prices"]}
+    assert {pool for pool, _ in rows} == {"batch", "general"}
+    assert all(t.startswith("c5") for _, t in rows)
+    offerings = {(p["instanceType"], p["zone"], p["capacityType"]) for p in data["prices"]}
+    assert len(data["prices"]) == 2 * len(offerings)
+    assert data["summary"]["offeringsChanged"] == data["summary"]["dearer"] == len(offerings)
+    c5 = len({t for _, t in rows})
+    # d2 in every NodePool, c5 in gpu: 3 zones each.
+    assert data["summary"]["heldPrices"] == 3 * (3 * 4 + c5)
+    assert data["headline"].count(f"{len(offerings)} offerings change price") == 1
+
+
+def test_pr_comment_shows_every_changed_overlay_and_folds_a_types_offerings(tmp_path: pathlib.Path) -> None:
+    """Row 3b: a change that edits sp (m5, -20% -> -28%) and adds ri-c5 (c5, price 0.05): both are in the
+    comment with their effect, and each type's offerings with one change are one row with a count."""
+    m5 = (FAMILY, "In", ["m5"])
+    c5 = (FAMILY, "In", ["c5"])
+    base, head = _sides(tmp_path, [_overlay("sp", 10, m5, priceAdjustment="-20%")],
+                        [_overlay("sp", 10, m5, priceAdjustment="-28%"), _overlay("ri-c5", 20, c5, price="0.05")])
+    text = _run("diff", base, head, "--format", "markdown")
+    overlays = {cells[1].strip("` "): cells for line in text.splitlines()
+                if line.startswith("| `") and len(cells := line.split("|")) == 7}
+    assert "prices" in overlays["sp"][5] and "median -10.0%" in overlays["sp"][5]
+    assert "prices" in overlays["ri-c5"][5]
+    section = text.split("#### NodePool `general`")[1].split("####")[0]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| Instance type")]
+    assert rows
+    # general launches every zone of c5 and m5, on-demand and spot: a type's three zones of one capacity type
+    # (one base price, one change) are one row.
+    assert all(r[1] == "3 offerings" for r in rows)
+    assert len({(r[0], r[2]) for r in rows}) == len(rows)
