@@ -147,3 +147,18 @@ def test_pr_comment_shows_every_changed_overlay_and_folds_a_types_offerings(tmp_
     # (one base price, one change) are one row.
     assert all(r[1] == "3 offerings" for r in rows)
     assert len({(r[0], r[2]) for r in rows}) == len(rows)
+
+
+def test_report_memory_rows_are_launched_types_and_the_rest_is_counted(inputs: str, tmp_path: pathlib.Path) -> None:
+    """Row 5: hugepages on the r category; general launches generation > 4 only, so r3/r4 are not among its
+    rows, and the cells no NodePool launches are one count."""
+    paged = lint_support.write(tmp_path, "pages.yaml", *POOLS, _overlay(
+        "pages", 40, (CATEGORY, "In", ["r"]), capacity={"hugepages-2Mi": "1Gi"}))
+    page = tmp_path / "report.html"
+    _run("report", "-o", str(page), paged)
+    section = page.read_text(encoding="utf-8").split('<section id="memory">')[1].split("</section>")[0]
+    rows = re.findall(r'<tr data-nodepool="([^"]+)" data-instance-type="([^"]+)">', section)
+    assert rows and {pool for pool, _ in rows} == {"general"}
+    assert not [t for _, t in rows if t.startswith(("r3.", "r4."))]
+    held = re.search(r'data-held="(\d+)"', section)
+    assert held is not None and int(held.group(1)) > 0
