@@ -227,6 +227,19 @@ class Index:
         first: list[int] = arrays.first_by(self.report_ranks, arrays.ones(mask, len(self.order)), count).tolist()
         return first
 
+    def lowest(self, mask: int, count: int) -> int:
+        """The first `count` of `mask` in Karpenter's order (its lowest bits)."""
+        if mask.bit_count() <= count:
+            return mask
+        if count <= FEW:
+            out = 0
+            for _ in range(count):
+                low = mask & -mask
+                out |= low
+                mask ^= low
+            return out
+        return arrays.mask(arrays.ones(mask, len(self.order))[:count], len(self.order))
+
     def of(self, positions: Iterable[int]) -> int:
         """The mask of these positions."""
         return _mask(positions, len(self.order))
@@ -283,8 +296,9 @@ class Unchanged:
     def meeting(self, field: merge.Field, cells: cellset.Cells, among: int) -> int:
         index = self.index
         among &= self.members
-        # The buckets' union only when something is left; then the exact test of those in them.
-        among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold()))) if among else 0
+        # The buckets' union only when more are asked than the exact test takes one by one; then that test.
+        if among.bit_count() > overlaps.FEW:
+            among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))
         table = index.offering_overlaps if field.per_offering else index.type_overlaps
         return table.meeting(cells, among)
 
