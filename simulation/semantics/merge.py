@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from simulation import once
@@ -195,6 +195,14 @@ class Crowd(Protocol):
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         """The first `limit` (all by default) of `members`, in Karpenter's order."""
 
+    def by_name(self, members: int) -> Iterator[int]:
+        """`members` cut into consecutive groups by name (each group's names sort before the next's), the first
+        about NAMED long: a rule after the first few by name reads groups until it has them."""
+
+
+# The first group `Crowd.by_name` yields: a finding names clash.LIMIT overlays, so a few more than that.
+NAMED = 8
+
 
 class Listed:
     """A crowd of a few overlays (a request's candidates), each term tested overlay by overlay."""
@@ -234,6 +242,10 @@ class Listed:
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         found = [e for i, e in enumerate(self._entries) if members >> i & 1]
         return found[:limit]
+
+    def by_name(self, members: int) -> Iterator[int]:
+        # A request's few candidates: one group.
+        yield members
 
 
 def related(crowd: Crowd, e: Entry, among: int = -1) -> int:
