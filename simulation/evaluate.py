@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, hugepages, incremental, shadows, unknowable
+from simulation.analysis import checks, dra, hints, hugepages, incremental, unknowable
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
@@ -314,7 +314,7 @@ def _bounded(found: Sequence[finding_types.Finding],
         elif naming := tuple(pair for r in f.related if (pair := (r.kind, r.name)) in named):
             groups.setdefault((f.code, naming), []).append(f)
     for group in groups.values():
-        out += shadows.first_few(group[:clash.LIMIT], len(group))
+        out += finding_types.first_few(group[:clash.LIMIT], len(group))
     return out
 
 

@@ -71,7 +71,7 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     found = _tested(view, applied, True)
     first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field))
              for t, field in _first_in_report(index, found)]
-    return first_few(first, sum(targets.bit_count() for targets in found.values()))
+    return findings.first_few(first, sum(targets.bit_count() for targets in found.values()))
 
 
 def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
@@ -249,19 +249,3 @@ def _names_first(view: View, scope: _Scope, targets: int, before: int) -> int:
         # The clash.LIMIT-th winner in Karpenter's order: a target at or before it has fewer before it.
         out |= group & ((winners & -winners) << 1) - 1
     return out
-
-
-def first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:
-    """`found` (the first of `total` findings on other overlays that name one candidate), the last saying
-    how many more (the cap on a candidate's report, evaluate._bounded, and the shadow findings built only
-    that far)."""
-    if total <= len(found) or not found:
-        return found
-    last = found[-1]
-    more = str(total - len(found))
-    # dataclasses.replace's finding, built positionally (its generic walk over the fields costs twice this).
-    found[-1] = findings.Finding(last.code, last.obj, last.path,
-                                 f"{last.message}; and {more} more such findings on other objects", last.related,
-                                 last.witness, last.severity, last.source,
-                                 tuple(sorted((*last.detail, ("moreObjects", more)))), last.hint)
-    return found
