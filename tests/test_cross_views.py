@@ -4,6 +4,8 @@ loser's own cells; and diff's rows are exactly the launchable cells whose effect
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
 from typing import Any
 
@@ -13,8 +15,8 @@ from hypothesis import strategies as st
 from simulation import evaluate as ev
 from simulation.analysis import diff, effects, explain
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge
-from tests import reference
+from simulation.semantics import clash, merge, model
+from tests import core_support, reference
 from tests.strategies import examples, instance_types, overlay_docs, pool_docs
 from webhook import verdict
 
@@ -135,3 +137,17 @@ def test_diff_rows_are_the_launchable_cells_simulate_tells_apart(catalog: cat.Ca
     got = diff.compare(before, after)
     assert {(p.pool, p.instance_type, p.zone, p.capacity_type) for p in got.prices} == differ & launched
     assert got.held.prices == len(differ - launched)
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), overlays=overlay_docs(), pools=pool_docs())
+def test_the_clash_test_of_a_pair_is_the_crowds(catalog: cat.Catalog, overlays: list[dict[str, Any]],
+                                                pools: list[dict[str, Any]]) -> None:
+    """clash.meets (a hint's free-weight test) pairs exactly the overlays clash.same_weight pairs when all have
+    one weight: one rule, asked of a pair or of many."""
+    grid = core_support.grid(catalog, *reference.judge([], pools, catalog).pools)
+    entries = [merge.entry(grid, dataclasses.replace(model.overlay(o), weight=1)) for o in overlays]
+    listed = {frozenset((c.later, c.earlier)) for c in clash.same_weight(entries, limit=len(entries))}
+    assert listed == {frozenset((a.name, b.name)) for a, b in itertools.combinations(entries, 2)
+                      if clash.meets(a, b)}
+    assert all(clash.meets(a, b) == clash.meets(b, a) for a, b in itertools.combinations(entries, 2))

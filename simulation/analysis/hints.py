@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from simulation import findings
-from simulation.semantics import merge, model
+from simulation.semantics import clash, merge, model
 from simulation.semantics import requirements as reqs
 from simulation.validation import crds, legacy
 
@@ -60,14 +60,7 @@ class Taken:
         # Most weights a hint tries hold no overlay at all (the maps keep no empty lists).
         if weight not in self._stored and weight not in self._fresh:
             return False
-        fields = e.fields()
-        for other in self._at(weight):
-            if other.name == e.name or not e.may_overlap(other):
-                continue
-            theirs = other.fields()
-            if any(f in theirs and theirs[f].intersects(cells) for f, cells in fields.items()):
-                return True
-        return False
+        return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
         weight = start

@@ -29,6 +29,15 @@ class Clash:
     more: int = 0
 
 
+def meets(a: merge.Entry, b: merge.Entry) -> bool:
+    """The guard's test for one pair at one weight: both set some field on a common cell. `same_weight`,
+    `partners` and `clashes_with` ask it of many overlays at once, as masks over a crowd."""
+    if not a.may_overlap(b):
+        return False
+    theirs = b.fields()
+    return any(f in theirs and theirs[f].intersects(cells) for f, cells in a.fields().items())
+
+
 def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clash]:
     """Pairs of equal-weight overlays that set the same field on a common cell: for each overlay and
     field, its first `limit` partners earlier in Karpenter's order, and how many more. Earlier overlays
