@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
-from simulation.analysis import hints, unknowable
+from simulation.analysis import effects, hints, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model, quantity
 from simulation.semantics import requirements as reqs
@@ -177,12 +177,9 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
 def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> findings.Finding | None:
     """A negative additive adjustment that takes some offering in effect below 0."""
     overlay = e.overlay
-    adj = overlay.price_adjustment
-    if overlay.price is not None or adj is None or not adj.startswith("-") or adj.endswith("%"):
-        return None
-    try:
-        amount = float(adj[1:])
-    except ValueError:
+    adj = overlay.price_update
+    amount = effects.clamps_below(adj) if adj is not None else None
+    if amount is None:
         return None
     hit = price_claim & grid.below_price(amount)
     if not hit:
