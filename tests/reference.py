@@ -360,6 +360,8 @@ class Found:
     karpenter: str
     dropped: str
     witnesses: frozenset[tuple[str, ...]]
+    # The one of them every view names (`witness`).
+    witness: tuple[str, ...] | None = None
 
 
 def findings(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool], catalog: cat.Catalog,
@@ -395,7 +397,7 @@ def findings(overlays: Sequence[model.Overlay], pools: Sequence[model.NodePool],
                 continue
             winners = sorted(e.name for e in before if result.status[e.name] == "Applied")
             out.append(Found("shadowed", o.name, field, tuple(winners[:LIMIT]), 0, "", "", frozenset(mine)))
-    return out
+    return [dataclasses.replace(x, witness=witness(x.witnesses, pools, catalog)) for x in out]
 
 
 def _fields(o: model.Overlay, pools: Sequence[model.NodePool],
@@ -549,3 +551,25 @@ def _store_capacity(store: dict[str, dict[str, TypeUpdate]], pool: str, it: str,
             upd.capacity.writers[resource] = o.name
     upd.capacity.lowest_resources = dict(o.capacity)
     upd.capacity.lowest_weight = o.weight
+
+
+def witness(cells: frozenset[tuple[str, ...]], pools: Sequence[model.NodePool],
+            catalog: cat.Catalog) -> tuple[str, ...] | None:
+    """The cell a finding about `cells` names (SPEC: one witness, on a NodePool that can launch it when one does):
+    the first, by NodePool name, then the catalog's order of types and offerings, of those its NodePool launches
+    (of a type, some offering of it), else the first of all."""
+    by_name = {p.name: p for p in pools}
+    types = {it.name: (i, it) for i, it in enumerate(catalog.types)}
+
+    def place(c: tuple[str, ...]) -> tuple[Any, ...]:
+        i, it = types[c[1]]
+        slot = [(o.zone, o.capacity_type) for o in it.offerings].index((c[2], c[3])) if len(c) == 4 else 0
+        return (c[0], i, slot)
+
+    def launched(c: tuple[str, ...]) -> bool:
+        it = types[c[1]][1]
+        return any(launches(by_name[c[0]], it, o) for o in it.offerings if len(c) == 2 or (o.zone, o.capacity_type)
+                   == (c[2], c[3]))
+
+    ordered = sorted(cells, key=place)
+    return next((c for c in ordered if launched(c)), ordered[0] if ordered else None)

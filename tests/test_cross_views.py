@@ -17,34 +17,8 @@ from simulation.analysis import diff, effects, explain
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash, merge, model
 from tests import core_support, reference
-from tests.strategies import examples, instance_types, overlay_docs, pool_docs
+from tests.strategies import CLASH, PAIR, POOLS, SPLIT, examples, instance_types, overlay_docs, pool_docs
 from webhook import verdict
-
-
-def _priced(name: str, weight: int, *requirements: tuple[str, str, list[str]], **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
-            "spec": {"weight": weight, "requirements": [{"key": k, "operator": op, "values": v}
-                                                        for k, op, v in requirements], **spec}}
-
-
-def _pool(name: str, *requirements: tuple[str, str, list[str]]) -> dict[str, Any]:
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-            "spec": {"template": {"metadata": {"labels": {}}, "spec": {"requirements": [
-                {"key": k, "operator": op, "values": v} for k, op, v in requirements]}}}}
-
-
-CT = "karpenter.sh/capacity-type"
-# One type offered on-demand and spot in one zone.
-PAIR = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2", "memory": "2Gi"},
-                                     (cat.Offering("z-a", "on-demand", 1.0), cat.Offering("z-a", "spot", 1.0))),),
-                   "example")
-# Issue 40 row 1: `l` loses its spot offering to `a`; `b` sets only the on-demand one.
-SPLIT = [_priced("a", 2, (CT, "In", ["spot"]), price="0.5"), _priced("b", 2, (CT, "In", ["on-demand"]), price="0.5"),
-         _priced("l", 1, (CT, "In", ["spot"]), price="0.5")]
-# Issue 40 row 2: Karpenter meets the capacity clash first in NodePool `p0`, which never launches the type.
-CLASH = [_priced("o0", 2, ("family", "In", ["a"]), capacity={"r1": "1"}),
-         _priced("o1", 2, ("family", "In", ["a"]), capacity={"r1": "2"})]
-POOLS = [_pool("p0", ("family", "In", ["b"])), _pool("p1")]
 
 
 def _report(catalog: cat.Catalog, pools: list[dict[str, Any]], overlays: list[dict[str, Any]]) -> ev.Report:

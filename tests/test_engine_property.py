@@ -8,18 +8,19 @@ import pathlib
 from decimal import Decimal
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from simulation import evaluate as ev
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
 from simulation.semantics import quantity
 from tests import reference, reference_support
-from tests.strategies import examples, instance_types, mixed_overlay_docs, overlay_docs, pool_docs
+from tests.strategies import CLASH, PAIR, POOLS, examples, instance_types, mixed_overlay_docs, overlay_docs, pool_docs
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), overlays=mixed_overlay_docs(), pools=pool_docs())
+@example(catalog=PAIR, overlays=CLASH, pools=POOLS)
 def test_engine_matches_reference(catalog: cat.Catalog, overlays: list[dict[str, Any]],
                                   pools: list[dict[str, Any]]) -> None:
     docs = [ev.Document(o, i) for i, o in enumerate([*pools, *overlays])]
