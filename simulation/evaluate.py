@@ -342,16 +342,16 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
             out[name] = rp.Status(merge.INVALID, first.message)
         elif status.get(name) == merge.CONFLICT:
             v = verdicts[name]
-            # Named by the witness of the two overlays' same-weight-conflict finding (checks.conflicts): the
-            # lowest common cell of the field that its NodePool launches, so `check`, `simulate`, the report and
-            # a denial name one cell. Alike overlays dropped for meeting one share cells and so the wording.
+            # Named by the witness of the two overlays' same-weight-conflict finding (clash.witness), so `check`,
+            # `simulate`, the report and a denial name one cell. Alike overlays dropped for meeting one share
+            # cells and so the wording.
             other = snapshot.entries.get(v.other)
             mine = snapshot.entries[name].fields().get(v.field, merge.EMPTY)
             key: object = (v, mine)
             known = said.get(key)
             if known is None:
                 common = mine & other.fields().get(v.field, merge.EMPTY) if other is not None else merge.EMPTY
-                w = (grid.witness(common, with_offering=v.field == merge.PRICE) if common
+                w = (clash.witness(grid, common, v.field) if common
                      else grid.witness_at(v.bit, with_offering=v.field == merge.PRICE))
                 where = w.describe() if w is not None else "-"
                 known = said[key] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {where}")

@@ -38,7 +38,7 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         text = texts.get(field)
         if text is None:
             text = texts[field] = str(field)
-        witness = grid.witness(k.cells, with_offering=field == merge.PRICE)
+        witness = clash.witness(grid, k.cells, field)
         where = witness.describe() if witness is not None else "a common cell"
         # Karpenter drops at most one of the two: the later, else the earlier.
         if later_dropped or earlier_dropped:
