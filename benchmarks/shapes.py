@@ -156,9 +156,17 @@ def candidate(family: str, n: int, i: int) -> Doc:
     return {**made, "metadata": {"name": f"zz-candidate-{i:03d}"}}
 
 
-def _yaml(items: Sequence[Doc]) -> str:
-    # JSON is YAML: one flow document per object keeps the file's size linear and the generator library-free.
-    return "".join(f"---\n{json.dumps(item)}\n" for item in items)
+def _text(items: Sequence[Doc], form: str) -> str:
+    """The objects as a YAML stream (block style, what repositories hold) or one JSON List."""
+    if form == "json":
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)})
+    import io
+
+    from ruamel.yaml import YAML
+
+    out = io.StringIO()
+    YAML(typ="safe").dump_all(list(items), out)
+    return out.getvalue()
 
 
 def _child(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
@@ -168,23 +176,24 @@ def _child(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess[s
     return time.perf_counter() - started, round(peak_kib / 1024, 1), proc
 
 
-def measure(family: str, n: int) -> dict[str, Any]:
+def measure(family: str, n: int, form: str = "yaml") -> dict[str, Any]:
     """A family at one size: cold check, readiness, one candidate, and --existing beside all at once."""
     items = FAMILIES[family](n)
+    suffix = f".{form}"
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "existing"
         folder.mkdir()
-        (folder / "objects.yaml").write_text(_yaml(items))
-        one = Path(tmp) / "candidate.yaml"
-        one.write_text(_yaml([candidate(family, n, 0)]))
-        both = Path(tmp) / "all.yaml"
-        both.write_text(_yaml([*items, candidate(family, n, 0)]))
+        (folder / f"objects{suffix}").write_text(_text(items, form))
+        one = Path(tmp) / f"candidate{suffix}"
+        one.write_text(_text([candidate(family, n, 0)], form))
+        both = Path(tmp) / f"all{suffix}"
+        both.write_text(_text([*items, candidate(family, n, 0)], form))
         check_s, check_mb, proc = _child(["lint", "check", str(folder), "--format", "json"])
         existing_s, _, _ = _child(["lint", "check", "--existing", str(folder), str(one), "--format", "json"])
         all_s, _, _ = _child(["lint", "check", str(both), "--format", "json"])
         _, ready_mb, ready = _child(["benchmarks.shapes", "--ready", family, str(n)])
-    row: dict[str, Any] = {"family": family, "overlays": n, "check_s": round(check_s, 3), "check_peak_mb": check_mb,
-                           "check_exit": proc.returncode, "existing_s": round(existing_s, 3),
+    row: dict[str, Any] = {"family": family, "overlays": n, "format": form, "check_s": round(check_s, 3),
+                           "check_peak_mb": check_mb, "check_exit": proc.returncode, "existing_s": round(existing_s, 3),
                            "all_at_once_s": round(all_s, 3), "existing_ratio": round(existing_s / all_s, 3)}
     row.update(json.loads(ready.stdout) if ready.returncode == 0 else {"error": ready.stderr[-500:]})
     row["ready_peak_mb"] = ready_mb
@@ -222,10 +231,11 @@ def exponent(small: float, large: float, factor: int = 4) -> float:
 FIGURES = ("check_s", "ready_s", "candidate_p99_ms", "existing_s")
 
 
-def run(n: int = N, families: Sequence[str] = tuple(FAMILIES)) -> dict[str, Any]:
-    out: dict[str, Any] = {"n": n, "cores": os.cpu_count(), "load_avg": os.getloadavg()[0], "families": {}}
+def run(n: int = N, families: Sequence[str] = tuple(FAMILIES), form: str = "yaml") -> dict[str, Any]:
+    out: dict[str, Any] = {"n": n, "format": form, "cores": os.cpu_count(), "load_avg": os.getloadavg()[0],
+                           "families": {}}
     for family in families:
-        rows = [measure(family, size) for size in (n, 2 * n, 4 * n)]
+        rows = [measure(family, size, form) for size in (n, 2 * n, 4 * n)]
         growth = {figure: exponent(rows[0].get(figure, 0), rows[-1].get(figure, 0)) for figure in FIGURES}
         out["families"][family] = {"rows": rows, "exponent": growth}
     return out
@@ -235,12 +245,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.shapes")
     parser.add_argument("n", nargs="?", type=int, default=N)
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES))
+    parser.add_argument("--format", choices=("yaml", "json"), default="yaml", help="how the files are written")
     parser.add_argument("--ready", nargs=2, metavar=("FAMILY", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.ready:
         json.dump(ready(args.ready[0], int(args.ready[1])), sys.stdout)
         return 0
-    json.dump(run(args.n, args.family or tuple(FAMILIES)), sys.stdout, indent=2)
+    json.dump(run(args.n, args.family or tuple(FAMILIES), args.format), sys.stdout, indent=2)
     print()
     return 0
 
