@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from simulation import once
 from simulation.analysis import arrays, hints, kinds, overlaps
@@ -302,15 +302,12 @@ class Unchanged:
         table = index.offering_overlaps if field.per_offering else index.type_overlaps
         return table.meeting(cells, among)
 
-    def by_name(self, members: int) -> Iterator[int]:
-        if members.bit_count() <= FEW:
-            yield members
-            return
+    def by_name(self, members: int, count: int) -> int:
+        if members.bit_count() <= count:
+            return members
         index = self.index
-        at = arrays.ones(members, len(index.order))
-        # The first few by name usually suffice (a finding names clash.LIMIT): growing slices of the order.
-        for start, stop in _slices(len(at), merge.NAMED):
-            yield arrays.mask(arrays.first_by(index.name_ranks, at, stop)[start:], len(index.order))
+        return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
+                           len(index.order))
 
     def entries(self, members: int, limit: int | None = None) -> list[merge.Entry]:
         if limit is None:
@@ -338,15 +335,6 @@ def _keys(e: merge.Entry) -> Keys:
 def _chunks(fold: int) -> tuple[int, ...]:
     # The fold's non-zero CHUNK-bit words in one pass over its bytes, not a shift per chunk.
     return tuple(arrays.nonzero_words(fold, -(-fold.bit_length() // CHUNK)))
-
-
-def _slices(count: int, first: int) -> Iterator[tuple[int, int]]:
-    """(start, stop) of consecutive slices of `count` items, the first `first` long, each next one four times
-    longer: a walk that stops after a few items sorts few, one that goes on sorts each item O(log) times."""
-    start, size = 0, first
-    while start < count:
-        yield start, min(count, start + size)
-        start, size = start + size, size * 4
 
 
 def _mask(positions: Iterable[int], count: int) -> int:
