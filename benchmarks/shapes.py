@@ -254,6 +254,8 @@ def run(n: int = N, families: Sequence[str] = tuple(FAMILIES), form: str = "yaml
         rows = [measure(family, size, form) for size in (n, 2 * n, 4 * n)]
         growth = {figure: exponent(rows[0].get(figure, 0), rows[-1].get(figure, 0)) for figure in FIGURES}
         out["families"][family] = {"rows": rows, "exponent": growth}
+        # Each family as it is done: a long run read before its end still says something.
+        print(json.dumps({family: out["families"][family]}), file=sys.stderr, flush=True)
     return out
 
 
