@@ -20,6 +20,8 @@ CHUNK = 64
 Keys = tuple[tuple[int, ...], tuple[int, ...]]
 # Up to this many set bits, a mask's positions are cleared one by one (_ones).
 FEW = 8
+# Up to this many asked, "meeting" tests each entry while the packed cells are not made yet (Unchanged.meeting).
+UNPACKED = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,7 +301,18 @@ class Unchanged:
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
             among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))
-        table = index.offering_overlaps if field.per_offering else index.type_overlaps
+        packed = "offering_overlaps" if field.per_offering else "type_overlaps"
+        asked = among.bit_count()
+        if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
+            # A few, or a one-shot run's first questions: packing every entry's cells would cost more than them.
+            out, order = 0, index.order
+            while among:
+                low = among & -among
+                if order[low.bit_length() - 1].level(field).intersects(cells):
+                    out |= low
+                among ^= low
+            return out
+        table: overlaps.Overlaps = getattr(index, packed)
         return table.meeting(cells, among)
 
     def by_name(self, members: int, count: int) -> int:
