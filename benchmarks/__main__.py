@@ -7,7 +7,7 @@ import platform
 import sys
 from typing import Any
 
-from benchmarks import audit_bench, core_bench, diff_bench, schema_bench, startup_bench
+from benchmarks import audit_bench, core_bench, diff_bench, schema_bench, shapes, startup_bench
 
 
 def main(argv: list[str]) -> int:
@@ -15,7 +15,7 @@ def main(argv: list[str]) -> int:
     results: dict[str, Any] = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
                            "interpreter": sys._base_executable, "processor": platform.machine()},
                "startup": startup_bench.run(), "core": core_bench.run(), "schema": schema_bench.run(),
-               "diff": diff_bench.run()}
+               "diff": diff_bench.run(), "shapes": shapes.run()}
     if "--core-only" not in argv:
         from benchmarks import peer_bench, webhook_bench
 

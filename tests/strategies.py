@@ -183,3 +183,20 @@ SPLIT = [_priced("a", 2, (CT, "In", ["spot"]), price="0.5"), _priced("b", 2, (CT
 CLASH = [_priced("o0", 2, ("family", "In", ["a"]), capacity={"r1": "1"}),
          _priced("o1", 2, ("family", "In", ["a"]), capacity={"r1": "2"})]
 POOLS = [_pool("p0", ("family", "In", ["b"])), _pool("p1")]
+
+
+@st.composite
+def crowds(draw: Any, above: int) -> list[dict[str, Any]]:
+    """More than `above` overlays (a size cutoff of the core: past it a crowd is taken in arrays, not one by one):
+    a few drawn specs, each under many names, some copies at another weight, the names interleaving the copies in
+    Karpenter's order. Named `c000`, `c001`, ..."""
+    # One or two specs: each copied past the cutoff, so that one candidate meets more than it of one weight.
+    specs = [d["spec"] for d in draw(overlay_docs())][:draw(st.integers(1, 2))]
+    count = draw(st.integers(above + 1, above + 24))
+    copies = [dict(specs[i % len(specs)]) for i in range(count * len(specs))]
+    for spec in copies:
+        if draw(st.integers(0, 7)) == 0:
+            spec["weight"] = draw(st.sampled_from([1, 2, 3]))
+    slots = draw(st.permutations(range(len(copies))))
+    return [{"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": f"c{slot:03d}"},
+             "spec": spec} for slot, spec in zip(slots, copies, strict=True)]

@@ -94,17 +94,16 @@ def higher(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list
 
 
 def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], limit: int) -> list[merge.Entry]:
-    """The first `limit` by name of `higher`: each crowd read by name until it has them (a price ladder's
-    overlay has every overlay above it among `higher`, and a finding names clash.LIMIT)."""
+    """The first `limit` by name of `higher`. Each crowd's first few by name are asked first: a price ladder's
+    overlay has every overlay above it among `higher`, and a finding names clash.LIMIT."""
     bits = e.fields().get(field, merge.EMPTY)
     found: list[merge.Entry] = []
     for crowd, among in _preceding(e, field, around):
-        mine: list[merge.Entry] = []
-        for group in crowd.by_name(among):
-            mine += crowd.entries(crowd.meeting(field, bits, group))
-            if len(mine) >= limit:
-                break
-        found += sorted(mine, key=_NAME)[:limit]
+        first = crowd.by_name(among, max(limit, merge.NAMED))
+        winners = crowd.meeting(field, bits, first)
+        if winners.bit_count() < limit and first != among:
+            winners |= crowd.meeting(field, bits, among & ~first)
+        found += crowd.entries(crowd.by_name(winners, limit))
     return sorted(found, key=_NAME)[:limit]
 
 

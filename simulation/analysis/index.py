@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from simulation import once
 from simulation.analysis import arrays, hints, kinds, overlaps
@@ -20,6 +20,8 @@ CHUNK = 64
 Keys = tuple[tuple[int, ...], tuple[int, ...]]
 # Up to this many set bits, a mask's positions are cleared one by one (_ones).
 FEW = 8
+# Up to this many asked, "meeting" tests each entry while the packed cells are not made yet (Unchanged.meeting).
+UNPACKED = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,18 +301,26 @@ class Unchanged:
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
             among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))
-        table = index.offering_overlaps if field.per_offering else index.type_overlaps
+        packed = "offering_overlaps" if field.per_offering else "type_overlaps"
+        asked = among.bit_count()
+        if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
+            # A few, or a one-shot run's first questions: packing every entry's cells would cost more than them.
+            out, order = 0, index.order
+            while among:
+                low = among & -among
+                if order[low.bit_length() - 1].level(field).intersects(cells):
+                    out |= low
+                among ^= low
+            return out
+        table: overlaps.Overlaps = getattr(index, packed)
         return table.meeting(cells, among)
 
-    def by_name(self, members: int) -> Iterator[int]:
-        if members.bit_count() <= FEW:
-            yield members
-            return
+    def by_name(self, members: int, count: int) -> int:
+        if members.bit_count() <= count:
+            return members
         index = self.index
-        at = arrays.ones(members, len(index.order))
-        # The first few by name usually suffice (a finding names clash.LIMIT): growing slices of the order.
-        for start, stop in _slices(len(at), merge.NAMED):
-            yield arrays.mask(arrays.first_by(index.name_ranks, at, stop)[start:], len(index.order))
+        return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
+                           len(index.order))
 
     def entries(self, members: int, limit: int | None = None) -> list[merge.Entry]:
         if limit is None:
@@ -338,15 +348,6 @@ def _keys(e: merge.Entry) -> Keys:
 def _chunks(fold: int) -> tuple[int, ...]:
     # The fold's non-zero CHUNK-bit words in one pass over its bytes, not a shift per chunk.
     return tuple(arrays.nonzero_words(fold, -(-fold.bit_length() // CHUNK)))
-
-
-def _slices(count: int, first: int) -> Iterator[tuple[int, int]]:
-    """(start, stop) of consecutive slices of `count` items, the first `first` long, each next one four times
-    longer: a walk that stops after a few items sorts few, one that goes on sorts each item O(log) times."""
-    start, size = 0, first
-    while start < count:
-        yield start, min(count, start + size)
-        start, size = start + size, size * 4
 
 
 def _mask(positions: Iterable[int], count: int) -> int:

@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from simulation import once
@@ -195,12 +195,12 @@ class Crowd(Protocol):
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         """The first `limit` (all by default) of `members`, in Karpenter's order."""
 
-    def by_name(self, members: int) -> Iterator[int]:
-        """`members` cut into consecutive groups by name (each group's names sort before the next's), the first
-        about NAMED long: a rule after the first few by name reads groups until it has them."""
+    def by_name(self, members: int, count: int) -> int:
+        """The first `count` of `members` by name."""
 
 
-# The first group `Crowd.by_name` yields: a finding names clash.LIMIT overlays, so a few more than that.
+# How many by name a rule reads first when it wants a few by name (a finding names clash.LIMIT): where that many
+# hold them, the rest are never tested.
 NAMED = 8
 
 
@@ -243,9 +243,12 @@ class Listed:
         found = [e for i, e in enumerate(self._entries) if members >> i & 1]
         return found[:limit]
 
-    def by_name(self, members: int) -> Iterator[int]:
-        # A request's few candidates: one group.
-        yield members
+    def by_name(self, members: int, count: int) -> int:
+        named = sorted((e.name, i) for i, e in enumerate(self._entries) if members >> i & 1)
+        out = 0
+        for _, i in named[:count]:
+            out |= 1 << i
+        return out
 
 
 def related(crowd: Crowd, e: Entry, among: int = -1) -> int:
