@@ -55,9 +55,12 @@ unit: install helm karpenter-oracle chromium promtool
 # Hypothesis' large profile over the unit tests, then SOAK_BATCHES fresh batches of random sets against
 # Karpenter's own controller (tests/test_oracle_random.py).
 SOAK_BATCHES ?= 64
+# Seconds fuzz/growth.py searches for the shape whose cost grows fastest (fails past its LIMIT).
+GROWTH_SECONDS ?= 600
 soak: install karpenter-oracle
 	HYPOTHESIS_PROFILE=soak $(PYTEST) $(PARALLEL) -m "not e2e and not tools"
 	OVERLAY_GUARD_ORACLE_SOAK=$(SOAK_BATCHES) $(PYTEST) tests/test_oracle_random.py
+	$(BIN)/python -m fuzz.growth --seconds $(GROWTH_SECONDS)
 
 # docs/cli.md's code table and lint/schemas/check-output.schema.json, made from simulation/codes.py,
 # and lint/schemas/simulate-output.schema.json.

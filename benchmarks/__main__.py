@@ -7,7 +7,16 @@ import platform
 import sys
 from typing import Any
 
-from benchmarks import audit_bench, core_bench, diff_bench, engines_bench, schema_bench, startup_bench, yaml_bench
+from benchmarks import (
+    audit_bench,
+    core_bench,
+    diff_bench,
+    engines_bench,
+    schema_bench,
+    shapes,
+    startup_bench,
+    yaml_bench,
+)
 
 
 def main(argv: list[str]) -> int:
@@ -15,7 +24,8 @@ def main(argv: list[str]) -> int:
     results: dict[str, Any] = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
                            "interpreter": sys._base_executable, "processor": platform.machine()},
                "startup": startup_bench.run(), "yaml": yaml_bench.run(), "core": core_bench.run(),
-               "schema": schema_bench.run(), "diff": diff_bench.run(), "engines": engines_bench.run()}
+               "schema": schema_bench.run(), "diff": diff_bench.run(), "engines": engines_bench.run(),
+               "shapes": shapes.run()}
     if "--core-only" not in argv:
         from benchmarks import peer_bench, webhook_bench
 

@@ -259,20 +259,40 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Name
     return args
 
 
-def _rest(candidates: Loaded, existing: Loaded, rest: Loaded) -> list[str]:
-    """The rest of a repository joins what the candidates are judged against. Its own problems are not the
-    change's: they are counted in a note (a whole-tree check reports them). An object of a candidate's kind and
+def _rest(candidates: Loaded, existing: Loaded, rest: Loaded) -> Loaded:
+    """The rest of a repository joins what the candidates are judged against. An object of a candidate's kind and
     name there is a second copy in the repository, not an earlier version: it joins the candidates, so that the
-    core reports the duplicate."""
+    core reports the duplicate. Returns the rest as it joined the existing objects (its problems, its notes)."""
     named = {(model.kind_of(d.obj), model.name_of(d.obj)) for d in candidates.documents}
     copies = [d for d in rest.documents if (model.kind_of(d.obj), model.name_of(d.obj)) in named]
     candidates.documents += [dataclasses.replace(d, candidate=True) for d in copies]
-    existing.documents += [d for d in rest.documents if d not in copies]
+    joined = [d for d in rest.documents if d not in copies]
+    existing.documents += joined
     existing.instance_types += rest.instance_types
     existing.ignored += rest.ignored
-    problems = len(rest.problems) + len(rest.notes)
-    return [f"{problems} problem(s) in the rest of the repository (--against) not reported here: "
-            "`overlay-lint check` on those files reports them"] if problems else []
+    return dataclasses.replace(rest, documents=joined)
+
+
+# Findings of the rest of a repository named in the note; the rest are counted.
+REST_NAMED = 3
+
+
+def rest_note(rest: Loaded, baseline: Sequence[findings.Finding]) -> list[str]:
+    """The rest of a repository's own problems are not the change's: its input problems and the findings the
+    core gives its objects alone (the prepared baseline) are counted and the first few named in a note (a
+    whole-tree check reports them). Files it did not lint (a Helm template) are no problem: said apart."""
+    sources = {d.source for d in rest.documents}
+    found = findings.ordered([*rest.problems, *(f for f in baseline if f.source in sources)])
+    out = []
+    if found:
+        named = ", ".join(f"{f.code} {f.obj}" for f in found[:REST_NAMED])
+        more = f" and {len(found) - REST_NAMED} more" if len(found) > REST_NAMED else ""
+        out.append(f"{len(found)} problem(s) in the rest of the repository (--against) not reported here "
+                   f"({named}{more}): `overlay-lint check` on those files reports them")
+    if rest.notes:
+        out.append(f"{len(rest.notes)} file(s) in the rest of the repository (--against) not linted: "
+                   f"{'; '.join(rest.notes[:REST_NAMED])}{' ...' if len(rest.notes) > REST_NAMED else ''}")
+    return out
 
 
 class _Run:
@@ -284,6 +304,8 @@ class _Run:
         self.stdin = stdin
         self.loader = Loader(self.table, args.max_file_size, stdin)
         self.out, self.err = out, err
+        # The rest of a repository (--against, --changed-since), as it joined the existing objects.
+        self.rest: Loaded | None = None
 
     def catalog(self, *loads: Loaded, in_effect: Sequence[ev.Document] | None = None,
                 crd: crds.Crd | None = None) -> cat.Catalog:
@@ -340,7 +362,7 @@ class _Run:
         existing_paths = getattr(args, "existing", [])
         existing = self.loader.load(existing_paths, candidate=False) if existing_paths else Loaded()
         if against:
-            notes += _rest(candidates, existing, self.loader.load(against, candidate=False, rest=True))
+            self.rest = _rest(candidates, existing, self.loader.load(against, candidate=False, rest=True))
         if args.cluster:
             objects, unread = kube.read(args.kubeconfig, args.context)
             notes += unread
@@ -376,19 +398,22 @@ class _Run:
         catalog = self.placed(self.catalog(candidates, existing, in_effect=self.in_effect(candidates, existing),
                                            crd=crd),
                               [*candidates.documents, *existing.documents], notes)
-        report = self.judge(candidates, existing, catalog, crd)
+        report, baseline = self.judge(candidates, existing, catalog, crd)
         candidates.problems += existing.problems
+        if self.rest is not None:
+            notes += rest_note(self.rest, baseline)
         return candidates, report, catalog, [*candidates.notes, *existing.notes, *notes, *report.notes]
 
     def judge(self, candidates: Loaded, existing: Loaded, catalog: cat.Catalog, crd: crds.Crd,
-              checked: Mapping[str, ev.Checked] | None = None) -> ev.Report:
-        """The one core on these objects; `checked`: earlier checks to reuse for identical overlays."""
+              checked: Mapping[str, ev.Checked] | None = None) -> tuple[ev.Report, Sequence[findings.Finding]]:
+        """The one core on these objects, and the findings of the existing objects alone; `checked`: earlier
+        checks to reuse for identical overlays."""
         prepared = ev.prepare(existing.documents, catalog, crd=crd,
                               every_nodepool=self.args.cluster or self.args.all_nodepools)
         # The inputs and the prepared existing objects live to the end of the run: no collection need
         # scan them again (`main` unfreezes them).
         gc.freeze()
-        return ev.evaluate(candidates.documents, prepared, checked=checked)
+        return ev.evaluate(candidates.documents, prepared, checked=checked), prepared.baseline
 
     def subjects(self, loaded: Loaded) -> list[junit.Subject]:
         out = []
@@ -535,7 +560,7 @@ def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
             catalog = run.placed(run.catalog(side, in_effect=two.base.documents, crd=crd), side.documents, notes)
             placed.append((types, catalog))
         checked = reports[0].overlays if reports else None
-        report = run.judge(side, Loaded(), catalog, crd, checked)
+        report, _ = run.judge(side, Loaded(), catalog, crd, checked)
         found = findings.ordered(hints.attach([*side.problems, *report.findings]))
         reports.append(dataclasses.replace(report, findings=tuple(found)))
         notes += [n for n in report.notes if n not in notes]

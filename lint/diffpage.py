@@ -31,7 +31,7 @@ def render(view: diffview.Page, limits: page.Limits = LIMITS) -> str:
         "<h1>NodeOverlay change report</h1>",
         f'<p id="sides">before: <code data-base="{_e(view.base)}">{_e(view.base)}</code>, after: '
         f'<code data-head="{_e(view.head)}">{_e(view.head)}</code></p>',
-        f'<p id="headline" data-offerings="{len(d.prices)}" data-resources="{len(d.resources)}" '
+        f'<p id="headline" data-offerings="{d.offerings()}" data-resources="{len(d.resources)}" '
         f'data-introduced="{len(d.introduced)}" data-resolved="{len(d.resolved)}">'
         f"<b>{_e(diffview.headline(d))}</b></p>",
         '<ul id="notes">' + "".join(f"<li>note: {_e(n)}</li>" for n in view.notes) + "</ul>" if view.notes else "",

@@ -85,17 +85,74 @@ def headline(d: diff.Diff) -> str:
     if any(n for _, n in kinds):
         parts.append("overlays " + ", ".join(f"{n} {kind}" for kind, n in kinds if n))
     if d.prices:
-        pcts = [p for p in (x.percent for x in d.prices) if p is not None]
-        up, down = sum(1 for p in pcts if p > 0), sum(1 for p in pcts if p < 0)
-        parts.append(f"{_plural(len(d.prices), 'offering')} change price ({up} dearer, {down} cheaper)")
+        offerings, up, down = _offering_counts(d)
+        parts.append(f"{_plural(offerings, 'offering')} change price ({up} dearer, {down} cheaper)")
     if d.resources:
         parts.append(_plural(len(d.resources), "capacity change"))
+    if d.held:
+        parts.append(f"{_plural(_held_count(d.held), 'change')} only where no NodePool launches")
     errors = sum(1 for f in d.introduced if f.severity == Severity.ERROR)
     if errors:
         parts.append(f"{_plural(errors, 'new error')}")
     if d.introduced or d.resolved:
         parts.append(f"findings {len(d.introduced)} new, {len(d.resolved)} resolved")
     return "; ".join(parts)
+
+
+def _offering_counts(d: diff.Diff) -> tuple[int, int, int]:
+    """Offerings whose price changes, dearer, cheaper: each counted once however many NodePools launch it."""
+    up = len({p.offering for p in d.prices if (pct := p.percent) is not None and pct > 0})
+    down = len({p.offering for p in d.prices if (pct := p.percent) is not None and pct < 0})
+    return d.offerings(), up, down
+
+
+def _held_count(held: diff.Held) -> int:
+    return held.prices + held.resources + held.templates
+
+
+def held_line(held: diff.Held) -> str:
+    """What changes only in cells no NodePool launches, said once."""
+    parts = [_plural(n, what) for n, what in ((held.prices, "offering price"), (held.resources, "capacity figure"),
+                                               (held.templates, "template")) if n]
+    return (f"Karpenter's overlay store also changes {', '.join(parts)} on cells no NodePool launches "
+            f"(not listed; `overlay-lint simulate --nodepool NAME --instance-type NAME` shows one)")
+
+
+def effect_text(e: diff.Effect) -> str:
+    """A changed overlay's effect on what NodePools launch."""
+    parts = []
+    if e.offerings:
+        parts.append(f"prices {_plural(e.offerings, 'offering')}" + (f" (median {_pct(e.median)})"
+                                                                     if e.median is not None else ""))
+    if e.released:
+        parts.append(f"no longer prices {_plural(e.released, 'offering')}")
+    if e.resources:
+        parts.append(_plural(e.resources, "capacity change"))
+    if e.templates:
+        parts.append(_plural(e.templates, "template change"))
+    return ", ".join(parts) or "nothing a NodePool launches"
+
+
+@dataclasses.dataclass(frozen=True)
+class Folded:
+    """Price rows of one instance type with one change, folded: the offerings (zone/capacity type) they cover."""
+
+    first: diff.PriceChange
+    offerings: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return self.offerings[0] if len(self.offerings) == 1 else f"{len(self.offerings)} offerings"
+
+
+def folded(rows: Sequence[diff.PriceChange]) -> list[Folded]:
+    """A type's zones and capacity types with the same change in one row, in the order of their largest."""
+    groups: dict[tuple[Any, ...], list[diff.PriceChange]] = {}
+    for p in rows:
+        key = (p.instance_type, p.before, p.after, p.before_overlay, p.after_overlay, p.present_before,
+               p.present_after, p.estimated)
+        groups.setdefault(key, []).append(p)
+    return [Folded(g[0], tuple(f"{p.zone}/{p.capacity_type}" for p in g)) for g in groups.values()]
 
 
 def pool_line(s: diff.PoolSummary) -> str:
@@ -140,15 +197,18 @@ def _text_prices(d: diff.Diff, out: TextIO) -> None:
     for s in summaries[:POOLS]:
         rows = prices[s.pool]
         out.write(f"  NodePool {s.pool}: {pool_line(s)}\n")
+        groups = folded(rows)
         table = [["INSTANCE TYPE", "OFFERING", "BEFORE", "AFTER", "CHANGE", "SET BY"]]
-        table += [[p.instance_type, f"{p.zone}/{p.capacity_type}", views.price(p.before, p.estimated),
-                   views.price(p.after, p.estimated), change_text(p), set_by(p.before_overlay, p.after_overlay)]
-                  for p in rows[:ROWS]]
+        table += [[f.first.instance_type, f.where, views.price(f.first.before, f.first.estimated),
+                   views.price(f.first.after, f.first.estimated), change_text(f.first),
+                   set_by(f.first.before_overlay, f.first.after_overlay)] for f in groups[:ROWS]]
         out.writelines(line + "\n" for line in views.table(table, "    "))
-        if len(rows) > ROWS:
-            out.write(f"    and {len(rows) - ROWS} more\n")
+        if len(groups) > ROWS:
+            out.write(f"    and {len(groups) - ROWS} more\n")
     if len(summaries) > POOLS:
         out.write(f"  and {len(summaries) - POOLS} more NodePools\n")
+    if d.held:
+        out.write(f"\n{held_line(d.held)}\n")
 
 
 def _text_cells(d: diff.Diff, out: TextIO) -> None:
@@ -173,11 +233,11 @@ def _text_overlays(d: diff.Diff, out: TextIO) -> None:
         out.write(f"\nOverlays: none changed ({d.unchanged} unchanged)\n")
         return
     out.write(f"\nOverlays ({len(d.overlays)} changed or moved, {d.unchanged} unchanged)\n")
-    table = [["CHANGE", "OVERLAY", "BEFORE", "AFTER"]]
+    table = [["CHANGE", "OVERLAY", "BEFORE", "AFTER", "EFFECT"]]
     for c in d.overlays[:OVERLAY_ROWS]:
         name = f"{c.renamed_from} -> {c.name}" if c.renamed_from else c.name
         change = "STOPS APPLYING" if c.stops_applying else c.change if c.change != diff.UNCHANGED else "status"
-        table.append([change, name, _status(c.before), _status_long(c.after)])
+        table.append([change, name, _status(c.before), _status_long(c.after), effect_text(d.effect(c.name))])
     out.writelines(line + "\n" for line in views.table(table, "  "))
     if len(d.overlays) > OVERLAY_ROWS:
         out.write(f"  and {len(d.overlays) - OVERLAY_ROWS} more\n")
@@ -202,7 +262,7 @@ def _finding_json(f: Finding, table: Table) -> dict[str, Any]:
 
 def to_json(page: Page) -> dict[str, Any]:
     d = page.diff
-    pcts = [p for p in (x.percent for x in d.prices) if p is not None]
+    offerings, up, down = _offering_counts(d)
     return {
         "base": page.base,
         "head": page.head,
@@ -212,9 +272,13 @@ def to_json(page: Page) -> dict[str, Any]:
             "statusChanges": sum(1 for c in d.overlays if c.moved),
             "stopsApplying": sum(1 for c in d.overlays if c.stops_applying),
             "overlaysUnchanged": d.unchanged,
-            "offeringsChanged": len(d.prices),
-            "dearer": sum(1 for p in pcts if p > 0),
-            "cheaper": sum(1 for p in pcts if p < 0),
+            "offeringsChanged": offerings,
+            "dearer": up,
+            "cheaper": down,
+            # Changes only on cells no NodePool launches: not among the rows.
+            "heldPrices": d.held.prices,
+            "heldResources": d.held.resources,
+            "heldTemplates": d.held.templates,
             "resourcesChanged": len(d.resources),
             "templatesChanged": len(d.templates),
             "findingsIntroduced": len(d.introduced),
@@ -301,11 +365,12 @@ def _md_overlays(d: diff.Diff) -> list[str]:
     if not d.overlays:
         out.append(f"No overlay changes ({d.unchanged} unchanged).\n")
         return out
-    rows = ["| Overlay | Change | Before | After |", "|---|---|---|---|"]
+    rows = ["| Overlay | Change | Before | After | Effect |", "|---|---|---|---|---|"]
     for c in d.overlays[:OVERLAY_ROWS]:
         name = f"{_md(c.renamed_from)} → {_md(c.name)}" if c.renamed_from else _md(c.name)
         change = "status" if c.change == diff.UNCHANGED else c.change
-        rows.append(f"| `{name}` | {change} | {_md(_status(c.before))} | {_md(_status_long(c.after))} |")
+        rows.append(f"| `{name}` | {change} | {_md(_status(c.before))} | {_md(_status_long(c.after))} | "
+                    f"{_md(effect_text(d.effect(c.name)))} |")
     more = f"\n*and {len(d.overlays) - OVERLAY_ROWS} more*" if len(d.overlays) > OVERLAY_ROWS else ""
     out.append("\n".join(rows) + more + f"\n\n{_plural(d.unchanged, 'overlay')} unchanged.\n")
     return out
@@ -324,16 +389,19 @@ def _md_prices(d: diff.Diff) -> list[str]:
     summaries = [s for s in d.pools if s.offerings]
     for s in summaries[:POOLS]:
         rows = prices[s.pool]
+        groups = folded(rows)
         lines = [f"#### NodePool `{_md(s.pool)}`: {_md(pool_line(s))}", "",
                  "| Instance type | Offering | Before | After | Change | Set by |", "|---|---|--:|--:|--:|---|"]
-        lines += [f"| {_md(p.instance_type)} | {_md(p.zone)}/{_md(p.capacity_type)} | "
-                  f"{_md_price(p.before, p.estimated)} | {_md_price(p.after, p.estimated)} | {_md(change_text(p))} | "
-                  f"{_md(set_by(p.before_overlay, p.after_overlay, '→'))} |" for p in rows[:ROWS]]
-        if len(rows) > ROWS:
-            lines.append(f"\n*and {len(rows) - ROWS} more*")
+        lines += [f"| {_md(f.first.instance_type)} | {_md(f.where)} | {_md_price(f.first.before, f.first.estimated)} | "
+                  f"{_md_price(f.first.after, f.first.estimated)} | {_md(change_text(f.first))} | "
+                  f"{_md(set_by(f.first.before_overlay, f.first.after_overlay, '→'))} |" for f in groups[:ROWS]]
+        if len(groups) > ROWS:
+            lines.append(f"\n*and {len(groups) - ROWS} more*")
         out.append("\n".join(lines) + "\n")
     if len(summaries) > POOLS:
         out.append(f"*and {len(summaries) - POOLS} more NodePools with price changes*\n")
+    if d.held:
+        out.append(f"{_md(held_line(d.held), 4 * _CELL)}\n")
     return out
 
 

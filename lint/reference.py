@@ -237,8 +237,8 @@ def diff_output_schema() -> dict[str, Any]:
             "headline": {"type": "string"},
             "summary": _object({k: _count() for k in (
                 "overlaysChanged", "statusChanges", "stopsApplying", "overlaysUnchanged", "offeringsChanged",
-                "dearer", "cheaper", "resourcesChanged", "templatesChanged", "findingsIntroduced",
-                "errorsIntroduced", "findingsResolved")}),
+                "dearer", "cheaper", "heldPrices", "heldResources", "heldTemplates", "resourcesChanged",
+                "templatesChanged", "findingsIntroduced", "errorsIntroduced", "findingsResolved")}),
             "overlays": {"type": "array", "items": _object({
                 "name": {"type": "string", "minLength": 1},
                 "change": {"enum": ["added", "removed", "changed", "renamed", "unchanged"],

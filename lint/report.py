@@ -278,9 +278,12 @@ def _chart(pool: str, bars: Sequence[_Bar]) -> str:
 
 
 def _memory(cells: Sequence[CellEffect], limits: Limits) -> str:
-    """Cells where hugepages are in effect: the capacity's memory beside the allocatable memory."""
-    rows = [(c, mem) for c in cells if (mem := c.memory) is not None]
-    if not rows:
+    """Cells where hugepages are in effect and the NodePool launches the type: the capacity's memory beside the
+    allocatable memory. Those its NodePool never launches are counted apart, as the store still holds them."""
+    found = [(c, mem) for c in cells if (mem := c.memory) is not None]
+    rows = [(c, mem) for c, mem in found if c.launchable]
+    held = len(found) - len(rows)
+    if not found:
         return ""
     out = ['<section id="memory"><h2>Memory after hugepages</h2>',
            "<p>Karpenter takes every hugepages-* capacity off the allocatable memory, clamped at 0.</p>",
@@ -295,6 +298,9 @@ def _memory(cells: Sequence[CellEffect], limits: Limits) -> str:
                    f'<td class="{left}" data-allocatable="{_e(mem.text)}">{_e(mem.text)}</td></tr>')
     out.append("</table>")
     out.append(_more(len(rows), limits.rows, "instance types"))
+    if held:
+        out.append(f'<p class="more" data-held="{held}">and {held} instance type{"s" if held > 1 else ""} '
+                   f"with hugepages {_e(views.HELD)}</p>")
     out.append("</section>")
     return "\n".join(out)
 

@@ -64,17 +64,22 @@ def write_summary(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], 
     by_pool: dict[str, list[CellEffect]] = {}
     for cell in cells:
         by_pool.setdefault(cell.pool, []).append(cell)
-    rows = [["NODEPOOL", "TYPES CHANGED", "PRICES SET", "CAPACITY SET"]]
+    # Each NodePool's figures are what it can launch; the cells Karpenter's store holds there all the same are
+    # one count apart (SPEC §3 "Cells").
+    rows = [["NODEPOOL", "TYPES CHANGED", "PRICES SET", "CAPACITY SET", "NEVER LAUNCHED"]]
     for pool, changed in sorted(by_pool.items()):
-        priced = sum(1 for c in changed for o in c.offerings if o.get("priceOverlay"))
-        rows.append([pool, str(len(changed)), str(priced), str(sum(1 for c in changed if c.capacity_overlays))])
+        mine = [c for c in changed if c.launchable]
+        priced = sum(1 for c in mine for o in c.offerings if o.get("priceOverlay") and o.get("launchable", True))
+        rows.append([pool, str(len(mine)), str(priced), str(sum(1 for c in mine if c.capacity_overlays)),
+                     str(len(changed) - len(mine))])
     if len(rows) == 1:
         out.write("\nno instance type is changed by an overlay\n")
         return
     out.write("\n")
     out.writelines(line + "\n" for line in table(rows))
-    out.write("\nTYPES: instance types an overlay sets a value on; PRICES: offerings it prices. Per instance type: "
-              "--full, or --nodepool/--instance-type; --format json has every figure\n")
+    out.write("\nTYPES: instance types an overlay sets a value on; PRICES: offerings it prices; a NodePool's figures "
+              "count what it launches, NEVER LAUNCHED the types changed in Karpenter's store it never launches. "
+              "Per instance type: --full, or --nodepool/--instance-type; --format json has every figure\n")
 
 
 def write_simulation(status: Mapping[str, rp.Status], cells: Sequence[CellEffect], out: TextIO,

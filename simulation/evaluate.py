@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, hugepages, incremental, shadows, unknowable
+from simulation.analysis import checks, dra, hints, hugepages, incremental, unknowable
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
@@ -223,11 +223,11 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     snapshot = _digest(snapshot, reusable, changed)
     snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
     index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
-    report = _full(snapshot, index, ties=True, notes=())
+    report, index = _full(snapshot, index, ties=True, notes=())
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
     ratchet = frozenset(_identity(f) for f in report.findings if f.severity == finding_types.Severity.ERROR)
     return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
-                               index=index.settled(report.outcome), ratchet=ratchet)
+                               index=index, ratchet=ratchet)
 
 
 def warmed(prepared: Prepared) -> Prepared:
@@ -286,7 +286,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
     if whole:
         index = incremental.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
-        report = _full(snapshot, index, ties=bool(pool_docs), notes=notes, subjects=changed)
+        report, _ = _full(snapshot, index, ties=bool(pool_docs), notes=notes, subjects=changed)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed if n in judged}
@@ -314,7 +314,7 @@ def _bounded(found: Sequence[finding_types.Finding],
         elif naming := tuple(pair for r in f.related if (pair := (r.kind, r.name)) in named):
             groups.setdefault((f.code, naming), []).append(f)
     for group in groups.values():
-        out += shadows.first_few(group[:clash.LIMIT], len(group))
+        out += finding_types.first_few(group[:clash.LIMIT], len(group))
     return out
 
 
@@ -342,16 +342,16 @@ def _statuses(snapshot: Prepared, status: Mapping[str, merge.State], verdicts: M
             out[name] = rp.Status(merge.INVALID, first.message)
         elif status.get(name) == merge.CONFLICT:
             v = verdicts[name]
-            # A price met on an offering its NodePool never launches is named, where one exists, by an
-            # offering of both overlays that one launches: every such offering is a meeting too (both are
-            # stored at one weight there). A capacity meeting holds only where the other was the last
-            # stored, which the verdict does not keep: its own cell is named.
+            # Named by the witness of the two overlays' same-weight-conflict finding (clash.witness), so `check`,
+            # `simulate`, the report and a denial name one cell. Alike overlays dropped for meeting one share
+            # cells and so the wording.
             other = snapshot.entries.get(v.other)
-            moved = v.field == merge.PRICE and other is not None and not grid.launches(v.bit)
-            key: object = (v, name) if moved else v
+            mine = snapshot.entries[name].fields().get(v.field, merge.EMPTY)
+            key: object = (v, mine)
             known = said.get(key)
             if known is None:
-                w = (grid.witness(snapshot.entries[name].cells & other.cells) if moved and other is not None
+                common = mine & other.fields().get(v.field, merge.EMPTY) if other is not None else merge.EMPTY
+                w = (clash.witness(grid, common, v.field) if common
                      else grid.witness_at(v.bit, with_offering=v.field == merge.PRICE))
                 where = w.describe() if w is not None else "-"
                 known = said[key] = rp.Status(merge.CONFLICT, f"conflicts with {v.other} on {v.field} at {where}")
@@ -371,7 +371,8 @@ def _unknowable(snapshot: Prepared, names: Iterable[str]) -> frozenset[str]:
 
 
 def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...],
-          subjects: Sequence[str] | None = None) -> Report:
+          subjects: Sequence[str] | None = None) -> tuple[Report, incremental.Index]:
+    """The whole run, and the index settled by its outcome."""
     grid, entries = snapshot.grid, snapshot.entries
     found: list[findings.Finding] = []
     for name, c in snapshot.overlays.items():
@@ -381,11 +382,13 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     outcome = merge.karpenter(everything)
     found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything))
     pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
+    index = index.settled(outcome)
+    # Every entry as one crowd with the applied ones: the shadow test's questions are a few masks each.
+    around = [(index.crowd(set()), index.applied_bits or 0)]
     for claim in outcome.claims:
         e = entries[claim.overlay]
         if not claim.cells:
-            around = checks.listed(index.near(e, set(), ()), outcome.status)
-            shadow = checks.shadowed(grid, e, claim.field, [around], outcome.status)
+            shadow = checks.shadowed(grid, e, claim.field, around, outcome.status, claim.cells)
             found += [shadow] if shadow is not None else []
         elif claim.field == merge.PRICE:
             clamp = checks.clamped(grid, e, claim.cells)
@@ -401,7 +404,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     if ties:
         found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
     status = _statuses(snapshot, outcome.status, outcome.verdicts)
-    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes)
+    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes), index
 
 
 def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],

@@ -147,6 +147,22 @@ def ordered(findings: Iterable[Finding]) -> list[Finding]:
     return [f for _, f in sorted(seen.values(), key=operator.itemgetter(0))]
 
 
+def first_few(found: list[Finding], total: int) -> list[Finding]:
+    """`found` (the first of `total` findings on other overlays that name one candidate), the last saying
+    how many more (the cap on a candidate's report, evaluate._bounded, and the shadow findings built only
+    that far)."""
+    if total <= len(found) or not found:
+        return found
+    last = found[-1]
+    more = str(total - len(found))
+    # dataclasses.replace's finding, built positionally (its generic walk over the fields costs twice this).
+    found[-1] = Finding(last.code, last.obj, last.path,
+                        f"{last.message}; and {more} more such findings on other objects", last.related,
+                        last.witness, last.severity, last.source,
+                        tuple(sorted((*last.detail, ("moreObjects", more)))), last.hint)
+    return found
+
+
 def json_path(*parts: str | int) -> str:
     """`spec.requirements[2].key` style paths from path segments."""
     out = ""

@@ -32,3 +32,8 @@ class Once(Generic[_T]):
             return self
         value = obj.__dict__[self._name] = self._make(obj)
         return value
+
+
+def made(obj: object, name: str) -> bool:
+    """Whether `obj`'s Once attribute `name` has been worked out (a caller may prefer another way until it is)."""
+    return name in obj.__dict__

@@ -10,19 +10,17 @@ from typing import Any
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.semantics import catalog as cat
-from simulation.semantics import merge, model
 from tests import reference
 
 CODES = frozenset({"same-weight-conflict", "shadowed", "price-clamped"})
 Key = tuple[str, str, str, tuple[str, ...], int, str, str]
 
 
-def expected(overlays: Iterable[dict[str, Any]], report: ev.Report, pools: Sequence[dict[str, Any]],
+def expected(overlays: Sequence[dict[str, Any]], pools: Sequence[dict[str, Any]],
              catalog: cat.Catalog) -> list[reference.Found]:
-    """The plain loop's findings over the overlays `report` (a full run) holds valid."""
-    valid = [model.overlay(o) for o in overlays if report.status[o["metadata"]["name"]].state != merge.INVALID]
-    pool_models = [model.nodepool(p) for p in pools] or [model.IMPLICIT_NODEPOOL]
-    return reference.findings(valid, pool_models, catalog, reference.run(valid, pool_models, catalog))
+    """The plain loop's findings over the overlays it holds valid itself."""
+    judged = reference.judge(overlays, pools, catalog)
+    return reference.findings(judged.overlays, judged.pools, catalog, judged.result)
 
 
 def assert_all(report: ev.Report, found: Sequence[reference.Found]) -> None:
@@ -48,11 +46,12 @@ def assert_involving(report: ev.Report, found: Sequence[reference.Found], candid
 
 
 def _witnessed(got: Iterable[findings.Finding], found: Sequence[reference.Found]) -> None:
-    """Each finding is one of the reference's, and its witness one of the cells that one is about."""
-    cells = {_want(x): x.witnesses for x in found}
+    """Each finding is one of the reference's, and its witness the one the reference picks among the cells that
+    one is about (the first its NodePool launches, else the first)."""
+    chosen = {_want(x): x.witness for x in found}
     for f in got:
         if f.code in CODES:
-            assert f.witness is not None and _cell(f.witness) in cells[_key(f)], (f, f.witness)
+            assert f.witness is not None and _cell(f.witness) == chosen[_key(f)], (f, f.witness, chosen[_key(f)])
 
 
 def _want(x: reference.Found) -> Key:

@@ -118,3 +118,85 @@ def products(pools: st.SearchStrategy[int], slots: st.SearchStrategy[int], block
         return out
 
     return st.lists(st.tuples(pools, slots), max_size=parts).map(union)
+
+
+# Shapes the API server or Karpenter's RuntimeValidate refuses (and a few near misses it accepts): each replaces
+# one field of a drawn overlay, so a run mixes Invalid overlays with the ones the loop takes.
+BREAKAGES: tuple[tuple[str, Any], ...] = (
+    ("weight", 0), ("weight", 10001), ("weight", 10000), ("priceAdjustment", "-150%"), ("priceAdjustment", "-100%"),
+    ("priceAdjustment", "+5%"), ("price", "-1"), ("price", "1.5"), ("capacity", {"cpu": "1"}),
+    ("capacity", {"r1": "1x"}), ("capacity", {"example.com/r": "500m"}),
+    ("requirement", {"key": "karpenter.sh/other", "operator": "Exists"}),
+    ("requirement", {"key": "x.karpenter.sh/a", "operator": "Exists"}),
+    ("requirement", {"key": "kubernetes.io/hostname", "operator": "Exists"}),
+    ("requirement", {"key": "family", "operator": "Gt", "values": ["-1"]}),
+    ("requirement", {"key": "family", "operator": "Lt", "values": ["x"]}),
+    ("requirement", {"key": "family", "operator": "Gte", "values": ["1", "2"]}),
+    ("requirement", {"key": "family", "operator": "In", "values": ["bad value"]}),
+    ("requirement", {"key": "family", "operator": "NotIn"}),
+    ("requirement", {"key": "family", "operator": "In"}),
+    ("requirement", {"key": "family", "operator": "Near", "values": ["a"]}),
+    ("requirement", {"key": "Bad_Key/x", "operator": "Exists"}),
+    ("requirement", {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["cheap"]}),
+    ("requirement", {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["cheap", "spot"]}),
+    ("requirement", {"key": "failure-domain.beta.kubernetes.io/zone", "operator": "In", "values": ["z-a"]}),
+)
+
+
+@st.composite
+def mixed_overlay_docs(draw: Any) -> list[dict[str, Any]]:
+    """overlay_docs with some of them broken one field at a time (BREAKAGES)."""
+    docs: list[dict[str, Any]] = draw(overlay_docs())
+    for doc in docs:
+        if not draw(st.booleans()):
+            continue
+        field, value = draw(st.sampled_from(BREAKAGES))
+        spec = doc["spec"]
+        if field == "requirement":
+            spec["requirements"] = [*spec["requirements"], value]
+        else:
+            spec[field] = value
+    return docs
+
+
+def _priced(name: str, weight: int, *requirements: tuple[str, str, list[str]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"weight": weight, "requirements": [{"key": k, "operator": op, "values": v}
+                                                        for k, op, v in requirements], **spec}}
+
+
+def _pool(name: str, *requirements: tuple[str, str, list[str]]) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"template": {"metadata": {"labels": {}}, "spec": {"requirements": [
+                {"key": k, "operator": op, "values": v} for k, op, v in requirements]}}}}
+
+
+# Explicit examples of issue 40's rows for the property tests, over one type offered on-demand and spot in one zone.
+CT = "karpenter.sh/capacity-type"
+PAIR = cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2", "memory": "2Gi"},
+                                     (cat.Offering("z-a", "on-demand", 1.0), cat.Offering("z-a", "spot", 1.0))),),
+                   "example")
+# Issue 40 row 1: `l` loses its spot offering to `a`; `b` sets only the on-demand one.
+SPLIT = [_priced("a", 2, (CT, "In", ["spot"]), price="0.5"), _priced("b", 2, (CT, "In", ["on-demand"]), price="0.5"),
+         _priced("l", 1, (CT, "In", ["spot"]), price="0.5")]
+# Issue 40 row 2: Karpenter meets the capacity clash first in NodePool `p0`, which never launches the type.
+CLASH = [_priced("o0", 2, ("family", "In", ["a"]), capacity={"r1": "1"}),
+         _priced("o1", 2, ("family", "In", ["a"]), capacity={"r1": "2"})]
+POOLS = [_pool("p0", ("family", "In", ["b"])), _pool("p1")]
+
+
+@st.composite
+def crowds(draw: Any, above: int) -> list[dict[str, Any]]:
+    """More than `above` overlays (a size cutoff of the core: past it a crowd is taken in arrays, not one by one):
+    a few drawn specs, each under many names, some copies at another weight, the names interleaving the copies in
+    Karpenter's order. Named `c000`, `c001`, ..."""
+    # One or two specs: each copied past the cutoff, so that one candidate meets more than it of one weight.
+    specs = [d["spec"] for d in draw(overlay_docs())][:draw(st.integers(1, 2))]
+    count = draw(st.integers(above + 1, above + 24))
+    copies = [dict(specs[i % len(specs)]) for i in range(count * len(specs))]
+    for spec in copies:
+        if draw(st.integers(0, 7)) == 0:
+            spec["weight"] = draw(st.sampled_from([1, 2, 3]))
+    slots = draw(st.permutations(range(len(copies))))
+    return [{"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": f"c{slot:03d}"},
+             "spec": spec} for slot, spec in zip(slots, copies, strict=True)]

@@ -273,3 +273,26 @@ def test_the_disjoint_requirement_is_written_as_json_writes_it(target: str, key:
     assert hints._not_in(target, key, tuple(values)) == (
         json.dumps(requirement, separators=(", ", ": ")),
         json.dumps({"overlay": target, "requirement": requirement}, sort_keys=True))
+
+
+def test_a_free_weight_past_a_run_of_taken_ones() -> None:
+    """Past hints._TRIED taken weights in a row the rest are found in one pass: the first weight no overlay on common
+    cells holds, either way, or none within the API's bounds."""
+    from simulation.semantics import catalog as cat
+    from simulation.semantics import cells, merge, model
+
+    offering = cat.Offering("z-a", "spot", 1.0)
+    grid = cells.build(cat.Catalog((cat.InstanceType("it0", {"family": "a"}, {"cpu": "2"}, (offering,)),), "one"),
+                       [model.IMPLICIT_NODEPOOL])
+
+    def entry(name: str, weight: int) -> merge.Entry:
+        return merge.entry(grid, model.overlay({"metadata": {"name": name},
+                                                "spec": {"weight": weight, "price": "1", "requirements": []}}))
+
+    new = entry("new", 1)
+    taken = hints.Taken([entry(f"l{w}", w) for w in range(1, 61) if w != 45])
+    assert taken.free(new, 1, 1) == 45
+    assert taken.free(new, 60, -1) == 45
+    assert taken.free(new, 61, 1) == 61
+    top = hints.Taken([entry(f"t{w}", w) for w in range(hints.MAX_WEIGHT - 40, hints.MAX_WEIGHT + 1)])
+    assert top.free(new, hints.MAX_WEIGHT - 40, 1) is None

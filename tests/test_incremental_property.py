@@ -47,7 +47,7 @@ def _against_reference(fast: ev.Report, slow: ev.Report, existing: list[dict[str
     """The incremental report's findings against the plain loop's over the cluster with the candidates in."""
     names = {d["metadata"]["name"] for d in candidates}
     overlays = [*(d for d in existing if d["metadata"]["name"] not in names), *candidates]
-    reference_support.assert_involving(fast, reference_support.expected(overlays, slow, pools, catalog), names)
+    reference_support.assert_involving(fast, reference_support.expected(overlays, pools, catalog), names)
 
 
 def test_incremental_equals_full_with_components_taken_whole() -> None:

@@ -47,10 +47,19 @@ def test_problems_of_the_rest_alone_are_not_the_changes(tmp_path: pathlib.Path) 
     repo = _repo(tmp_path)
     write(repo / "prod", "other.yaml", overlay("other", 10, adjustment="-30%"))  # conflicts with reserved
     (repo / "prod" / "broken.yaml").write_text("kind: NodeOverlay\nmetadata: [\n", encoding="utf-8")
+    # A Helm template is not linted, and no problem (issue 40 row 6).
+    (repo / "chart" / "templates").mkdir(parents=True)
+    (repo / "chart" / "templates" / "overlay.yaml").write_text(
+        "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata:\n  name: {{ .Values.name }}\n",
+        encoding="utf-8")
     staged = write(repo / "prod", "gpu.yaml", overlay("gpu", 50, family="g5"))
     code, out, _ = run("check", staged, "--against", str(repo), "--format", "json")
     assert (code, codes(out)) == (0, [])
-    assert any("1 problem(s) in the rest of the repository" in n for n in notes(out))
+    said = [n for n in notes(out) if "problem(s) in the rest of the repository" in n]
+    # The committed conflict and the unparsable file, each said by its code; the template apart.
+    assert len(said) == 1 and said[0].startswith("2 problem(s)"), notes(out)
+    assert "parse-error" in said[0] and "same-weight-conflict NodeOverlay/" in said[0]
+    assert any("not linted" in n and "template" in n.lower() for n in notes(out)), notes(out)
 
 
 def test_a_second_copy_in_the_rest_is_a_duplicate_not_an_old_version(tmp_path: pathlib.Path) -> None:

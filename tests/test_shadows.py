@@ -120,7 +120,7 @@ def test_shadow_is_the_finding_findings_make_builds(catalog: cat.Catalog, existi
 
 
 def test_first_few_changes_only_the_last_message_and_detail() -> None:
-    # shadows.first_few and checks.shadow build findings.Finding positionally: a field added to it must be
+    # findings.first_few and checks.shadow build findings.Finding positionally: a field added to it must be
     # passed there too.
     assert [f.name for f in dataclasses.fields(findings.Finding)] == [
         "code", "obj", "path", "message", "related", "witness", "severity", "source", "detail", "hint"]
@@ -129,6 +129,6 @@ def test_first_few_changes_only_the_last_message_and_detail() -> None:
                             findings.Witness("p", "t", findings.Offering("z", "spot")), findings.Severity.WARNING, 3,
                             (("z", "1"),), "h")
     first = dataclasses.replace(last, message="n")
-    assert shadows.first_few([first, last], 7) == [first, dataclasses.replace(
+    assert findings.first_few([first, last], 7) == [first, dataclasses.replace(
         last, message="m; and 5 more such findings on other objects", detail=(("moreObjects", "5"), ("z", "1")))]
-    assert shadows.first_few([first, last], 2) == [first, last]
+    assert findings.first_few([first, last], 2) == [first, last]

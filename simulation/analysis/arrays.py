@@ -60,6 +60,37 @@ def objects(values: Sequence[object]) -> Objects:
     return out
 
 
+def ranks(order: Sequence[int]) -> Ints:
+    """The inverse of a permutation: per position, its place in `order` (read-only)."""
+    import numpy as np
+
+    out = np.empty(len(order), dtype=np.int64)
+    out[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int64)
+    frozen(out)
+    return out
+
+
+def below(ranks: Ints, count: int) -> int:
+    """The mask of the positions whose rank is below `count`."""
+    import numpy as np
+
+    return mask(np.flatnonzero(ranks < count), len(ranks))
+
+
+def first_by(keys: Ints, positions: Ints, count: int) -> Ints:
+    """The `count` of these positions with the smallest keys (distinct), in the keys' order: a partition, then a
+    sort of those only."""
+    import numpy as np
+
+    ranked = keys[positions]
+    if count <= 0:
+        return positions[:0]
+    if count < len(positions):
+        cut = np.argpartition(ranked, count - 1)[:count]
+        positions, ranked = positions[cut], ranked[cut]
+    return positions[np.argsort(ranked, kind="stable")]
+
+
 def changes(values: Ints) -> list[int]:
     """The indices of the values that differ from the one before them."""
     import numpy as np

@@ -7,13 +7,14 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
-from simulation.analysis import hints, unknowable
+from simulation.analysis import effects, hints, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model, quantity
 from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 _SHADOWED = findings.CODES["shadowed"]
+_NAME = operator.attrgetter("name")
 
 
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
@@ -37,7 +38,7 @@ def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapp
         text = texts.get(field)
         if text is None:
             text = texts[field] = str(field)
-        witness = grid.witness(k.cells, with_offering=field == merge.PRICE)
+        witness = clash.witness(grid, k.cells, field)
         where = witness.describe() if witness is not None else "a common cell"
         # Karpenter drops at most one of the two: the later, else the earlier.
         if later_dropped or earlier_dropped:
@@ -88,11 +89,33 @@ Around = tuple[merge.Crowd, int]
 def higher(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[merge.Entry]:
     """Applied overlays that precede `e` and set `field` on some of its cells."""
     bits = e.fields().get(field, merge.EMPTY)
+    return [w for crowd, among in _preceding(e, field, around)
+            for w in crowd.entries(crowd.meeting(field, bits, among))]
+
+
+def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], limit: int) -> list[merge.Entry]:
+    """The first `limit` by name of `higher`. Each crowd's first few by name are asked first: a price ladder's
+    overlay has every overlay above it among `higher`, and a finding names clash.LIMIT."""
+    bits = e.fields().get(field, merge.EMPTY)
     found: list[merge.Entry] = []
+    for crowd, among in _preceding(e, field, around):
+        first = crowd.by_name(among, max(limit, merge.NAMED))
+        winners = crowd.meeting(field, bits, first)
+        if winners.bit_count() < limit and first != among:
+            winners |= crowd.meeting(field, bits, among & ~first)
+        found += crowd.entries(crowd.by_name(winners, limit))
+    return sorted(found, key=_NAME)[:limit]
+
+
+def _preceding(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[Around]:
+    """Per crowd, its applied overlays that precede `e` and set `field` (a mask): `higher` is those of them that
+    meet `e`'s cells."""
+    out = []
     for crowd, applied in around:
         among = applied & crowd.before(e.rank) & crowd.setting(field)
-        found += crowd.entries(crowd.meeting(field, bits, among)) if among else []
-    return found
+        if among:
+            out.append((crowd, among))
+    return out
 
 
 def listed(neighbours: Iterable[merge.Entry], status: Mapping[str, merge.State]) -> Around:
@@ -103,25 +126,29 @@ def listed(neighbours: Iterable[merge.Entry], status: Mapping[str, merge.State])
 
 def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) -> cellset.Cells:
     """The cells on which `e`'s value for `field` is the one in effect."""
-    covered = merge.EMPTY
+    left = e.fields().get(field, merge.EMPTY)
     for w in winners:
-        covered |= w.fields()[field]
-    return e.fields().get(field, merge.EMPTY) - covered
+        if not left:
+            break
+        left -= w.fields()[field]
+    return left
 
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Sequence[Around],
-             status: Mapping[str, merge.State]) -> findings.Finding | None:
+             status: Mapping[str, merge.State], claimed: cellset.Cells | None = None) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
-    A same-weight overlap is reported as a conflict instead."""
+    A same-weight overlap is reported as a conflict instead. `claimed`: its claim on the field, where the caller
+    has it (Karpenter's loop records every claim as it goes)."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
-    winners = higher(e, field, around)
-    if claim(e, field, winners):
+    if claimed is None:
+        claimed = claim(e, field, higher(e, field, around))
+    if claimed:
         return None
     if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
-    return shadow(grid, e, field, sorted(winners, key=operator.attrgetter("name")))
+    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT))
 
 
 def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
@@ -149,12 +176,9 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
 def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> findings.Finding | None:
     """A negative additive adjustment that takes some offering in effect below 0."""
     overlay = e.overlay
-    adj = overlay.price_adjustment
-    if overlay.price is not None or adj is None or not adj.startswith("-") or adj.endswith("%"):
-        return None
-    try:
-        amount = float(adj[1:])
-    except ValueError:
+    adj = overlay.price_update
+    amount = effects.clamps_below(adj) if adj is not None else None
+    if amount is None:
         return None
     hit = price_claim & grid.below_price(amount)
     if not hit:

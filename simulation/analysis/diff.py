@@ -60,6 +60,13 @@ class PriceChange:
     present_before: bool = True
     present_after: bool = True
     estimated: bool = False
+    # Whether the NodePool launches the offering (on either side): Karpenter's store holds the rest all the same.
+    launchable: bool = True
+
+    @property
+    def offering(self) -> tuple[str, str, str]:
+        """The offering whatever the NodePool: a headline counts it once."""
+        return (self.instance_type, self.zone, self.capacity_type)
 
     @property
     def percent(self) -> float | None:
@@ -87,6 +94,7 @@ class ResourceChange:
     after: str | None
     before_overlay: str | None = None
     after_overlay: str | None = None
+    launchable: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +104,33 @@ class TemplateChange:
     driver: str
     before_overlay: str | None
     after_overlay: str | None
+    launchable: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """What changes only where no NodePool launches it (Karpenter's store holds those cells all the same):
+    counted once, apart from the rows, per kind of row."""
+
+    prices: int = 0
+    resources: int = 0
+    templates: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.prices or self.resources or self.templates)
+
+
+@dataclasses.dataclass(frozen=True)
+class Effect:
+    """A changed overlay's effect on what NodePools launch: the offerings whose price it sets on the head side
+    (with the median change), those it set on the base side and no longer sets, and the capacity and template
+    rows it sets or stops setting."""
+
+    offerings: int
+    median: float | None
+    released: int
+    resources: int
+    templates: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,11 +160,26 @@ class Diff:
     nodepools_added: tuple[str, ...] = ()
     nodepools_removed: tuple[str, ...] = ()
     nodepools_changed: tuple[str, ...] = ()
+    held: Held = Held()
 
     @property
     def empty(self) -> bool:
         return not (self.overlays or self.prices or self.resources or self.templates or self.introduced
-                    or self.resolved or self.nodepools_added or self.nodepools_removed or self.nodepools_changed)
+                    or self.resolved or self.nodepools_added or self.nodepools_removed or self.nodepools_changed
+                    or self.held)
+
+    def offerings(self) -> int:
+        """Offerings whose price changes in some NodePool that launches them, each counted once."""
+        return len({p.offering for p in self.prices})
+
+    def effect(self, name: str) -> Effect:
+        """The rows `name` sets or stops setting (a changed overlay's effect, as a review reads it)."""
+        sets = [p for p in self.prices if p.after_overlay == name]
+        pcts = [pct for p in sets if (pct := p.percent) is not None]
+        released = {p.offering for p in self.prices if p.before_overlay == name and p.after_overlay != name}
+        return Effect(len({p.offering for p in sets}), statistics.median(pcts) if pcts else None, len(released),
+                      sum(1 for r in self.resources if name in (r.before_overlay, r.after_overlay)),
+                      sum(1 for t in self.templates if name in (t.before_overlay, t.after_overlay)))
 
     def increases(self, threshold: float) -> list[PriceChange]:
         """Offerings whose effective price rises by more than `threshold` percent."""
@@ -148,6 +198,12 @@ def compare(before: rp.Report, after: rp.Report) -> Diff:
         resources += _resources(key, a, b)
         templates += _templates(key, a, b)
     prices.sort(key=lambda p: (-p.magnitude, p.pool, p.instance_type, p.zone, p.capacity_type))
+    # Rows only where a NodePool launches the cell; the store's other changes are counted once.
+    held = Held(sum(1 for p in prices if not p.launchable), sum(1 for r in resources if not r.launchable),
+                sum(1 for t in templates if not t.launchable))
+    prices = [p for p in prices if p.launchable]
+    resources = [r for r in resources if r.launchable]
+    templates = [t for t in templates if t.launchable]
     was = {_identity(f): f for f in before.findings}
     now = {_identity(f): f for f in after.findings}
     pools_before, pools_after = _pools(before), _pools(after)
@@ -156,7 +212,8 @@ def compare(before: rp.Report, after: rp.Report) -> Diff:
                 tuple(f for k, f in now.items() if k not in was), tuple(f for k, f in was.items() if k not in now),
                 tuple(sorted(pools_after.keys() - pools_before.keys())),
                 tuple(sorted(pools_before.keys() - pools_after.keys())),
-                tuple(sorted(n for n in pools_before.keys() & pools_after.keys() if pools_before[n] != pools_after[n])))
+                tuple(sorted(n for n in pools_before.keys() & pools_after.keys() if pools_before[n] != pools_after[n])),
+                held)
 
 
 def _identity(f: findings.Finding) -> tuple[Any, ...]:
@@ -311,8 +368,16 @@ def _prices(key: Key, a: effects.CellEffect | None, b: effects.CellEffect | None
             continue
         if (x is None) != (y is None) or px != py or ox != oy:
             out.append(PriceChange(key[0], key[1], where[0], where[1], px, py, ox, oy, x is not None, y is not None,
-                                   bool((x or {}).get("estimated")) or bool((y or {}).get("estimated"))))
+                                   bool((x or {}).get("estimated")) or bool((y or {}).get("estimated")),
+                                   _launched(a, x) or _launched(b, y)))
     return out
+
+
+def _launched(cell: effects.CellEffect | None, offering: Mapping[str, Any] | None = None) -> bool:
+    """Whether the cell's NodePool launches it (the offering, when one is given)."""
+    if cell is None or not cell.launchable:
+        return False
+    return offering is None or bool(offering.get("launchable", True))
 
 
 def _price(offering: Mapping[str, Any] | None) -> float | None:
@@ -327,22 +392,25 @@ def _resources(key: Key, a: effects.CellEffect | None, b: effects.CellEffect | N
     al_a, al_b = (dict(a.allocatable) if a else {}), (dict(b.allocatable) if b else {})
     out = []
     one_sided = a is None or b is None
+    launchable = _launched(a) or _launched(b)
     for res in sorted(cap_a.keys() | cap_b.keys()):
         if one_sided and res not in by_a and res not in by_b:
             continue
         if cap_a.get(res) != cap_b.get(res) or by_a.get(res) != by_b.get(res):
             out.append(ResourceChange(key[0], key[1], res, CAPACITY, cap_a.get(res), cap_b.get(res),
-                                      by_a.get(res), by_b.get(res)))
+                                      by_a.get(res), by_b.get(res), launchable))
         # Allocatable apart from capacity only where hugepages make them differ on a side.
         hugepaged = al_a.get(res) != cap_a.get(res) or al_b.get(res) != cap_b.get(res)
         if hugepaged and al_a.get(res) != al_b.get(res):
-            out.append(ResourceChange(key[0], key[1], res, ALLOCATABLE, al_a.get(res), al_b.get(res)))
+            out.append(ResourceChange(key[0], key[1], res, ALLOCATABLE, al_a.get(res), al_b.get(res),
+                                      launchable=launchable))
     return out
 
 
 def _templates(key: Key, a: effects.CellEffect | None, b: effects.CellEffect | None) -> list[TemplateChange]:
     ta, tb = (dict(a.templates) if a else {}), (dict(b.templates) if b else {})
-    return [TemplateChange(key[0], key[1], d, ta.get(d), tb.get(d)) for d in sorted(ta.keys() | tb.keys())
+    launchable = _launched(a) or _launched(b)
+    return [TemplateChange(key[0], key[1], d, ta.get(d), tb.get(d), launchable) for d in sorted(ta.keys() | tb.keys())
             if ta.get(d) != tb.get(d)]
 
 

@@ -15,14 +15,28 @@ from simulation.semantics import requirements as reqs
 
 
 def adjusted(base: float | None, change: str) -> float | None:
-    """Karpenter's AdjustedPrice: absolute, additive or percentage, clamped at 0. A percentage
+    """Karpenter's AdjustedPrice: absolute, additive or percentage, clamped at 0 (`clamps_below`). A percentage
     or additive change of an unknown base price stays unknown."""
     if not change.startswith(("+", "-")):
         return float(change)
     if base is None:
         return None
-    value = base * (1 + float(change[:-1]) / 100) if change.endswith("%") else base + float(change)
-    return value if value >= 0 else 0.0
+    bound = clamps_below(change)
+    if bound is not None and base < bound:
+        return 0.0
+    return base * (1 + float(change[:-1]) / 100) if change.endswith("%") else base + float(change)
+
+
+def clamps_below(change: str) -> float | None:
+    """AdjustedPrice's clamp, the one statement of it: a change takes a base price below 0, and Karpenter clamps
+    it to 0, when the base is below the bound returned. None: no base is (an absolute price; a percentage, which
+    the CRD keeps at -100% or above; an increase)."""
+    if not change.startswith("-") or change.endswith("%"):
+        return None
+    try:
+        return float(change[1:])
+    except ValueError:
+        return None
 
 
 def unadjusted(price: float, change: str) -> float | None:

@@ -42,7 +42,7 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
     launches = (grid.type_cells(launched), launched)
     claims = report.outcome.claimed
     rows: dict[str, list[dict[str, Any]]] = {}
-    overlays = sorted(report.overlays.values(), key=lambda c: (c.overlay.weight, c.overlay.name), reverse=True)
+    overlays = sorted(report.overlays.values(), key=lambda c: merge.precedence(c.overlay), reverse=True)
     for checked in overlays:
         o = checked.overlay
         known = report.status_of(o.name)
@@ -66,7 +66,8 @@ def explain(report: rp.Report, instance_type: str, nodepool: str | None = None) 
             elif status == merge.CONFLICT:
                 row = {**base, "outcome": "dropped", "why": f"Karpenter marks it Conflict: {reason}"}
             else:
-                row = _won_or_lost(base, o, field, claims, mask if field == merge.PRICE else type_mask)
+                row = _won_or_lost(base, o, field, claims, entry.fields().get(field, merge.EMPTY)
+                                   & (mask if field == merge.PRICE else type_mask))
             rows.setdefault(str(field), []).append(row)
     # Karpenter's overlay store holds the type in every NodePool (SPEC §3 "Cells"); which of them can
     # launch it is said beside, and each row counts its cells a NodePool launches.
@@ -90,13 +91,15 @@ def _memory(report: rp.Report, pools: list[str], instance_type: str) -> dict[str
 
 
 def _won_or_lost(base: dict[str, Any], o: model.Overlay, field: merge.Field,
-                 claims: Mapping[tuple[str, merge.Field], cellset.Cells], mask: cellset.Cells) -> dict[str, Any]:
-    mine = claims.get((o.name, field), merge.EMPTY) & mask
+                 claims: Mapping[tuple[str, merge.Field], cellset.Cells], cells: cellset.Cells) -> dict[str, Any]:
+    """`cells`: where the overlay sets the field on this type; its winners are the overlays whose value is in
+    effect on one of them."""
+    mine = claims.get((o.name, field), merge.EMPTY) & cells
     if mine:
         return {**base, "outcome": "won", "won": mine.bit_count(),
                 "why": f"first in Karpenter's order (weight {o.weight}, then name descending) to set it"}
     winners = sorted({name for (name, f), bits in claims.items()
-                      if f == field and name != o.name and bits.intersects(mask)})
+                      if f == field and name != o.name and bits.intersects(cells)})
     return {**base, "outcome": "lost",
             "why": f"already set by higher-precedence {', '.join(winners) or 'another overlay'}"}
 

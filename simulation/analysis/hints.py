@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from simulation import findings
-from simulation.semantics import merge, model
+from simulation.semantics import clash, merge, model
 from simulation.semantics import requirements as reqs
 from simulation.validation import crds, legacy
 
@@ -32,6 +32,10 @@ _STRING = json.encoder.encode_basestring_ascii
 
 
 # --- conflicts ------------------------------------------------------------------------------------
+
+# Weights tried one by one before the taken ones are found all at once (Taken.free).
+_TRIED = 16
+
 
 class Taken:
     """The overlays by weight: a weight is free for an overlay when no other overlay of that
@@ -60,22 +64,33 @@ class Taken:
         # Most weights a hint tries hold no overlay at all (the maps keep no empty lists).
         if weight not in self._stored and weight not in self._fresh:
             return False
-        fields = e.fields()
-        for other in self._at(weight):
-            if other.name == e.name or not e.may_overlap(other):
-                continue
-            theirs = other.fields()
-            if any(f in theirs and theirs[f].intersects(cells) for f, cells in fields.items()):
-                return True
-        return False
+        return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
-        weight = start
+        weight, tried = start, 0
         while MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            if tried == _TRIED:
+                # Many taken in a row (a price ladder has an overlay at every weight): the weights taken, found in
+                # one pass over the overlays, then a walk over a set.
+                blocked = self._blocking(e)
+                while MIN_WEIGHT <= weight <= MAX_WEIGHT and weight in blocked:
+                    weight += step
+                return weight if MIN_WEIGHT <= weight <= MAX_WEIGHT else None
             if not self._collides(e, weight):
                 return weight
-            weight += step
+            weight, tried = weight + step, tried + 1
         return None
+
+    def _blocking(self, e: merge.Entry) -> set[int]:
+        """The weights at which `_collides` holds: those of another overlay setting a field of `e` on a common
+        cell (clash.meets)."""
+        out: set[int] = set()
+        for weights, gone in ((self._stored, self._gone), (self._fresh, frozenset[str]())):
+            for weight, others in weights.items():
+                if weight not in out and any(other.name != e.name and other.name not in gone and clash.meets(e, other)
+                                             for other in others):
+                    out.add(weight)
+        return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -156,7 +156,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
         reach = candidate.Scan(index, c, skip, candidates, status, view.applied)
         own, others, total = _split(*reach.clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
-        out += shadows.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
+        out += findings.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)
         if status.get(c.name) == merge.APPLIED:
             # Only an applied candidate has an effect, or a field a higher overlay can shadow.
             out += _effect(grid, c, reach, claims, functools.partial(index.near, c, skip, candidates), status)

@@ -18,12 +18,10 @@ from simulation.semantics import cellset, clash, merge
 CHUNK = 64
 # An entry's buckets: its NodePools x the CHUNK-slot ranges its fold has bits in (as indices).
 Keys = tuple[tuple[int, ...], tuple[int, ...]]
-# Entries per stored prefix of the by-name order (Index.named_before).
-NAMES = 64
 # Up to this many set bits, a mask's positions are cleared one by one (_ones).
 FEW = 8
-# Entries per stored prefix of a report's order (Index.first_in_report).
-REPORT = 8
+# Up to this many asked, "meeting" tests each entry while the packed cells are not made yet (Unchanged.meeting).
+UNPACKED = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +42,9 @@ class Index:
     # field -> the entries that set it
     by_field: Mapping[merge.Field, int] = dataclasses.field(default_factory=dict)
     taken: hints.Taken = dataclasses.field(default_factory=lambda: hints.Taken(()))
-    # The entries' names sorted, their positions in that order, and masks of prefixes of it.
+    # The entries' names sorted, and their positions in that order.
     sorted_names: tuple[str, ...] = ()
     by_name: tuple[int, ...] = ()
-    prefixes: tuple[int, ...] = (0,)
     # weight -> the entries of that weight
     by_weight: Mapping[int, int] = dataclasses.field(default_factory=dict)
     # The entries Karpenter's conflict test can relate to a price overlay, and to a capacity overlay.
@@ -69,8 +66,6 @@ class Index:
     by_kind: kinds.Kinds = dataclasses.field(default_factory=kinds.Kinds)
     # The other factor of the buckets (see by_pool).
     by_chunk: Mapping[int, int] = dataclasses.field(default_factory=dict)
-    # Every REPORT-th prefix of the entries in a report's order, as a mask, ending with all of them.
-    report_prefixes: tuple[int, ...] = (0,)
     # The baseline's claims (`settled`), and per field the entries holding one and those claims packed, made on
     # a field's first question: a cache of values derived from the snapshot alone, so any request may fill it.
     claimed: Mapping[merge.Field, Mapping[str, cellset.Cells]] = dataclasses.field(default_factory=dict)
@@ -81,6 +76,12 @@ class Index:
     @once.Once
     def report_ranks(self) -> arrays.Ints:
         return arrays.ints(self.report_rank)
+
+    # Per position, its place by name: one int per entry, where masks of prefixes of the by-name order would grow
+    # with the square of the entries.
+    @once.Once
+    def name_ranks(self) -> arrays.Ints:
+        return arrays.ranks(self.by_name)
 
     # Made on a request's first need: a whole run (a `check`) never asks.
     @once.Once
@@ -145,12 +146,6 @@ class Index:
             prices |= (e.overlay.price_update is not None) << i
             capacities |= e.overlay.capacity_set << i
         by_name = sorted(range(len(order)), key=lambda i: order[i].name)
-        # Every NAMES-th prefix of the entries by name, as a mask, so that any prefix costs < NAMES ORs.
-        prefixes, mask = [0], 0
-        for count, i in enumerate(by_name, 1):
-            mask |= 1 << i
-            if count % NAMES == 0:
-                prefixes.append(mask)
         position = {e.name: i for i, e in enumerate(order)}
         report_rank = [0] * len(order)
         in_report = sorted(range(len(order)), key=lambda i: _report_key(order[i]))
@@ -159,16 +154,19 @@ class Index:
         return cls({pool: _mask(at, len(order)) for pool, at in by_pool.items()}, order, position,
                    tuple(e.rank for e in reversed(order)),
                    by_field, hints.Taken(order), tuple(order[i].name for i in by_name), tuple(by_name),
-                   tuple(prefixes), by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
+                   by_weight, prices, capacities, tuple(e.name for e in order), field_cells,
                    keys, tuple(report_rank), pool_count=pools,
                    by_kind=kinds.Kinds.build(order),
-                   by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()},
-                   report_prefixes=_prefixes(in_report, REPORT))
+                   by_chunk={chunk: _mask(at, len(order)) for chunk, at in by_chunk.items()})
 
     def settled(self, baseline: merge.Merged) -> Index:
-        """This index with what Karpenter's outcome over its entries decides: which are applied."""
-        return dataclasses.replace(self, applied_bits=self.mask(baseline.applied), claimed=baseline.claimed_by_field,
-                                   claim_tables={})
+        """This index with what Karpenter's outcome over its entries decides: which are applied. What was made of
+        the entries alone on first need (the packed cells, the arrays) is kept."""
+        settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
+                                      claimed=baseline.claimed_by_field, claim_tables={})
+        own = {f.name for f in dataclasses.fields(self)}
+        settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
+        return settled
 
     def warm(self) -> None:
         """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
@@ -220,25 +218,29 @@ class Index:
     def named_before(self, name: str) -> int:
         """The entries whose name sorts before `name`."""
         k = bisect.bisect_left(self.sorted_names, name)
-        out = self.prefixes[k // NAMES]
-        for i in self.by_name[k - k % NAMES:k]:
-            out |= 1 << i
-        return out
+        if k <= FEW:
+            return _mask(self.by_name[:k], len(self.order))
+        return arrays.below(self.name_ranks, k)
 
     def first_in_report(self, mask: int, count: int) -> list[int]:
         """The positions of the first `count` entries of `mask` in a report's order, in that order."""
-        prefixes, rank = self.report_prefixes, self.report_rank
-        if mask.bit_count() > count:
-            # The shortest stored prefix holding `count` of them: fewer than REPORT more are sorted.
-            lo, hi = 0, len(prefixes) - 1
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if (mask & prefixes[mid]).bit_count() >= count:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            mask &= prefixes[lo]
-        return sorted(self.positions(mask), key=rank.__getitem__)[:count]
+        if mask.bit_count() <= FEW:
+            return sorted(self.positions(mask), key=self.report_rank.__getitem__)[:count]
+        first: list[int] = arrays.first_by(self.report_ranks, arrays.ones(mask, len(self.order)), count).tolist()
+        return first
+
+    def lowest(self, mask: int, count: int) -> int:
+        """The first `count` of `mask` in Karpenter's order (its lowest bits)."""
+        if mask.bit_count() <= count:
+            return mask
+        if count <= FEW:
+            out = 0
+            for _ in range(count):
+                low = mask & -mask
+                out |= low
+                mask ^= low
+            return out
+        return arrays.mask(arrays.ones(mask, len(self.order))[:count], len(self.order))
 
     def of(self, positions: Iterable[int]) -> int:
         """The mask of these positions."""
@@ -296,10 +298,29 @@ class Unchanged:
     def meeting(self, field: merge.Field, cells: cellset.Cells, among: int) -> int:
         index = self.index
         among &= self.members
-        # The buckets' union only when something is left; then the exact test of those in them.
-        among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold()))) if among else 0
-        table = index.offering_overlaps if field.per_offering else index.type_overlaps
+        # The buckets' union only when more are asked than the exact test takes one by one; then that test.
+        if among.bit_count() > overlaps.FEW:
+            among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))
+        packed = "offering_overlaps" if field.per_offering else "type_overlaps"
+        asked = among.bit_count()
+        if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
+            # A few, or a one-shot run's first questions: packing every entry's cells would cost more than them.
+            out, order = 0, index.order
+            while among:
+                low = among & -among
+                if order[low.bit_length() - 1].level(field).intersects(cells):
+                    out |= low
+                among ^= low
+            return out
+        table: overlaps.Overlaps = getattr(index, packed)
         return table.meeting(cells, among)
+
+    def by_name(self, members: int, count: int) -> int:
+        if members.bit_count() <= count:
+            return members
+        index = self.index
+        return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
+                           len(index.order))
 
     def entries(self, members: int, limit: int | None = None) -> list[merge.Entry]:
         if limit is None:
@@ -327,16 +348,6 @@ def _keys(e: merge.Entry) -> Keys:
 def _chunks(fold: int) -> tuple[int, ...]:
     # The fold's non-zero CHUNK-bit words in one pass over its bytes, not a shift per chunk.
     return tuple(arrays.nonzero_words(fold, -(-fold.bit_length() // CHUNK)))
-
-
-def _prefixes(positions: Sequence[int], step: int) -> tuple[int, ...]:
-    """Masks of every `step`-th prefix of these positions, from the empty one to all of them."""
-    out, buffer = [0], bytearray(-(-len(positions) // 8))
-    for count, i in enumerate(positions, 1):
-        buffer[i >> 3] |= 1 << (i & 7)
-        if count % step == 0 or count == len(positions):
-            out.append(int.from_bytes(buffer, "little"))
-    return tuple(out)
 
 
 def _mask(positions: Iterable[int], count: int) -> int:

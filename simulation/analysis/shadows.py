@@ -71,7 +71,7 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     found = _tested(view, applied, True)
     first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field))
              for t, field in _first_in_report(index, found)]
-    return first_few(first, sum(targets.bit_count() for targets in found.values()))
+    return findings.first_few(first, sum(targets.bit_count() for targets in found.values()))
 
 
 def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
@@ -89,7 +89,7 @@ def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
         shadowed = plain | view.index.of(t for t in view.index.positions(left & ~plain)
                                          if _shadowed(view, scope, t, bool(covered >> t & 1)))
         if single and before:
-            shadowed = view.index.of(t for t in view.index.positions(shadowed) if _names_first(view, scope, t, before))
+            shadowed = _names_first(view, scope, shadowed, before)
         found[field] = shadowed
     return found
 
@@ -220,24 +220,32 @@ def _winners(view: View, t: int, field: merge.Field) -> list[merge.Entry]:
 _name = operator.attrgetter("name")
 
 
-def _names_first(view: View, scope: _Scope, t: int, before: int) -> bool:
-    """With one candidate (a winner over `t` by construction): whether it is among the winners a finding
-    names, i.e. fewer than clash.LIMIT winners precede it by name (`before`: the unchanged applied overlays
-    named before it)."""
-    return len(checks.higher(view.index.order[t], scope.field, [(view.prepared, before)])) < clash.LIMIT
-
-
-def first_few(found: list[findings.Finding], total: int) -> list[findings.Finding]:
-    """`found` (the first of `total` findings on other overlays that name one candidate), the last saying
-    how many more (the cap on a candidate's report, evaluate._bounded, and the shadow findings built only
-    that far)."""
-    if total <= len(found) or not found:
-        return found
-    last = found[-1]
-    more = str(total - len(found))
-    # dataclasses.replace's finding, built positionally (its generic walk over the fields costs twice this).
-    found[-1] = findings.Finding(last.code, last.obj, last.path,
-                                 f"{last.message}; and {more} more such findings on other objects", last.related,
-                                 last.witness, last.severity, last.source,
-                                 tuple(sorted((*last.detail, ("moreObjects", more)))), last.hint)
-    return found
+def _names_first(view: View, scope: _Scope, targets: int, before: int) -> int:
+    """With one candidate (a winner over each target by construction): the targets where it is among the winners a
+    finding names, i.e. fewer than clash.LIMIT winners precede it by name (`before`: the unchanged applied overlays
+    named before it). Targets with equal cells share their winners but for the order: those `before` that meet the
+    cells are found once, and a target keeps the candidate among its first names while fewer than clash.LIMIT of
+    them precede it (a price ladder's thousands of rungs are one question)."""
+    index, prepared = view.index, view.prepared
+    among = before & prepared.setting(scope.field)
+    by_cells: dict[cellset.Cells, int] = {}
+    for t in index.positions(targets):
+        cells = scope.cells[t]
+        by_cells[cells] = by_cells.get(cells, 0) | 1 << t
+    out = 0
+    for cells, group in by_cells.items():
+        # Read in Karpenter's order, a few more each time, up to the clash.LIMIT-th winner or the group's last target.
+        winners, rest, size = 0, among & (1 << group.bit_length()) - 1, clash.LIMIT
+        while rest and winners.bit_count() < clash.LIMIT:
+            first = index.lowest(rest, size)
+            rest ^= first
+            winners |= prepared.meeting(scope.field, cells, first)
+            size *= 4
+        if winners.bit_count() < clash.LIMIT:
+            out |= group
+            continue
+        for _ in range(clash.LIMIT - 1):
+            winners &= winners - 1
+        # The clash.LIMIT-th winner in Karpenter's order: a target at or before it has fewer before it.
+        out |= group & ((winners & -winners) << 1) - 1
+    return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Set
 
 from simulation import findings
-from simulation.analysis import shadows
 from simulation.semantics import cells, clash, merge, model, wellknown
 from simulation.semantics import requirements as reqs
 
@@ -68,7 +67,7 @@ def possible_conflicts(entries: Mapping[str, merge.Entry], unknowable: Set[str],
     for name, partners in sorted(pairs.items()):
         made = [_finding(entries[name].overlay, entries[other].overlay, fields, catalog)
                 for other, fields in sorted(partners.items())[:clash.LIMIT]]
-        out += shadows.first_few(made, len(partners))
+        out += findings.first_few(made, len(partners))
     return out
 
 

@@ -11,7 +11,8 @@ import itertools
 import operator
 from collections.abc import Iterable, Sequence
 
-from simulation.semantics import cellset, merge
+from simulation import findings
+from simulation.semantics import cells, cellset, merge
 
 # Same-weight clashes reported per overlay and field; the rest are counted, not listed.
 LIMIT = 5
@@ -27,6 +28,22 @@ class Clash:
     field: merge.Field
     cells: cellset.Cells
     more: int = 0
+
+
+def witness(grid: cells.Grid, common: cellset.Cells, field: merge.Field) -> findings.Witness | None:
+    """The cell a clash names, chosen once for every view: of the pair's common cells for the field, the one
+    `Grid.witness` picks (an offering for a price, a (NodePool, type) otherwise). The same-weight-conflict
+    finding and the dropped overlay's Conflict status both name it."""
+    return grid.witness(common, with_offering=field == merge.PRICE)
+
+
+def meets(a: merge.Entry, b: merge.Entry) -> bool:
+    """The guard's test for one pair at one weight: both set some field on a common cell. `same_weight`,
+    `partners` and `clashes_with` ask it of many overlays at once, as masks over a crowd."""
+    if not a.may_overlap(b):
+        return False
+    theirs = b.fields()
+    return any(f in theirs and theirs[f].intersects(cells) for f, cells in a.fields().items())
 
 
 def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clash]:

@@ -134,7 +134,7 @@ class Entry:
     @once.Once
     def rank(self) -> tuple[int, str]:
         """Karpenter's precedence: a larger rank is processed earlier."""
-        return (self.overlay.weight, self.overlay.name)
+        return precedence(self.overlay)
 
     def may_overlap(self, other: Entry) -> bool:
         return bool(self.pools & other.pools and self.fold & other.fold)
@@ -195,6 +195,14 @@ class Crowd(Protocol):
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         """The first `limit` (all by default) of `members`, in Karpenter's order."""
 
+    def by_name(self, members: int, count: int) -> int:
+        """The first `count` of `members` by name."""
+
+
+# How many by name a rule reads first when it wants a few by name (a finding names clash.LIMIT): where that many
+# hold them, the rest are never tested.
+NAMED = 8
+
 
 class Listed:
     """A crowd of a few overlays (a request's candidates), each term tested overlay by overlay."""
@@ -235,6 +243,13 @@ class Listed:
         found = [e for i, e in enumerate(self._entries) if members >> i & 1]
         return found[:limit]
 
+    def by_name(self, members: int, count: int) -> int:
+        named = sorted((e.name, i) for i, e in enumerate(self._entries) if members >> i & 1)
+        out = 0
+        for _, i in named[:count]:
+            out |= 1 << i
+        return out
+
 
 def related(crowd: Crowd, e: Entry, among: int = -1) -> int:
     """The crowd's overlays (of `among`) that Karpenter's conflict test can relate to `e`: of its weight, both set
@@ -270,6 +285,12 @@ def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
     selected = grid.match(overlay.requirement_map())
     type_cells = grid.type_cells(selected)
     return Entry(overlay, selected, type_cells, type_cells.pools(), type_cells.fold())
+
+
+def precedence(overlay: model.Overlay) -> tuple[int, str]:
+    """Karpenter's order (OrderByWeight) as a key: the larger is processed earlier, by weight, then by name
+    (the name later in byte order first). Every ordering of overlays reads it, through `Entry.rank` or here."""
+    return (overlay.weight, overlay.name)
 
 
 # Read in C: the full run sorts, names and cuts into runs every overlay of a cluster.
