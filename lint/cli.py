@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, formats, junit, sarif
+from lint import completion, fleets, formats, junit, sarif
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import hints
@@ -140,10 +140,20 @@ def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster (default: $KUBECONFIG, "
                                                         "~/.kube/config, or the pod's service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster (default: the current one)")
+    _fleet_options(p)
     if writes_file:
         p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
     else:
         p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+
+
+def _fleet_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help="the repository's clusters (default: .overlay-lint.yaml at the root of PATH; docs/cli.md "
+                        "\"Fleets\")")
+    p.add_argument("--only-cluster", action=_Many, default=[], metavar="NAME",
+                   help="judge only these of the repository's clusters (repeat or comma-separate; "
+                        "`overlay-lint clusters` lists them)")
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -229,6 +239,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                        help="refuse input files larger than this (default 10Mi)")
     live_.add_argument("-o", "--output", metavar="FILE", required=True, help="the JSON catalog to write")
 
+    listing = sub.add_parser("clusters", help="list the clusters a repository holds",
+                             description="The clusters discovery finds under PATH (default .): where each is "
+                                         "declared, its paths, region, catalog, NodeOverlays and NodePools, and the "
+                                         "files no cluster reads; --format json feeds a CI job matrix.")
+    listing.add_argument("paths", nargs="*", metavar="PATH", help="the repository's root (default .)")
+    listing.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    listing.add_argument("--max-file-size", type=_size, default=files.DEFAULT_MAX_BYTES, metavar="BYTES",
+                         help="refuse input files larger than this (default 10Mi)")
+    listing.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+    _fleet_options(listing)
+
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
     shells.add_argument("shell", choices=completion.SHELLS)
@@ -272,18 +293,31 @@ def _rest(candidates: Loaded, existing: Loaded, rest: Loaded) -> list[str]:
 class _Run:
     """One invocation: the handle table, the loader and the streams."""
 
-    def __init__(self, args: argparse.Namespace, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> None:
+    def __init__(self, args: argparse.Namespace, stdin: BinaryIO | None, out: TextIO, err: TextIO,
+                 table: Table | None = None, catalogs: dict[str, cat.Catalog] | None = None) -> None:
         self.args = args
-        self.table = Table()
+        self.table = table if table is not None else Table()
         self.loader = Loader(self.table, args.max_file_size, stdin)
         self.out, self.err = out, err
+        self.stdin = stdin
+        # Catalog files read so far: a fleet's clusters that name one catalog read it once.
+        self.catalogs = catalogs if catalogs is not None else {}
+
+    def fork(self, args: argparse.Namespace) -> _Run:
+        """A run of one cluster of a fleet: its own reader, the same handles (one report) and catalogs."""
+        return _Run(args, self.stdin, self.out, self.err, self.table, self.catalogs)
 
     def catalog(self, *loads: Loaded) -> cat.Catalog:
         documents = [(obj, self.table[h].file or "the cluster") for loaded in loads
                      for obj, h in loaded.instance_types]
         url = getattr(self.args, "karpenter_metrics", None)
         if url is None:
-            return context.choose(self.args.catalog, documents)
+            given = self.args.catalog
+            if given is None or documents:
+                return context.choose(given, documents)
+            if given not in self.catalogs:
+                self.catalogs[given] = context.read_catalog(given)
+            return self.catalogs[given]
         if self.args.catalog is not None or documents:
             raise UsageError("--karpenter-metrics is a catalog: give it or --catalog (or InstanceType documents), "
                              "not both")
@@ -292,6 +326,21 @@ class _Run:
         live = karpenter.read_live(karpenter.Where(url=url), cat.default(), in_effect, at=_now())
         self.notes(live.notes)
         return live.catalog
+
+    def one_cluster(self) -> _Run:
+        """simulate, explain and report show one cluster: in a fleet, the one --only-cluster names."""
+        if not fleets.applies(self.args):
+            return self
+        found = fleets.discover(self.args, self.args.paths)
+        chosen = fleets.chosen(found, self.args.only_cluster)
+        if not found.split:
+            return self
+        if len(chosen) != 1:
+            raise UsageError(f"the repository holds {len(chosen)} clusters ({', '.join(c.name for c in chosen)}): "
+                             "choose one with --only-cluster NAME")
+        cluster = chosen[0]
+        self.notes([f"cluster {cluster.name} ({cluster.origin})"])
+        return self.fork(fleets.for_cluster(self.args, cluster, paths=list(cluster.paths)))
 
     def inputs(self) -> tuple[Loaded, Loaded, list[str]]:
         """The candidates (the paths) and what they are checked against (`--existing` files, the
@@ -405,16 +454,75 @@ def _first_copies(found: Sequence[findings.Finding], table: Table) -> list[findi
     return out
 
 
+def _checked(run: _Run, cluster: str | None = None, extra: Sequence[findings.Finding] = (),
+             notes: Sequence[str] = ()) -> formats.Output:
+    """One judgement of `check`: the run's, or one cluster's of a fleet (with its discovery errors)."""
+    candidates, report, _, said = run.evaluate()
+    found = findings.ordered(hints.attach(_first_copies([*extra, *candidates.problems, *report.findings],
+                                                        run.table)))
+    return formats.Output(found, run.table, candidates.objects, candidates.ignored, [*notes, *said],
+                          candidates.skipped, run.subjects(candidates), Severity.parse(run.args.fail_on), cluster)
+
+
+def _fleet(run: _Run) -> fleets.Fleet | None:
+    """The clusters `check` judges apart, or None when the run is one judgement as before."""
+    args = run.args
+    if not fleets.applies(args):
+        return None
+    changed: list[str] | None = None
+    roots = args.paths
+    if getattr(args, "changed_since", None) is not None:
+        changed = _changed(args.changed_since, args.paths)
+    elif getattr(args, "against", []):
+        roots, changed = args.against, args.paths
+    found = fleets.discover(args, roots)
+    if not found.split:
+        if args.only_cluster:
+            fleets.chosen(found, args.only_cluster)  # the one cluster's name, or a usage error naming it
+        return None
+    if changed is None:
+        return fleets.whole(args, found)
+    planned = fleets.changed(args, found, changed, roots)
+    if args.changed_since is None:
+        return planned
+    said = f"{len(changed)} file(s) changed since {args.changed_since}, checked against the rest of their clusters"
+    return dataclasses.replace(planned, plans=tuple(dataclasses.replace(p, notes=(said, *p.notes))
+                                                    for p in planned.plans))
+
+
+def _changed(ref: str, paths: Sequence[str]) -> list[str]:
+    from lint import changes
+
+    if files.STDIN in paths:
+        raise UsageError("--changed-since takes directories and files, not - (stdin)")
+    try:
+        return changes.changed_files(ref, paths)
+    except changes.ChangesError as err:
+        raise files.InputError(str(err)) from None
+
+
 def _check(run: _Run) -> int:
     args = run.args
-    candidates, report, _, notes = run.evaluate()
-    found = findings.ordered(hints.attach(_first_copies([*candidates.problems, *report.findings], run.table)))
-    threshold = Severity.parse(args.fail_on)
-    result = formats.Output(found, run.table, candidates.objects, candidates.ignored, notes,
-                            candidates.skipped, run.subjects(candidates), threshold)
-    formats.render(args.format, result, run.out, run.err)
+    planned = _fleet(run)
+    if planned is None:
+        results = [_checked(run)]
+    else:
+        problems = [fleets.finding(p, run.table) for p in planned.problems]
+        judged = {p.cluster for p in planned.plans}
+        results = [_checked(run.fork(plan.args), plan.cluster,
+                            [f for f, p in zip(problems, planned.problems, strict=True) if p.cluster == plan.cluster],
+                            plan.notes)
+                   for plan in planned.plans]
+        # Errors of clusters not judged at all (no path left, a second of one name): a report of their own.
+        orphans = [f for f, p in zip(problems, planned.problems, strict=True) if p.cluster not in judged]
+        if orphans or not results:
+            results.append(formats.Output(findings.ordered(orphans), run.table, 0,
+                                          threshold=Severity.parse(args.fail_on), cluster="discovery"))
+    formats.render_all(args.format, results, run.out, run.err)
+    found = [f for r in results for f in r.findings]
     if any(f.code == UNREADABLE for f in found):
         return 2
+    threshold = Severity.parse(args.fail_on)
     return 1 if any(f.severity >= threshold for f in found) else 0
 
 
@@ -432,6 +540,7 @@ def _simulate(run: _Run) -> int:
     from lint import views
     from simulation.analysis import effects
 
+    run = run.one_cluster()
     loaded, report, catalog, notes = run.evaluate()
     _known("NodePool", run.args.nodepool, [p.name for p in report.grid.pools])
     _known("instance type", run.args.instance_type, [t.name for t in catalog.types])
@@ -452,6 +561,7 @@ def _explain(run: _Run) -> int:
     from lint import views
     from simulation.analysis import explain
 
+    run = run.one_cluster()
     loaded, report, catalog, notes = run.evaluate()
     _known("instance type", [run.args.instance_type], [t.name for t in catalog.types])
     if run.args.nodepool is not None:
@@ -475,6 +585,7 @@ def _report(run: _Run) -> int:
         change, two, notes = _compared(run)
         run.out.write(diffpage.render(diffview.Page(change, run.table, two.base_label, two.head_label, notes)))
         return _diff_status(run, change, two)
+    run = run.one_cluster()
     loaded, report, _, notes = run.evaluate()
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
@@ -584,8 +695,16 @@ def _catalog(run: _Run) -> int:
     return 0
 
 
-_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report, "diff": _diff,
-             "catalog": _catalog}
+def _clusters(run: _Run) -> int:
+    """`clusters`: what discovery finds, and why."""
+    found = fleets.discover(run.args, run.args.paths or ["."])
+    data = fleets.describe(found, run.args.only_cluster, run.loader)
+    fleets.write(data, run.args.format, run.out)
+    return 1 if data["errors"] else 0
+
+
+_COMMANDS = {"check": _check, "clusters": _clusters, "simulate": _simulate, "explain": _explain,
+             "report": _report, "diff": _diff, "catalog": _catalog}
 
 
 def write_output(path: str, text: str) -> None:
@@ -632,7 +751,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         return _dispatch(args, parser, stdin, out, err)
     except _Exit as done:
         return done.status
-    except UsageError as usage:
+    except (UsageError, fleets.UsageError) as usage:
         text = str(usage)
         err.write((text if text.startswith("usage:") else f"{prog}: error: {text}") + "\n")
         return 2

@@ -61,11 +61,11 @@ def roots(directories: Sequence[str]) -> list[str]:
     found = {os.path.realpath(d): d for d in directories}
     named: set[str] = set()
     for real, directory in found.items():
-        named |= {os.path.realpath(os.path.join(directory, ref)) for ref in _references(directory)} - {real}
+        named |= {os.path.realpath(os.path.join(directory, ref)) for ref in references(directory)} - {real}
     return [d for real, d in found.items() if real not in named]
 
 
-def _references(directory: str) -> Iterable[str]:
+def references(directory: str) -> Iterable[str]:
     path = kustomization_file(directory)
     if path is None:
         return ()
