@@ -92,8 +92,13 @@ def changed(args: argparse.Namespace, found: fleet.Fleet, paths: Sequence[str], 
     candidates: dict[str, list[str]] = {c.name: [] for c in clusters}
     unclaimed = []
     for path in paths:
+        declaring = [c for c in clusters if any(o.file is not None and os.path.samefile(o.file, path)
+                                                for o in c.origins)]
+        for cluster in declaring:
+            # A changed Flux Kustomization or Argo CD Application changes what its cluster reads: all of it.
+            candidates[cluster.name] += cluster.paths
         holding = [(c, held) for c, held in found.holding(path) if c.name in candidates]
-        if not holding:
+        if not holding and not declaring:
             unclaimed.append(path)
         for cluster, held in holding:
             for holder in held:

@@ -169,11 +169,11 @@ def _read_config(path: str) -> _Doc:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"--config {path}: {getattr(err, 'strerror', None) or err}") from None
     parsed = next(iter(tree.documents(text)), None)
-    if parsed is None or parsed.value is None:
-        return _Doc({}, path, {})
-    if parsed.problem is not None:
+    if parsed is not None and parsed.problem is not None:
         line = parsed.problem.position[0]
         raise ConfigError(f"{path}:{line}: {parsed.problem.message}")
+    if parsed is None or parsed.value is None:
+        return _Doc({}, path, {})
     if not isinstance(parsed.value, Mapping):
         raise ConfigError(f"{path}: a mapping with `clusters: [{{name, paths}}]` expected")
     return _Doc(parsed.value, path, parsed.positions)
