@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sources import kustomize, rendercache, templates, tree
+from sources import kustomize, origins, rendercache, templates, tree
 from sources.positions import Origin
 
 _SUBSTITUTE_KEY = "kustomize.toolkit.fluxcd.io/substitute"
@@ -47,6 +47,8 @@ class Rendered:
     files: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     errors: tuple[Problem, ...] = ()
+    # The Kustomization's own patches, where it holds them, by the kustomization file they were added to.
+    patches: Mapping[str, tuple[origins.Patch, ...]] = dataclasses.field(default_factory=dict)
 
 
 def render_kustomization(repo_root: Path | str, kustomization: Mapping[str, Any], *,
@@ -87,7 +89,17 @@ def render_kustomization(repo_root: Path | str, kustomization: Mapping[str, Any]
             except ValueError as err:
                 return problem(str(err), ("postBuild", "substitute"))
         documents += kustomize.traced(chunk, directory)
-    return Rendered(directory, tuple(documents), render.files, (*notes, *more))
+    return Rendered(directory, tuple(documents), render.files, (*notes, *more),
+                    patches={origins.kustomization_of(directory): _patches_at(amendment, defined_at)})
+
+
+def _patches_at(amendment: kustomize.Amendment, defined_at: Origin | None) -> tuple[origins.Patch, ...]:
+    if defined_at is None or defined_at.file is None:
+        return ()
+    locator = origins.Locator()
+    return tuple(locator.inline(p["patch"], defined_at.file, defined_at.positions.get(("spec", "patches", i, "patch")),
+                                p.get("target") if isinstance(p.get("target"), Mapping) else None)
+                 for i, p in enumerate(amendment.patches) if isinstance(p.get("patch"), str))
 
 
 def _name(kustomization: Mapping[str, Any]) -> str:

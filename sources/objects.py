@@ -18,7 +18,7 @@ from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
 from simulation.validation import crds
-from sources import files, jsontext, kustomize, origins, rendercache, shapes, templates, tree
+from sources import files, flux, jsontext, kustomize, origins, rendercache, shapes, templates, tree
 from sources.positions import Origin, Table, split_items
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
@@ -117,6 +117,16 @@ class Loader:
             out.problems.append(self._problem(origins.kustomization_of(source.name), 0, str(err), (1, 1)))
             return out
         return self.load_traced(kustomize.traced(render.text, source.name), source.name, candidate)
+
+    def load_rendered(self, rendered: flux.Rendered, candidate: bool = True) -> Loaded:
+        """What a Flux Kustomization renders: its objects at their files, its notes, and what kept it from
+        rendering as a `parse-error` at the Kustomization's field."""
+        out = self.load_traced(rendered.documents, rendered.directory, candidate, rendered.patches)
+        out.notes += rendered.notes
+        for error in rendered.errors:
+            name = error.file or rendered.directory
+            out.problems.append(self._problem(name, 0, error.message, (error.line or 1, 1)))
+        return out
 
     def load_traced(self, documents: Sequence[kustomize.Traced], directory: str, candidate: bool = True,
                     extra: Mapping[str, Sequence[origins.Patch]] | None = None) -> Loaded:

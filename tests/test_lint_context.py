@@ -175,7 +175,8 @@ def test_a_kustomization_is_linted_as_kustomize_renders_it(tmp_path: pathlib.Pat
     # Only overlays/prod is built (it names base), in a scratch copy that asks kustomize where each object came
     # from; the patch is never read as an object on its own.
     verb, built = (tools / "calls").read_text().split()
-    assert verb == "build" and built.endswith(str(root / "overlays" / "prod")) and built != str(root / "overlays" / "prod")
+    prod = str(root / "overlays" / "prod")
+    assert verb == "build" and built.endswith(prod) and built != prod
     assert code == 1 and codes(out) == ["schema"]
     # The user raises the weight: the tree changed, so it is rendered again.
     (root / "overlays" / "prod" / "weight.yaml").write_text(
