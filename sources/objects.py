@@ -18,7 +18,7 @@ from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
 from simulation.validation import crds
-from sources import files, jsontext, shapes, templates, tree
+from sources import files, flux, jsontext, kustomize, origins, rendercache, shapes, templates, tree
 from sources.positions import Origin, Table, split_items
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
@@ -79,6 +79,7 @@ class Loader:
         self._stdin_used = False
         # The files read so far (real paths): a walk of the rest of a repository (`--against`) leaves them out.
         self.read: set[str] = set()
+        self._locator = origins.Locator()
 
     def load(self, args: Sequence[str], candidate: bool = True, *, rest: bool = False) -> Loaded:
         """`rest`: the files of `args` not read already (the rest of a repository)."""
@@ -109,14 +110,34 @@ class Loader:
         command = templates.renderer()
         if command is None:
             return Loaded(notes=[templates.unrendered_note(source.name)])
-        name = f"{source.name} (kustomize build)"
         try:
-            rendered = templates.render(source.name, command)
+            render = rendercache.build(source.name, kustomize.Amendment(), command)
         except templates.RenderError as err:
             out = Loaded()
-            out.problems.append(self._problem(name, 0, str(err), (1, 1)))
+            out.problems.append(self._problem(origins.kustomization_of(source.name), 0, str(err), (1, 1)))
             return out
-        return self.load_text(files.Text(files.Source(name, None), rendered), candidate)
+        return self.load_traced(kustomize.traced(render.text, source.name), source.name, candidate)
+
+    def load_rendered(self, rendered: flux.Rendered, candidate: bool = True) -> Loaded:
+        """What a Flux Kustomization renders: its objects at their files, its notes, and what kept it from
+        rendering as a `parse-error` at the Kustomization's field."""
+        out = self.load_traced(rendered.documents, rendered.directory, candidate, rendered.patches)
+        out.notes += rendered.notes
+        for error in rendered.errors:
+            name = error.file or rendered.directory
+            out.problems.append(self._problem(name, 0, error.message, (error.line or 1, 1)))
+        return out
+
+    def load_traced(self, documents: Sequence[kustomize.Traced], directory: str, candidate: bool = True,
+                    extra: Mapping[str, Sequence[origins.Patch]] | None = None) -> Loaded:
+        """Objects kustomize rendered from `directory`, each reported at the file (and the patch) it came from.
+        `extra`: patches the directory's kustomization gained outside its file (a Flux Kustomization's)."""
+        out = Loaded()
+        fallback = origins.kustomization_of(directory)
+        for traced in documents:
+            origin = self._locator.origin(traced, fallback, extra)
+            self._object(out, origin.file or fallback, traced.obj, origin, traced.plain, candidate)
+        return out
 
     def load_text(self, text: files.Text, candidate: bool = True) -> Loaded:
         out = Loaded()
