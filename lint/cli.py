@@ -297,7 +297,7 @@ class _Run:
                  table: Table | None = None, catalogs: dict[str, cat.Catalog] | None = None) -> None:
         self.args = args
         self.table = table if table is not None else Table()
-        self.loader = Loader(self.table, args.max_file_size, stdin)
+        self.loader = Loader(self.table, args.max_file_size, stdin, getattr(args, "flux_paths", None))
         self.out, self.err = out, err
         self.stdin = stdin
         # Catalog files read so far: a fleet's clusters that name one catalog read it once.

@@ -67,6 +67,7 @@ def chosen(found: fleet.Fleet, only: Sequence[str]) -> list[fleet.Cluster]:
 def for_cluster(args: argparse.Namespace, cluster: fleet.Cluster, **changes: Any) -> argparse.Namespace:
     """The run's arguments for one cluster: its own region, catalog, CRD and metrics where it names them."""
     out = argparse.Namespace(**vars(args))
+    out.flux_paths = dict(cluster.flux_paths)
     for option, value in (("region", cluster.region), ("catalog", cluster.catalog), ("crd", cluster.crd),
                           ("karpenter_metrics", cluster.karpenter_metrics)):
         if value is not None:

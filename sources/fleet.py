@@ -16,7 +16,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sources import files, templates, tree
+from sources import files, positions, templates, tree
+from sources.objects import FluxPath
 
 CONFIG_FILE = ".overlay-lint.yaml"
 FLUX_GROUP = "kustomize.toolkit.fluxcd.io"
@@ -68,6 +69,8 @@ class Cluster:
     karpenter_metrics: str | None = None
     # Per path, the directories and files its rendering reads (kustomizations it includes, transitively).
     reach: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The paths Flux Kustomizations apply, by real path: rendered as Flux renders them.
+    flux_paths: tuple[tuple[str, FluxPath], ...] = ()
 
     @property
     def origin(self) -> Origin:
@@ -377,11 +380,12 @@ def _flux(root: str, docs: Sequence[_Doc], settings: Mapping[str, Any]) -> Found
         elif not _within(os.path.realpath(home), os.path.realpath(path)):
             # The sync Kustomization applies the cluster's own directory, which holds the Flux objects.
             paths = (path,)
-        notes += _flux_unread(d, spec)
-        by_dir.setdefault(home, []).append(
-            Cluster(name, (where,), paths))
+        rendered = tuple((os.path.realpath(p), FluxPath(tops.get(home, root), d.obj,
+                                                        positions.Origin(d.file, 0, d.positions))) for p in paths)
+        by_dir.setdefault(home, []).append(Cluster(name, (where,), paths, flux_paths=rendered))
     clusters = [Cluster(parts[0].name, tuple(o for p in parts for o in p.origins),
-                        tuple(dict.fromkeys(path for p in parts for path in p.paths)))
+                        tuple(dict.fromkeys(path for p in parts for path in p.paths)),
+                        flux_paths=tuple(f for p in parts for f in p.flux_paths))
                 for parts in by_dir.values()]
     return clusters, problems, notes
 
@@ -407,15 +411,6 @@ def _tops(root: str, ours: Sequence[_Doc], homes: Mapping[str, str]) -> dict[str
         if tail != "." and home.endswith(os.sep + tail):
             out[home] = home[:-len(tail) - 1]
     return {h: t for h, t in out.items() if _within(os.path.realpath(t), os.path.realpath(root))}
-
-
-def _flux_unread(d: _Doc, spec: Mapping[str, Any]) -> list[str]:
-    # TODO(wt-render): sources/flux.py renders spec.patches, targetNamespace and postBuild.substitute.
-    fields = [f for f in ("patches", "targetNamespace", "postBuild", "components") if f in spec]
-    if not fields:
-        return []
-    return [f"{d.file}:{d.line()}: Flux Kustomization {_name(d.obj)}: {', '.join(fields)} not applied: its "
-            "spec.path is read as kustomize renders it"]
 
 
 def _argocd(root: str, docs: Sequence[_Doc]) -> Found | None:

@@ -70,10 +70,21 @@ def is_relevant(obj: Mapping[str, Any]) -> bool:
     return not isinstance(api, str) or "/" not in api or api.split("/", 1)[0] == crds.GROUP
 
 
+@dataclasses.dataclass(frozen=True)
+class FluxPath:
+    """A Flux Kustomization of the repository at `repo_root`, and where it is written."""
+
+    repo_root: str
+    kustomization: Mapping[str, Any]
+    defined_at: Origin
+
+
 class Loader:
     def __init__(self, table: Table, max_bytes: int = files.DEFAULT_MAX_BYTES,
-                 stdin: BinaryIO | None = None) -> None:
+                 stdin: BinaryIO | None = None, flux_paths: Mapping[str, FluxPath] | None = None) -> None:
         self.table = table
+        # Directories a Flux Kustomization applies (real paths): rendered as Flux renders them (sources/fleet.py).
+        self.flux_paths = flux_paths or {}
         self.max_bytes = max_bytes
         self.stdin = stdin
         self._stdin_used = False
@@ -84,7 +95,17 @@ class Loader:
     def load(self, args: Sequence[str], candidate: bool = True, *, rest: bool = False) -> Loaded:
         """`rest`: the files of `args` not read already (the rest of a repository)."""
         out = Loaded()
-        for source in files.discover(args):
+        plain = []
+        for arg in args:
+            real = os.path.realpath(arg) if arg != files.STDIN else ""
+            given = self.flux_paths.get(real)
+            if given is None:
+                plain.append(arg)
+            elif not (rest and (real in self.read or self._holds_read(real))):
+                self.read.add(real)
+                out.extend(self.load_rendered(flux.render_kustomization(
+                    given.repo_root, given.kustomization, defined_at=given.defined_at), candidate))
+        for source in files.discover(plain):
             if source.path is None:
                 if self._stdin_used:
                     raise files.InputError("'-' (stdin) can be given only once")

@@ -140,14 +140,6 @@ def test_flux_errors_and_other_sources(tmp_path: pathlib.Path) -> None:
     assert "./infrastructure/karpenter/overlays/stagin" in problem.message
 
 
-def test_flux_fields_not_applied_are_noted(tmp_path: pathlib.Path) -> None:
-    root = _copy("flux", tmp_path)
-    sync = root / "clusters/production/karpenter.yaml"
-    sync.write_text(sync.read_text().replace("  prune: true\n", "  prune: true\n  targetNamespace: x\n", 1))
-    found, _ = _discover(root)
-    assert any("targetNamespace not applied" in n for n in found.notes), found.notes
-
-
 def test_argocd_applications_and_list_generators(tmp_path: pathlib.Path) -> None:
     root = _copy("argocd", tmp_path)
     found, paths = _discover(root)

@@ -75,6 +75,24 @@ def test_row_4_argocd_applications_judged_per_destination(inside: pathlib.Path) 
     assert set(_clusters(report)) == {"dev", "prod-eu", "prod-us"}
 
 
+@kustomize
+def test_flux_kustomization_patches_are_rendered(inside: pathlib.Path) -> None:
+    """spec.patches of the production Kustomization (not of a kustomization file) move spot-discount onto
+    savings-plan's offerings and weight there: a conflict in production only, reported at the patch."""
+    root = _copy("flux", inside)
+    sync = root / "clusters/production/karpenter.yaml"
+    sync.write_text(sync.read_text() + textwrap.indent(textwrap.dedent("""\
+        patches:
+          - target: {kind: NodeOverlay, name: spot-discount}
+            patch: |-
+              - {op: replace, path: /spec/weight, value: 20}
+              - {op: replace, path: /spec/requirements/0/values, value: [on-demand]}
+        """), "  "))
+    code, report, _ = _json("check", str(root))
+    assert code == 1 and {(f["code"], f["cluster"]) for f in report["findings"]} == {
+        ("same-weight-conflict", "production")}
+
+
 def _git(root: pathlib.Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
                    capture_output=True, timeout=60)
