@@ -274,7 +274,7 @@ def _manifests(root: str) -> Iterator[str]:
         subdirs[:] = sorted(d for d in subdirs if d not in (".git", ".hg", ".svn"))
         for name in sorted(names):
             if name.lower().endswith(files.SUFFIXES) and name != CONFIG_FILE:
-                yield os.path.join(directory, name)
+                yield os.path.normpath(os.path.join(directory, name))
 
 
 def _reach(path: str) -> tuple[str, ...]:
@@ -303,7 +303,7 @@ def _kustomization_dirs(root: str) -> list[str]:
     for directory, subdirs, _ in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if d not in (".git", ".hg", ".svn"))
         if templates.kustomization_file(directory) is not None:
-            out.append(directory)
+            out.append(os.path.normpath(directory))
     return out
 
 

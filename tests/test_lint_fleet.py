@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
+import shlex
 import shutil
 import subprocess
 import textwrap
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ruamel import yaml
 
 from sources import templates
 from tests.lint_support import overlay, run, write
@@ -221,3 +224,72 @@ def test_one_cluster_output_is_unchanged(inside: pathlib.Path) -> None:
     """No fleet: the same bytes whether discovery ran (a directory) or could not (the files named)."""
     write(inside, "pair.yaml", overlay("x", 7), overlay("y", 7))
     assert run("check", str(inside))[1] == run("check", str(inside / "pair.yaml"))[1]
+
+
+# --- docs/cli.md "Fleets": the examples and the CI matrix recipes, as written ---------------------------------
+
+DOCS = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+VENV_BIN = pathlib.Path(__file__).resolve().parent.parent / ".venv" / "bin"
+
+
+def _block(marker: str, fence: str) -> str:
+    found = re.search(rf"<!-- {marker} -->\n```{fence}\n(.*?)```", DOCS, re.DOTALL)
+    assert found is not None, marker
+    return found.group(1)
+
+
+@kustomize
+@pytest.mark.parametrize("layout", ["flux", "kustomize", "argocd"])
+def test_fleet_examples_run_as_written(inside: pathlib.Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    monkeypatch.chdir(_copy(layout, inside))
+    commands = re.split(r"^\$ ", _block(f"fleet-example: {layout}", "console"), flags=re.MULTILINE)[1:]
+    assert len(commands) == 2
+    for command in commands:
+        line, _, expected = command.partition("\n")
+        argv = shlex.split(line)
+        assert argv[0] == "overlay-lint"
+        code, out, _ = run(*argv[1:], catalog=False)
+        assert (code, out) == (0, expected), line
+
+
+def _bash(script: str, cwd: pathlib.Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", **env}
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=environment, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+@kustomize
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the recipes use jq, as CI images have it")
+def test_github_matrix_recipe_runs_as_written(inside: pathlib.Path) -> None:
+    root = _copy("flux", inside)
+    workflow = yaml.YAML(typ="safe").load(_block("fleet-matrix: github", "yaml"))
+    (listing,) = [s["run"] for s in workflow["jobs"]["clusters"]["steps"] if s.get("id") == "list"]
+    outputs = inside / "github-output"
+    done = _bash(listing, root, GITHUB_OUTPUT=str(outputs))
+    assert done.returncode == 0, done.stderr
+    names = json.loads(outputs.read_text().removeprefix("names="))
+    assert names == ["production", "staging"]
+    assert workflow["jobs"]["lint"]["strategy"]["matrix"]["cluster"] == "${{ fromJSON(needs.clusters.outputs.names) }}"
+    step = workflow["jobs"]["lint"]["steps"][-1]["run"]
+    for name in names:
+        done = _bash(step.replace("${{ matrix.cluster }}", name), root)
+        assert done.returncode == 0, done.stderr
+        suites = ET.parse(root / f"overlay-lint-{name}.xml").getroot().findall("testsuite")
+        assert [s.get("name") for s in suites] == [name]
+
+
+@kustomize
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the recipes use jq, as CI images have it")
+def test_gitlab_matrix_recipe_runs_as_written(inside: pathlib.Path) -> None:
+    root = _copy("flux", inside)
+    pipeline = yaml.YAML(typ="safe").load(_block("fleet-matrix: gitlab", "yaml"))
+    listing = pipeline["overlay-lint-clusters"]["script"][-1]
+    done = _bash(listing, root)
+    assert done.returncode == 0, done.stderr
+    child = json.loads((root / "clusters.gitlab-ci.json").read_text())["overlay-lint"]
+    assert pipeline["overlay-lint"]["trigger"]["include"][0]["artifact"] == "clusters.gitlab-ci.json"
+    (matrix,) = child["parallel"]["matrix"]
+    assert matrix == {"CLUSTER": ["production", "staging"]}
+    for name in matrix["CLUSTER"]:
+        done = _bash(child["script"][-1], root, CLUSTER=name)
+        assert done.returncode == 0 and done.stdout.startswith(f"[{name}] "), done.stdout + done.stderr
