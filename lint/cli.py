@@ -25,7 +25,7 @@ from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
 from simulation.validation import crds
-from sources import context, files, karpenter, kube
+from sources import context, files, fleet, karpenter, kube
 from sources.objects import Loaded, Loader
 from sources.positions import Location, Table
 
@@ -300,7 +300,7 @@ class _Run:
         self.loader = Loader(self.table, args.max_file_size, stdin, getattr(args, "flux_paths", None))
         self.out, self.err = out, err
         self.stdin = stdin
-        # Catalog files read so far: a fleet's clusters that name one catalog read it once.
+        # Catalogs read so far (by --catalog, "" the embedded one): a fleet's clusters read each once.
         self.catalogs = catalogs if catalogs is not None else {}
 
     def fork(self, args: argparse.Namespace) -> _Run:
@@ -313,11 +313,12 @@ class _Run:
         url = getattr(self.args, "karpenter_metrics", None)
         if url is None:
             given = self.args.catalog
-            if given is None or documents:
+            if documents:
                 return context.choose(given, documents)
-            if given not in self.catalogs:
-                self.catalogs[given] = context.read_catalog(given)
-            return self.catalogs[given]
+            key = given or ""
+            if key not in self.catalogs:
+                self.catalogs[key] = context.choose(given, documents)
+            return self.catalogs[key]
         if self.args.catalog is not None or documents:
             raise UsageError("--karpenter-metrics is a catalog: give it or --catalog (or InstanceType documents), "
                              "not both")
@@ -490,6 +491,67 @@ def _fleet(run: _Run) -> fleets.Fleet | None:
                                                     for p in planned.plans))
 
 
+def _judged_apart(run: _Run, planned: fleets.Fleet) -> list[formats.Output]:
+    """Each cluster judged alone; in a process pool where there are several and the cores to run them (each worker
+    holds one cluster at a time, and hands back only its located findings)."""
+    jobs = [(plan, [p for p in planned.problems if p.cluster == plan.cluster]) for plan in planned.plans]
+    # Read before any worker starts, so that forked workers share it: the catalog is read once a run.
+    run.catalog(Loaded())
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        # Forked, each worker has the run (its catalogs, streams) as the parent left it; only jobs and results
+        # cross the pipe.
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                                    initializer=_WORKER.append, initargs=(run,)) as pool:
+            parts = list(pool.map(_in_worker, jobs))
+    else:
+        parts = [_one_judgement(run, plan, problems) for plan, problems in jobs]
+    results = [_adopted(part, run.table) for part in parts]
+    # Errors of clusters not judged at all (no path left, a second of one name): a report of their own.
+    judged = {p.cluster for p in planned.plans}
+    orphans = [fleets.finding(p, run.table) for p in planned.problems if p.cluster not in judged]
+    if orphans or not results:
+        results.append(formats.Output(findings.ordered(orphans), run.table, 0,
+                                      threshold=Severity.parse(run.args.fail_on), cluster="discovery"))
+    return results
+
+
+# In a worker process: the run that forked it.
+_WORKER: list[_Run] = []
+
+
+def _in_worker(job: tuple[fleets.Plan, Sequence[fleet.Problem]]) -> formats.Output:
+    return _one_judgement(_WORKER[0], *job)
+
+
+def _one_judgement(parent: _Run, plan: fleets.Plan, problems: Sequence[fleet.Problem]) -> formats.Output:
+    """One cluster's judgement, with a table of only the documents its findings name (what a worker sends back)."""
+    run = _Run(plan.args, None, parent.out, parent.err, catalogs=parent.catalogs)
+    result = _checked(run, plan.cluster, [fleets.finding(p, run.table) for p in problems], plan.notes)
+    table, moved = Table(), {}
+    kept = []
+    for f in result.findings:
+        if f.source is not None:
+            if f.source not in moved:
+                moved[f.source] = table.add(run.table[f.source])
+            f = dataclasses.replace(f, source=moved[f.source])
+        kept.append(f)
+    return dataclasses.replace(result, findings=kept, table=table)
+
+
+def _adopted(result: formats.Output, table: Table) -> formats.Output:
+    """A cluster's judgement with its documents moved into the run's table (one report, one table)."""
+    offset = len(table)
+    for handle in range(len(result.table)):
+        table.add(result.table[handle])
+    kept = [dataclasses.replace(f, source=f.source + offset) if f.source is not None else f
+            for f in result.findings]
+    return dataclasses.replace(result, findings=kept, table=table)
+
+
 def _changed(ref: str, paths: Sequence[str]) -> list[str]:
     from lint import changes
 
@@ -504,20 +566,7 @@ def _changed(ref: str, paths: Sequence[str]) -> list[str]:
 def _check(run: _Run) -> int:
     args = run.args
     planned = _fleet(run)
-    if planned is None:
-        results = [_checked(run)]
-    else:
-        problems = [fleets.finding(p, run.table) for p in planned.problems]
-        judged = {p.cluster for p in planned.plans}
-        results = [_checked(run.fork(plan.args), plan.cluster,
-                            [f for f, p in zip(problems, planned.problems, strict=True) if p.cluster == plan.cluster],
-                            plan.notes)
-                   for plan in planned.plans]
-        # Errors of clusters not judged at all (no path left, a second of one name): a report of their own.
-        orphans = [f for f, p in zip(problems, planned.problems, strict=True) if p.cluster not in judged]
-        if orphans or not results:
-            results.append(formats.Output(findings.ordered(orphans), run.table, 0,
-                                          threshold=Severity.parse(args.fail_on), cluster="discovery"))
+    results = [_checked(run)] if planned is None else _judged_apart(run, planned)
     formats.render_all(args.format, results, run.out, run.err)
     found = [f for r in results for f in r.findings]
     if any(f.code == UNREADABLE for f in found):
