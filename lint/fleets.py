@@ -93,7 +93,8 @@ def changed(args: argparse.Namespace, found: fleet.Fleet, paths: Sequence[str], 
     candidates: dict[str, list[str]] = {c.name: [] for c in clusters}
     unclaimed = []
     for path in paths:
-        declaring = [c for c in clusters if any(o.file is not None and os.path.samefile(o.file, path)
+        real = os.path.realpath(path)
+        declaring = [c for c in clusters if any(o.file is not None and os.path.realpath(o.file) == real
                                                 for o in c.origins)]
         for cluster in declaring:
             # A changed Flux Kustomization or Argo CD Application changes what its cluster reads: all of it.

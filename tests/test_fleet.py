@@ -221,6 +221,17 @@ def test_otherwise_everything_is_one_cluster_as_before(tmp_path: pathlib.Path, l
     assert [c.paths for c in found.clusters] == [(str(tmp_path),)]
 
 
+def test_the_benchmark_fleet_is_discovered_whole(tmp_path: pathlib.Path) -> None:
+    from benchmarks import fleet_bench
+
+    fleet_bench.generate(tmp_path, clusters=3, overlays=2, pools=1)
+    found, paths = _discover(tmp_path)
+    assert found.how == fleet.FLUX and not found.problems and found.unclaimed == ()
+    assert paths == {f"c{n}": [f"infrastructure/karpenter/c{n}"] for n in range(3)}
+    base = tmp_path / "infrastructure/karpenter/base/overlays.yaml"
+    assert [c.name for c, _ in found.holding(str(base))] == ["c0", "c1", "c2"]
+
+
 def test_several_paths_or_stdin_are_one_cluster(tmp_path: pathlib.Path) -> None:
     root = _copy("flux", tmp_path)
     assert fleet.discover([str(root), str(root)]).how == fleet.ALL
