@@ -109,9 +109,13 @@ def changed(args: argparse.Namespace, found: fleet.Fleet, paths: Sequence[str], 
                                 changed_since=None))
              for c in clusters if candidates[c.name]]
     if unclaimed and not args.only_cluster:
-        note = (f"{len(unclaimed)} file(s) no cluster reads, judged against {' '.join(roots)} as before: "
+        # Files that cannot hold our kinds (a CI workflow) are read alone: the rest is not rendered for them.
+        against = roots if any(fleet.may_matter(p) for p in unclaimed) else []
+        how = f"judged against {' '.join(against)} as before" if against else \
+            "read alone (none can hold a NodeOverlay, NodePool or InstanceType)"
+        note = (f"{len(unclaimed)} file(s) no cluster reads, {how}: "
                 f"{', '.join(unclaimed[:5])}{' ...' if len(unclaimed) > 5 else ''}")
-        plans.append(Plan(None, _for_rest(args, unclaimed, roots), (note,)))
+        plans.append(Plan(None, _for_rest(args, unclaimed, against), (note,)))
     touched = [c for c in clusters if candidates[c.name]]
     return Fleet(found, tuple(plans), _problems(found, touched))
 

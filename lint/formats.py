@@ -77,7 +77,9 @@ def _fleet_line(results: Sequence[Output], out: TextIO) -> None:
         return
     errors = sum(r.count(Severity.ERROR) for r in results)
     warnings = sum(r.count(Severity.WARNING) for r in results)
-    out.write(f"{plural(errors, 'error')}, {plural(warnings, 'warning')} in {plural(len(results), 'cluster')}\n")
+    clusters = plural(sum(1 for r in results if r.cluster is not None), "cluster")
+    rest = " and the files no cluster reads" if any(r.cluster is None for r in results) else ""
+    out.write(f"{plural(errors, 'error')}, {plural(warnings, 'warning')} in {clusters}{rest}\n")
 
 
 def use_color(stream: TextIO) -> bool:

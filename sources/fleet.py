@@ -249,7 +249,7 @@ def _claimed(found: Fleet, roots: Sequence[str]) -> Fleet:
     for root in roots:
         for path in _manifests(root):
             real = os.path.realpath(path)
-            if not any(_within(real, r) for r in reached) and _may_matter(path):
+            if not any(_within(real, r) for r in reached) and may_matter(path):
                 unclaimed.append(path)
     return dataclasses.replace(found, clusters=clusters, unclaimed=tuple(unclaimed))
 
@@ -262,7 +262,8 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _may_matter(path: str) -> bool:
+def may_matter(path: str) -> bool:
+    """Whether the file may hold a NodeOverlay, NodePool or InstanceType (the loader's own test)."""
     from sources import objects  # the loader, only to share its test of what can hold our kinds
 
     text = _read(path)

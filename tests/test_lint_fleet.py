@@ -139,6 +139,11 @@ def test_row_5_the_hook_judges_a_staged_file_in_its_own_clusters(inside: pathlib
     code, report, _ = _json("check", "--against", ".", os.path.relpath(stray))
     assert code == 0 and "summary" in report and "clusters" not in report["summary"]
     assert any("no cluster reads" in n for n in report["notes"]), report["notes"]
+    # One that cannot hold our kinds is read alone: nothing else is rendered for it.
+    (root / "ci.yml").write_text("on: push\n")
+    code, report, _ = _json("check", "--against", ".", "ci.yml")
+    assert code == 0 and report["summary"]["objects"] == 0
+    assert any("read alone" in n for n in report["notes"]), report["notes"]
     # --changed-since: the same judgement from git.
     _git(root, "init", "-q")
     _git(root, "add", "-A")
