@@ -29,7 +29,7 @@ _SUFFIX = ".yaml"
 _PATH_LISTS = ("resources", "bases", "components", "crds", "patchesStrategicMerge")
 _PATH_ENTRIES = ("patches", "patchesJson6902")
 _GENERATORS = ("configMapGenerator", "secretGenerator")
-_REMOTE = ("://", "git@", "github.com/", "gh:", "git::")
+_REMOTE = ("git@", "github.com/", "gh:", "git::")
 
 
 def location() -> Path | None:
@@ -87,7 +87,7 @@ def read_files(root: str, extra: Sequence[str] = ()) -> list[str] | None:
             if content is None:
                 continue
             named = list(_named(content))
-            if any(n.startswith(_REMOTE) for n in named):
+            if any("://" in n or n.startswith(_REMOTE) for n in named):
                 return None
             pending += [os.path.join(here, n) for n in named if os.path.exists(os.path.join(here, n))]
     return sorted(found)
