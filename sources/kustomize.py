@@ -9,6 +9,7 @@ the objects judged are the ones kustomize renders without them."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -107,8 +108,17 @@ def _mirror(real: str, root: str, scratch: str) -> str:
         here, mirror = os.path.join(here, part), os.path.join(mirror, part)
         os.mkdir(mirror)
     os.rmdir(mirror)
-    shutil.copytree(real, mirror, symlinks=True)
+    # Hard links where the file system allows (a repository's root may be the directory); git's own files are
+    # never read by kustomize.
+    shutil.copytree(real, mirror, symlinks=True, ignore=shutil.ignore_patterns(".git"), copy_function=_link)
     return mirror
+
+
+def _link(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _write_kustomization(mirrored: str, amendment: Amendment) -> None:
@@ -131,8 +141,11 @@ def _write_kustomization(mirrored: str, amendment: Amendment) -> None:
     if amendment.components:
         content["components"] = [*_list(content.get("components")), *amendment.components]
     content["buildMetadata"] = sorted({*_list(content.get("buildMetadata")), *_TRACING})
+    # The mirror's file may be a hard link to the user's: it is replaced, never written through.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
     # JSON is YAML, and needs no YAML writer.
-    with open(target, "w", encoding="utf-8") as handle:
+    with open(target, "x", encoding="utf-8") as handle:
         json.dump(content, handle)
 
 

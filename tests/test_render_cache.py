@@ -136,3 +136,10 @@ def test_the_key_covers_the_amendment(tmp_path: pathlib.Path) -> None:
     assert plain == rendercache.key(["kustomize", "build"], kustomize.Amendment(), files)
     assert plain != rendercache.key(["kustomize", "build"], kustomize.Amendment(namespace="x"), files)
     assert plain != rendercache.key(["kubectl", "kustomize"], kustomize.Amendment(), files)
+
+
+def test_a_build_leaves_the_tree_as_it_was(stand_in: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    root = layout(tmp_path / "repo")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    load(root)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
