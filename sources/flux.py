@@ -13,6 +13,7 @@ as written. tests/test_flux_oracle.py holds this to Flux's own code."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -65,31 +66,32 @@ def render_kustomization(repo_root: Path | str, kustomization: Mapping[str, Any]
     def problem(message: str, field: tree.Path = ("path",)) -> Rendered:
         return Rendered(root, errors=(_problem(f"{name}: {message}", defined_at, ("spec", *field)),))
 
-    if not isinstance(path, str) or path.lower().startswith(_REMOTE) or os.path.isabs(path):
-        return problem(f"spec.path {path!r} must be a path in the repository")
-    directory = os.path.normpath(os.path.join(root, path))
-    if os.path.relpath(os.path.realpath(directory), os.path.realpath(root)).startswith(os.pardir):
-        return problem(f"spec.path {path!r} leads out of the repository")
-    if not os.path.isdir(directory):
-        return problem(f"spec.path {path!r} is not a directory of the repository ({directory})")
+    directory, wrong = _directory(root, path)
+    if wrong is not None:
+        return problem(wrong)
     command = command or templates.renderer()
     if command is None:
         return Rendered(directory, notes=(templates.unrendered_note(directory),))
     amendment, notes = _amendment(spec, directory, name)
+    substitute, more = _substitution(spec, name)
+
+    def finish(text: str) -> list[kustomize.Traced]:
+        documents: list[kustomize.Traced] = []
+        for chunk in _DOCUMENT_SEPARATOR.split(text):
+            if substitute is not None and not _disabled(chunk):
+                chunk = substitute(chunk)
+            documents += kustomize.traced(chunk, directory)
+        return documents
+
     try:
-        render = rendercache.build(directory, amendment, command, root, extra=amendment.resources or ())
+        render = rendercache.build(directory, amendment, command, finish, root=root,
+                                   extra=amendment.resources or (),
+                                   salt=json.dumps(spec.get("postBuild"), sort_keys=True, default=str))
     except templates.RenderError as err:
         return problem(str(err))
-    substitute, more = _substitution(spec, name)
-    documents: list[kustomize.Traced] = []
-    for chunk in _DOCUMENT_SEPARATOR.split(render.text):
-        if substitute is not None and not _disabled(chunk):
-            try:
-                chunk = substitute(chunk)
-            except ValueError as err:
-                return problem(str(err), ("postBuild", "substitute"))
-        documents += kustomize.traced(chunk, directory)
-    return Rendered(directory, tuple(documents), render.files, (*notes, *more),
+    except ValueError as err:
+        return problem(str(err), ("postBuild", "substitute"))
+    return Rendered(directory, render.documents, render.files, (*notes, *more),
                     patches={origins.kustomization_of(directory): _patches_at(amendment, defined_at)})
 
 
@@ -100,6 +102,18 @@ def _patches_at(amendment: kustomize.Amendment, defined_at: Origin | None) -> tu
     return tuple(locator.inline(p["patch"], defined_at.file, defined_at.positions.get(("spec", "patches", i, "patch")),
                                 p.get("target") if isinstance(p.get("target"), Mapping) else None)
                  for i, p in enumerate(amendment.patches) if isinstance(p.get("patch"), str))
+
+
+def _directory(root: str, path: Any) -> tuple[str, str | None]:
+    """The directory `spec.path` names, or what is wrong with it."""
+    if not isinstance(path, str) or path.lower().startswith(_REMOTE) or os.path.isabs(path):
+        return root, f"spec.path {path!r} must be a path in the repository"
+    directory = os.path.normpath(os.path.join(root, path))
+    if os.path.relpath(os.path.realpath(directory), os.path.realpath(root)).startswith(os.pardir):
+        return directory, f"spec.path {path!r} leads out of the repository"
+    if not os.path.isdir(directory):
+        return directory, f"spec.path {path!r} is not a directory of the repository ({directory})"
+    return directory, None
 
 
 def render_all(repo_root: Path | str, kustomizations: Sequence[tuple[Mapping[str, Any], Origin | None]],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -195,7 +196,12 @@ def traced(rendered: str, directory: str) -> list[Traced]:
 
 
 def _yaml_value(text: Any) -> Any:
-    if not isinstance(text, str):
-        return None
+    return _parsed_annotation(text) if isinstance(text, str) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_annotation(text: str) -> Any:
+    """Parsed once per text: every object of a file carries the same origin, every object a kustomization patches
+    the same transformations. The value is only read."""
     parsed = next(iter(tree.documents(text)), None)
     return None if parsed is None else parsed.value

@@ -9,6 +9,7 @@ cannot be read raise InputError.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -128,7 +129,8 @@ class Loader:
 
         pool = ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1))
         try:
-            return {s.name: pool.submit(rendercache.build, s.name, kustomize.Amendment(), command) for s in sources}
+            return {s.name: pool.submit(rendercache.build, s.name, kustomize.Amendment(), command,
+                                        functools.partial(kustomize.traced, directory=s.name)) for s in sources}
         finally:
             pool.shutdown(wait=False)
 
@@ -140,13 +142,13 @@ class Loader:
         if command is None:
             return Loaded(notes=[templates.unrendered_note(source.name)])
         try:
-            render = ahead.result() if ahead is not None else \
-                rendercache.build(source.name, kustomize.Amendment(), command)
+            render = ahead.result() if ahead is not None else rendercache.build(
+                source.name, kustomize.Amendment(), command, functools.partial(kustomize.traced, directory=source.name))
         except templates.RenderError as err:
             out = Loaded()
             out.problems.append(self._problem(origins.kustomization_of(source.name), 0, str(err), (1, 1)))
             return out
-        return self.load_traced(kustomize.traced(render.text, source.name), source.name, candidate)
+        return self.load_traced(render.documents, source.name, candidate)
 
     def load_rendered(self, rendered: flux.Rendered, candidate: bool = True) -> Loaded:
         """What a Flux Kustomization renders: its objects at their files, its notes, and what kept it from

@@ -180,3 +180,13 @@ def test_a_render_failure_is_an_error_and_the_loader_reports_it_at_the_kustomiza
     loaded = objects.Loader(table).load_rendered(rendered)
     assert [(f.code, table.locate(f).file, table.locate(f).line) for f in loaded.problems] == \
         [("parse-error", str(file), 8)]
+
+
+def test_a_cached_render_is_substituted_with_the_kustomizations_own_variables(tmp_path: pathlib.Path) -> None:
+    """Two Kustomizations of one path with different variables: the cached build serves both, each its own."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "rendered.yaml").write_text(POOL.format(value="${a}"))
+    values = [flux.render_kustomization(tmp_path, {"spec": {"path": "p", "postBuild": {"substitute": {"a": a}}}},
+                                        command=STAND_IN).documents[0].obj["metadata"]["labels"]["x"]
+              for a in ("one", "two", "one")]
+    assert values == ["one", "two", "one"]

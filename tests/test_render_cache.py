@@ -102,9 +102,9 @@ def test_the_cache_keeps_the_most_recently_used(tmp_path: pathlib.Path, monkeypa
     where = tmp_path / "cache"
     for i, entry in enumerate(("a", "b", "c")):
         rendercache.put(where, entry, "x")
-        os.utime(where / f"{entry}.yaml", ns=(i * 10**9, i * 10**9))
+        os.utime(where / f"{entry}.json", ns=(i * 10**9, i * 10**9))
     rendercache.put(where, "d", "x")
-    assert sorted(p.name for p in where.iterdir()) == ["c.yaml", "d.yaml"]
+    assert sorted(p.name for p in where.iterdir()) == ["c.json", "d.json"]
     assert rendercache.get(where, "c") == "x" and rendercache.get(where, "a") is None
 
 
