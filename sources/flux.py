@@ -8,7 +8,10 @@ of the repository (LoadRestrictionsNone); then each rendered object's YAML goes 
 (bash-style `${VAR}`, `${VAR:-default}`, `${VAR:=default}`; an unknown variable is empty, `$${` is a literal `${`;
 objects labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` are left alone).
 `spec.postBuild.substituteFrom` names ConfigMaps and Secrets of a cluster: a note says their variables are left
-as written. tests/test_flux_oracle.py holds this to Flux's own code."""
+as written. What source-controller leaves out of every artifact (`.git/`, `.github/`, CI files...) is left out;
+`.sourceignore` files and a GitRepository's `spec.ignore` are not read (a note says so when a generated
+kustomization would have listed files under a `.sourceignore`, which it walks). tests/test_flux.py holds this
+to Flux's own code."""
 
 from __future__ import annotations
 
@@ -29,6 +32,12 @@ _VAR_NAME = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 _REFERENCE = re.compile(r"\$\$\{|\$\{([_a-zA-Z][_a-zA-Z0-9]*)(?:(:?[-=])([^}$]*))?\}")
 _DOCUMENT_SEPARATOR = re.compile(r"^---[ \t]*\n", re.MULTILINE)
 _REMOTE = ("git::", "gh:", "ssh://", "https://", "http://", "git@", "github.com:", "github.com/")
+# What source-controller leaves out of every artifact (github.com/fluxcd/pkg/sourceignore: ExcludeVCS, ExcludeCI,
+# ExcludeExtra), at any depth: Flux never sees these files, so its generated kustomization never lists them.
+_EXCLUDED_DIRS = frozenset({".git", ".github", ".circleci"})
+_EXCLUDED_FILES = frozenset({".travis.yml", ".gitlab-ci.yml", "appveyor.yml", ".drone.yml", "cloudbuild.yaml",
+                             "codeship-services.yml", "codeship-steps.yml", ".goreleaser.yml", ".sops.yaml",
+                             ".flux.yaml"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +165,9 @@ def _amendment(spec: Mapping[str, Any], directory: str, name: str) -> tuple[kust
         if dropped in spec:
             notes.append(f"{name}: spec.{dropped} is not read (Flux's v1 API has only spec.patches)")
     resources = None if templates.kustomization_file(directory) is not None else tuple(_manifests(directory))
+    if resources is not None and _ignore_files(directory):
+        notes.append(f"{name}: .sourceignore files are not read: every manifest under spec.path is rendered "
+                     f"(list the ones to lint in .overlay-lint.yaml)")
     return kustomize.Amendment(
         namespace=text("targetNamespace"), name_prefix=text("namePrefix"), name_suffix=text("nameSuffix"),
         patches=tuple(p for p in patches if isinstance(p, Mapping)) if isinstance(patches, list) else (),
@@ -168,14 +180,18 @@ def _manifests(directory: str) -> list[str]:
     holding a kustomization (not descended into), as `./` paths, in walk order."""
     out: list[str] = []
     for here, subdirs, names in os.walk(directory):
-        subdirs.sort()
+        subdirs[:] = sorted(d for d in subdirs if d not in _EXCLUDED_DIRS)
         if here != directory and templates.kustomization_file(here) is not None:
             out.append("./" + os.path.relpath(here, directory))
             subdirs[:] = []
             continue
         out += ["./" + os.path.relpath(os.path.join(here, n), directory) for n in sorted(names)
-                if n.endswith((".yaml", ".yml"))]
+                if n.endswith((".yaml", ".yml")) and n not in _EXCLUDED_FILES]
     return out
+
+
+def _ignore_files(directory: str) -> bool:
+    return any(".sourceignore" in names for _, _, names in os.walk(directory))
 
 
 def _substitution(spec: Mapping[str, Any], name: str) -> tuple[Any, list[str]]:

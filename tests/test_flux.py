@@ -190,3 +190,17 @@ def test_a_cached_render_is_substituted_with_the_kustomizations_own_variables(tm
                                         command=STAND_IN).documents[0].obj["metadata"]["labels"]["x"]
               for a in ("one", "two", "one")]
     assert values == ["one", "two", "one"]
+
+
+def test_a_generated_kustomization_lists_what_flux_would(tmp_path: pathlib.Path) -> None:
+    """Every .yaml/.yml under the path, a subdirectory with a kustomization as itself, nothing source-controller
+    leaves out of an artifact; a .sourceignore is noted, not read."""
+    for name in ("a.yaml", "b.yml", "c.json", "sub/d.yaml", "kust/kustomization.yaml", "kust/e.yaml",
+                 ".github/workflows/ci.yaml", ".sops.yaml", "deep/.gitlab-ci.yml", ".sourceignore"):
+        (tmp_path / "p" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "p" / name).write_text("kind: ConfigMap\n")
+    # The stand-in "renders" the kustomization it was given: the generated one.
+    shows_kustomization = ["sh", "-c", 'for last; do :; done; cat "$last/kustomization.yaml"']
+    rendered = flux.render_kustomization(tmp_path, {"spec": {"path": "p"}}, command=shows_kustomization)
+    assert rendered.documents[0].obj["resources"] == ["./a.yaml", "./b.yml", "./kust", "./sub/d.yaml"]
+    assert len(rendered.notes) == 1 and ".sourceignore" in rendered.notes[0]
