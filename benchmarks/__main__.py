@@ -17,11 +17,12 @@ def main(argv: list[str]) -> int:
                "startup": startup_bench.run(), "core": core_bench.run(), "schema": schema_bench.run(),
                "diff": diff_bench.run()}
     if "--core-only" not in argv:
-        from benchmarks import fleet_bench, peer_bench, webhook_bench
+        from benchmarks import fleet_bench, peer_bench, render_bench, webhook_bench
 
         results["webhook"] = webhook_bench.run()
         results["audit"] = audit_bench.run()
         results["karpenter_peer"] = peer_bench.run()
+        results["render"] = render_bench.run()
         results["fleet"] = fleet_bench.run()
     json.dump(results, sys.stdout, indent=2)
     print()

@@ -8,11 +8,15 @@ of the repository (LoadRestrictionsNone); then each rendered object's YAML goes 
 (bash-style `${VAR}`, `${VAR:-default}`, `${VAR:=default}`; an unknown variable is empty, `$${` is a literal `${`;
 objects labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` are left alone).
 `spec.postBuild.substituteFrom` names ConfigMaps and Secrets of a cluster: a note says their variables are left
-as written. tests/test_flux_oracle.py holds this to Flux's own code."""
+as written. What source-controller leaves out of every artifact (`.git/`, `.github/`, CI files...) is left out;
+`.sourceignore` files and a GitRepository's `spec.ignore` are not read (a note says so when a generated
+kustomization would have listed files under a `.sourceignore`, which it walks). tests/test_flux.py holds this
+to Flux's own code."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -28,6 +32,12 @@ _VAR_NAME = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 _REFERENCE = re.compile(r"\$\$\{|\$\{([_a-zA-Z][_a-zA-Z0-9]*)(?:(:?[-=])([^}$]*))?\}")
 _DOCUMENT_SEPARATOR = re.compile(r"^---[ \t]*\n", re.MULTILINE)
 _REMOTE = ("git::", "gh:", "ssh://", "https://", "http://", "git@", "github.com:", "github.com/")
+# What source-controller leaves out of every artifact (github.com/fluxcd/pkg/sourceignore: ExcludeVCS, ExcludeCI,
+# ExcludeExtra), at any depth: Flux never sees these files, so its generated kustomization never lists them.
+_EXCLUDED_DIRS = frozenset({".git", ".github", ".circleci"})
+_EXCLUDED_FILES = frozenset({".travis.yml", ".gitlab-ci.yml", "appveyor.yml", ".drone.yml", "cloudbuild.yaml",
+                             "codeship-services.yml", "codeship-steps.yml", ".goreleaser.yml", ".sops.yaml",
+                             ".flux.yaml"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,31 +75,32 @@ def render_kustomization(repo_root: Path | str, kustomization: Mapping[str, Any]
     def problem(message: str, field: tree.Path = ("path",)) -> Rendered:
         return Rendered(root, errors=(_problem(f"{name}: {message}", defined_at, ("spec", *field)),))
 
-    if not isinstance(path, str) or path.lower().startswith(_REMOTE) or os.path.isabs(path):
-        return problem(f"spec.path {path!r} must be a path in the repository")
-    directory = os.path.normpath(os.path.join(root, path))
-    if os.path.relpath(os.path.realpath(directory), os.path.realpath(root)).startswith(os.pardir):
-        return problem(f"spec.path {path!r} leads out of the repository")
-    if not os.path.isdir(directory):
-        return problem(f"spec.path {path!r} is not a directory of the repository ({directory})")
+    directory, wrong = _directory(root, path)
+    if wrong is not None:
+        return problem(wrong)
     command = command or templates.renderer()
     if command is None:
         return Rendered(directory, notes=(templates.unrendered_note(directory),))
     amendment, notes = _amendment(spec, directory, name)
+    substitute, more = _substitution(spec, name)
+
+    def finish(text: str) -> list[kustomize.Traced]:
+        documents: list[kustomize.Traced] = []
+        for chunk in _DOCUMENT_SEPARATOR.split(text):
+            if substitute is not None and not _disabled(chunk):
+                chunk = substitute(chunk)
+            documents += kustomize.traced(chunk, directory)
+        return documents
+
     try:
-        render = rendercache.build(directory, amendment, command, root, extra=amendment.resources or ())
+        render = rendercache.build(directory, amendment, command, finish, root=root,
+                                   extra=amendment.resources or (),
+                                   salt=json.dumps(spec.get("postBuild"), sort_keys=True, default=str))
     except templates.RenderError as err:
         return problem(str(err))
-    substitute, more = _substitution(spec, name)
-    documents: list[kustomize.Traced] = []
-    for chunk in _DOCUMENT_SEPARATOR.split(render.text):
-        if substitute is not None and not _disabled(chunk):
-            try:
-                chunk = substitute(chunk)
-            except ValueError as err:
-                return problem(str(err), ("postBuild", "substitute"))
-        documents += kustomize.traced(chunk, directory)
-    return Rendered(directory, tuple(documents), render.files, (*notes, *more),
+    except ValueError as err:
+        return problem(str(err), ("postBuild", "substitute"))
+    return Rendered(directory, render.documents, render.files, (*notes, *more),
                     patches={origins.kustomization_of(directory): _patches_at(amendment, defined_at)})
 
 
@@ -100,6 +111,29 @@ def _patches_at(amendment: kustomize.Amendment, defined_at: Origin | None) -> tu
     return tuple(locator.inline(p["patch"], defined_at.file, defined_at.positions.get(("spec", "patches", i, "patch")),
                                 p.get("target") if isinstance(p.get("target"), Mapping) else None)
                  for i, p in enumerate(amendment.patches) if isinstance(p.get("patch"), str))
+
+
+def _directory(root: str, path: Any) -> tuple[str, str | None]:
+    """The directory `spec.path` names, or what is wrong with it."""
+    if not isinstance(path, str) or path.lower().startswith(_REMOTE) or os.path.isabs(path):
+        return root, f"spec.path {path!r} must be a path in the repository"
+    directory = os.path.normpath(os.path.join(root, path))
+    if os.path.relpath(os.path.realpath(directory), os.path.realpath(root)).startswith(os.pardir):
+        return directory, f"spec.path {path!r} leads out of the repository"
+    if not os.path.isdir(directory):
+        return directory, f"spec.path {path!r} is not a directory of the repository ({directory})"
+    return directory, None
+
+
+def render_all(repo_root: Path | str, kustomizations: Sequence[tuple[Mapping[str, Any], Origin | None]],
+               command: Sequence[str] | None = None) -> list[Rendered]:
+    """`render_kustomization` of each (object, where it was read), several at once (each build is its own
+    kustomize process), in the order given."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(kustomizations), os.cpu_count() or 1))) as pool:
+        return list(pool.map(lambda k: render_kustomization(repo_root, k[0], defined_at=k[1], command=command),
+                             kustomizations))
 
 
 def _name(kustomization: Mapping[str, Any]) -> str:
@@ -131,6 +165,9 @@ def _amendment(spec: Mapping[str, Any], directory: str, name: str) -> tuple[kust
         if dropped in spec:
             notes.append(f"{name}: spec.{dropped} is not read (Flux's v1 API has only spec.patches)")
     resources = None if templates.kustomization_file(directory) is not None else tuple(_manifests(directory))
+    if resources is not None and _ignore_files(directory):
+        notes.append(f"{name}: .sourceignore files are not read: every manifest under spec.path is rendered "
+                     f"(list the ones to lint in .overlay-lint.yaml)")
     return kustomize.Amendment(
         namespace=text("targetNamespace"), name_prefix=text("namePrefix"), name_suffix=text("nameSuffix"),
         patches=tuple(p for p in patches if isinstance(p, Mapping)) if isinstance(patches, list) else (),
@@ -143,14 +180,18 @@ def _manifests(directory: str) -> list[str]:
     holding a kustomization (not descended into), as `./` paths, in walk order."""
     out: list[str] = []
     for here, subdirs, names in os.walk(directory):
-        subdirs.sort()
+        subdirs[:] = sorted(d for d in subdirs if d not in _EXCLUDED_DIRS)
         if here != directory and templates.kustomization_file(here) is not None:
             out.append("./" + os.path.relpath(here, directory))
             subdirs[:] = []
             continue
         out += ["./" + os.path.relpath(os.path.join(here, n), directory) for n in sorted(names)
-                if n.endswith((".yaml", ".yml"))]
+                if n.endswith((".yaml", ".yml")) and n not in _EXCLUDED_FILES]
     return out
+
+
+def _ignore_files(directory: str) -> bool:
+    return any(".sourceignore" in names for _, _, names in os.walk(directory))
 
 
 def _substitution(spec: Mapping[str, Any], name: str) -> tuple[Any, list[str]]:

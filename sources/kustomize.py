@@ -9,7 +9,9 @@ the objects judged are the ones kustomize renders without them."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -107,8 +109,17 @@ def _mirror(real: str, root: str, scratch: str) -> str:
         here, mirror = os.path.join(here, part), os.path.join(mirror, part)
         os.mkdir(mirror)
     os.rmdir(mirror)
-    shutil.copytree(real, mirror, symlinks=True)
+    # Hard links where the file system allows (a repository's root may be the directory); git's own files are
+    # never read by kustomize.
+    shutil.copytree(real, mirror, symlinks=True, ignore=shutil.ignore_patterns(".git"), copy_function=_link)
     return mirror
+
+
+def _link(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _write_kustomization(mirrored: str, amendment: Amendment) -> None:
@@ -131,8 +142,11 @@ def _write_kustomization(mirrored: str, amendment: Amendment) -> None:
     if amendment.components:
         content["components"] = [*_list(content.get("components")), *amendment.components]
     content["buildMetadata"] = sorted({*_list(content.get("buildMetadata")), *_TRACING})
+    # The mirror's file may be a hard link to the user's: it is replaced, never written through.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
     # JSON is YAML, and needs no YAML writer.
-    with open(target, "w", encoding="utf-8") as handle:
+    with open(target, "x", encoding="utf-8") as handle:
         json.dump(content, handle)
 
 
@@ -182,7 +196,12 @@ def traced(rendered: str, directory: str) -> list[Traced]:
 
 
 def _yaml_value(text: Any) -> Any:
-    if not isinstance(text, str):
-        return None
+    return _parsed_annotation(text) if isinstance(text, str) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_annotation(text: str) -> Any:
+    """Parsed once per text: every object of a file carries the same origin, every object a kustomization patches
+    the same transformations. The value is only read."""
     parsed = next(iter(tree.documents(text)), None)
     return None if parsed is None else parsed.value

@@ -9,6 +9,7 @@ cannot be read raise InputError.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,8 +19,15 @@ from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
 from simulation.validation import crds
-from sources import files, flux, jsontext, kustomize, origins, rendercache, shapes, templates, tree
+from sources import files, jsontext, shapes, templates, tree
 from sources.positions import Origin, Table, split_items
+
+if typing.TYPE_CHECKING:
+    # Rendering (processes, threads, hashing, scratch trees) is imported where a kustomization is met: not on a
+    # one-file check's path.
+    from concurrent.futures import Future
+
+    from sources import flux, kustomize, origins, rendercache
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
 # `kubectl get -o yaml` writes `kind: List`; the API itself answers with typed lists.
@@ -90,7 +98,7 @@ class Loader:
         self._stdin_used = False
         # The files read so far (real paths): a walk of the rest of a repository (`--against`) leaves them out.
         self.read: set[str] = set()
-        self._locator = origins.Locator()
+        self._locator: origins.Locator | None = None
 
     def load(self, args: Sequence[str], candidate: bool = True, *, rest: bool = False) -> Loaded:
         """`rest`: the files of `args` not read already (the rest of a repository)."""
@@ -102,10 +110,15 @@ class Loader:
             if given is None:
                 plain.append(arg)
             elif not (rest and (real in self.read or self._holds_read(real))):
+                from sources import flux
+
                 self.read.add(real)
                 out.extend(self.load_rendered(flux.render_kustomization(
                     given.repo_root, given.kustomization, defined_at=given.defined_at), candidate))
-        for source in files.discover(plain):
+        sources = list(files.discover(plain))
+        ahead = self._render_ahead([s for s in sources if s.kustomization and s.path is not None and not (
+            rest and self._holds_read(os.path.realpath(s.path)))])
+        for source in sources:
             if source.path is None:
                 if self._stdin_used:
                     raise files.InputError("'-' (stdin) can be given only once")
@@ -116,7 +129,7 @@ class Loader:
                     continue
                 self.read.add(real)
             if source.kustomization:
-                out.extend(self._kustomization(source, candidate))
+                out.extend(self._kustomization(source, candidate, ahead.get(source.name)))
                 continue
             out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
         return out
@@ -127,17 +140,38 @@ class Loader:
         inside = directory.rstrip(os.sep) + os.sep
         return any(path.startswith(inside) for path in self.read)
 
-    def _kustomization(self, source: files.Source, candidate: bool) -> Loaded:
+    def _render_ahead(self, sources: Sequence[files.Source]) -> dict[str, Future[rendercache.Render]]:
+        """Several kustomizations are rendered at once, each its own kustomize process; results are read in the
+        walk's order."""
+        command = templates.renderer()
+        if len(sources) < 2 or command is None:
+            return {}
+        from concurrent.futures import ThreadPoolExecutor
+
+        from sources import kustomize, rendercache
+
+        pool = ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1))
+        try:
+            return {s.name: pool.submit(rendercache.build, s.name, kustomize.Amendment(), command,
+                                        functools.partial(kustomize.traced, directory=s.name)) for s in sources}
+        finally:
+            pool.shutdown(wait=False)
+
+    def _kustomization(self, source: files.Source, candidate: bool,
+                       ahead: Future[rendercache.Render] | None = None) -> Loaded:
+        from sources import kustomize, origins, rendercache
+
         command = templates.renderer()
         if command is None:
             return Loaded(notes=[templates.unrendered_note(source.name)])
         try:
-            render = rendercache.build(source.name, kustomize.Amendment(), command)
+            render = ahead.result() if ahead is not None else rendercache.build(
+                source.name, kustomize.Amendment(), command, functools.partial(kustomize.traced, directory=source.name))
         except templates.RenderError as err:
             out = Loaded()
             out.problems.append(self._problem(origins.kustomization_of(source.name), 0, str(err), (1, 1)))
             return out
-        return self.load_traced(kustomize.traced(render.text, source.name), source.name, candidate)
+        return self.load_traced(render.documents, source.name, candidate)
 
     def load_rendered(self, rendered: flux.Rendered, candidate: bool = True) -> Loaded:
         """What a Flux Kustomization renders: its objects at their files, its notes, and what kept it from
@@ -153,8 +187,11 @@ class Loader:
                     extra: Mapping[str, Sequence[origins.Patch]] | None = None) -> Loaded:
         """Objects kustomize rendered from `directory`, each reported at the file (and the patch) it came from.
         `extra`: patches the directory's kustomization gained outside its file (a Flux Kustomization's)."""
+        from sources import origins
+
         out = Loaded()
         fallback = origins.kustomization_of(directory)
+        self._locator = self._locator or origins.Locator()
         for traced in documents:
             origin = self._locator.origin(traced, fallback, extra)
             self._object(out, origin.file or fallback, traced.obj, origin, traced.plain, candidate)

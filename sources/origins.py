@@ -40,6 +40,9 @@ class Locator:
     def __init__(self) -> None:
         self._parsed: dict[str, list[tree.Parsed]] = {}
         self._lines: dict[str, list[str]] = {}
+        self._index: dict[str, dict[tuple[Any, str], tree.Parsed]] = {}
+        self._patch_documents: dict[str, list[tree.Parsed]] = {}
+        self._patch_lists: dict[str, list[Patch]] = {}
 
     def origin(self, traced: kustomize.Traced, fallback: str,
                extra: Mapping[str, Sequence[Patch]] | None = None) -> Origin:
@@ -52,7 +55,9 @@ class Locator:
         index, positions = self._find(traced.origin, kind, name)
         patched: dict[tree.Path, tuple[str, Position]] = {}
         for kfile in dict.fromkeys(traced.patched_by):
-            for patch in [*self._patches(kfile), *(extra or {}).get(os.path.normpath(kfile), ())]:
+            if kfile not in self._patch_lists:
+                self._patch_lists[kfile] = list(self._patches(kfile))
+            for patch in [*self._patch_lists[kfile], *(extra or {}).get(os.path.normpath(kfile), ())]:
                 patched.update(self._claims(patch, kind, name))
         return Origin(traced.origin, index, positions or {(): (1, 1)}, patched=patched)
 
@@ -69,11 +74,20 @@ class Locator:
 
     def _find(self, path: str, kind: Any, name: str) -> tuple[int, Mapping[tree.Path, Position]]:
         """The document of `path` the object was read from: same kind, and the name it had before a prefix or
-        suffix was added."""
-        candidates = [p for p in self._documents(path) if isinstance(p.value, dict) and p.value.get("kind") == kind]
-        ranked = sorted(candidates, key=lambda p: (_name(p.value) != name, -len(_name(p.value))))
-        chosen = next((p for p in ranked if _name(p.value) in name), candidates[0] if candidates else None)
-        return (chosen.index, chosen.positions) if chosen is not None else (0, {})
+        suffix was added (the longest such name)."""
+        if path not in self._index:
+            index: dict[tuple[Any, str], tree.Parsed] = {}
+            for parsed in self._documents(path):
+                if isinstance(parsed.value, dict):
+                    index.setdefault((parsed.value.get("kind"), _name(parsed.value)), parsed)
+            self._index[path] = index
+        index = self._index[path]
+        found = index.get((kind, name))
+        for cut in range(len(name)):
+            found = found or index.get((kind, name[cut:])) or index.get((kind, name[:len(name) - cut]))
+        if found is None:
+            found = next((p for (k, n), p in index.items() if k == kind and n in name), None)
+        return (found.index, found.positions) if found is not None else (0, {})
 
     def _patches(self, kfile: str) -> Iterator[Patch]:
         documents = self._documents(kfile)
@@ -134,7 +148,9 @@ class Locator:
             line, column = position
             return patch.file, (line + patch.lines, column + (patch.columns if line > 0 else 0))
 
-        for parsed in tree.documents(patch.text):
+        if patch.text not in self._patch_documents:
+            self._patch_documents[patch.text] = list(tree.documents(patch.text))
+        for parsed in self._patch_documents[patch.text]:
             value = parsed.value
             if isinstance(value, list):
                 for i, op in enumerate(value):

@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,12 @@ from sources import kustomize, templates
 
 MAX_ENTRIES = 512
 MAX_BYTES = 64 * 1024 * 1024
-_SUFFIX = ".yaml"
+_SUFFIX = ".json"
 # kustomization fields holding a path (or a list of them) to a file or directory the build reads.
 _PATH_LISTS = ("resources", "bases", "components", "crds", "patchesStrategicMerge")
 _PATH_ENTRIES = ("patches", "patchesJson6902")
 _GENERATORS = ("configMapGenerator", "secretGenerator")
-_REMOTE = ("://", "git@", "github.com/", "gh:", "git::")
+_REMOTE = ("git@", "github.com/", "gh:", "git::")
 
 
 def location() -> Path | None:
@@ -44,24 +45,51 @@ def location() -> Path | None:
 
 @dataclasses.dataclass(frozen=True)
 class Render:
-    text: str
+    documents: tuple[kustomize.Traced, ...]
     # What the build may have read (real paths); empty when that could not be told (a remote base).
     files: tuple[str, ...]
 
 
-def build(directory: str, amendment: kustomize.Amendment, command: Sequence[str], root: str | None = None,
-          extra: Sequence[str] = ()) -> Render:
-    """`kustomize.build`, answered from the cache when nothing it reads has changed since."""
+def build(directory: str, amendment: kustomize.Amendment, command: Sequence[str],
+          finish: Callable[[str], list[kustomize.Traced]], *, root: str | None = None, extra: Sequence[str] = (),
+          salt: str = "") -> Render:
+    """`kustomize.build` and `finish` (the rendered stream to objects), answered from the cache when nothing the
+    build reads has changed since. The objects are kept, not the stream: reading them back is JSON's decoder, not
+    YAML's. `salt`: whatever else `finish` depends on."""
     files = read_files(directory, extra)
     where = location()
     if files is None or where is None:
-        return Render(kustomize.build(directory, amendment, command, root), tuple(files or ()))
-    entry = key(command, amendment, [os.path.realpath(directory), os.path.realpath(root or "/"), *files])
-    text = get(where, entry)
-    if text is None:
-        text = kustomize.build(directory, amendment, command, root)
-        put(where, entry, text)
-    return Render(text, tuple(files))
+        return Render(tuple(finish(kustomize.build(directory, amendment, command, root))), tuple(files or ()))
+    entry = key(command, amendment, [os.path.realpath(directory), os.path.realpath(root or "/"), *files],
+                f"{directory}\0{salt}")
+    cached = get(where, entry)
+    documents = _decode(cached) if cached is not None else None
+    if documents is None:
+        documents = finish(kustomize.build(directory, amendment, command, root))
+        encoded = _encode(documents)
+        if encoded is not None:
+            put(where, entry, encoded)
+    return Render(tuple(documents), tuple(files))
+
+
+def _encode(documents: Sequence[kustomize.Traced]) -> str | None:
+    """JSON of the objects, or None when JSON cannot hold them as they are (a key that is not a string)."""
+    rows = [{"obj": d.obj, "plain": [[list(p), t] for p, t in d.plain.items()], "origin": d.origin,
+             "configuredIn": d.configured_in, "patchedBy": list(d.patched_by)} for d in documents]
+    try:
+        text = json.dumps(rows)
+    except (TypeError, ValueError):
+        return None
+    return text if [r["obj"] for r in json.loads(text)] == [d.obj for d in documents] else None
+
+
+def _decode(text: str) -> list[kustomize.Traced] | None:
+    try:
+        rows = json.loads(text)
+        return [kustomize.Traced(r["obj"], {tuple(p): t for p, t in r["plain"]}, r["origin"], r["configuredIn"],
+                                 tuple(r["patchedBy"])) for r in rows]
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def read_files(root: str, extra: Sequence[str] = ()) -> list[str] | None:
@@ -87,7 +115,7 @@ def read_files(root: str, extra: Sequence[str] = ()) -> list[str] | None:
             if content is None:
                 continue
             named = list(_named(content))
-            if any(n.startswith(_REMOTE) for n in named):
+            if any("://" in n or n.startswith(_REMOTE) for n in named):
                 return None
             pending += [os.path.join(here, n) for n in named if os.path.exists(os.path.join(here, n))]
     return sorted(found)
@@ -113,7 +141,7 @@ def _named(content: Mapping[str, Any]) -> Iterator[str]:
                         if isinstance(values, list) else ()
 
 
-def key(command: Sequence[str], amendment: kustomize.Amendment, files: Sequence[str]) -> str:
+def key(command: Sequence[str], amendment: kustomize.Amendment, files: Sequence[str], salt: str = "") -> str:
     """`files` first names the built directory and the tree it may reach, whose content is not hashed."""
     digest = hashlib.sha256()
     tool = shutil.which(command[0]) or command[0]
@@ -122,7 +150,7 @@ def key(command: Sequence[str], amendment: kustomize.Amendment, files: Sequence[
         digest.update(f"{tool}\0{status.st_size}\0{status.st_mtime_ns}\0".encode())
     except OSError:
         digest.update(f"{tool}\0".encode())
-    digest.update(("\0".join(command) + "\0" + amendment.key() + "\0").encode())
+    digest.update(("\0".join(command) + "\0" + amendment.key() + "\0" + salt + "\0").encode())
     for path in files:
         digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
         if not os.path.isfile(path):
