@@ -298,3 +298,13 @@ def test_gitlab_matrix_recipe_runs_as_written(inside: pathlib.Path) -> None:
     for name in matrix["CLUSTER"]:
         done = _bash(child["script"][-1], root, CLUSTER=name)
         assert done.returncode == 0 and done.stdout.startswith(f"[{name}] "), done.stdout + done.stderr
+
+
+def test_clusters_exits_1_on_discovery_errors(inside: pathlib.Path) -> None:
+    root = _two_clusters(inside / "repo")
+    (root / ".overlay-lint.yaml").write_text("clusters:\n  - {name: a, paths: [a]}\n  - {name: b, paths: [b, gone]}\n")
+    code, out, _ = run("clusters", str(root), catalog=False)
+    assert code == 1
+    assert f"{root / '.overlay-lint.yaml'}:3: error cluster-discovery: cluster 'b': path gone does not exist" in out
+    code, out, _ = run("clusters", str(root), "--format", "json", catalog=False)
+    assert code == 1 and [(e["line"], e["cluster"]) for e in json.loads(out)["errors"]] == [(3, "b")]
