@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Named for the interpreter: choosing another one installs again.
 STAMP := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
-.PHONY: install check test unit soak lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok chromium promtool clean fuzz krew-manifest
+.PHONY: install check test unit soak lint precommit reference bench demo run certs e2e-assets helm image karpenter-oracle karpenter-kwok flux-build chromium promtool clean fuzz krew-manifest
 
 install: $(STAMP)
 
@@ -40,16 +40,17 @@ check: lint
 # The image tests run the OCI image of `make image`. The differential tests and `make bench` run
 # Karpenter's own controller, built once from sigs.k8s.io/karpenter (hack/karpenter-oracle.sh); the e2e
 # module tests/e2e/test_karpenter.py runs Karpenter's KWOK operator with the AWS provider's metrics
-# controller, built the same way (hack/karpenter-kwok.sh).
+# controller, built the same way (hack/karpenter-kwok.sh). The Flux rendering tests hold sources/flux.py to Flux's
+# own Kustomization build (github.com/fluxcd/pkg/kustomize), built the same way (hack/flux-build.sh).
 # The HTML report tests render the page in Debian's chromium (hack/chromium.sh installs it); the alert
 # tests run Debian's promtool (hack/promtool.sh).
 # `make lint` runs first: CI calls only `make test`, and a lint failure must fail it.
 # The e2e tests run after the rest, serially in their own pytest: one control plane for all of them.
-test: install lint helm image karpenter-oracle karpenter-kwok chromium promtool
+test: install lint helm image karpenter-oracle karpenter-kwok flux-build chromium promtool
 	$(PYTEST) $(PARALLEL) -m "not e2e"
 	$(PYTEST) -m e2e tests/e2e
 
-unit: install helm karpenter-oracle chromium promtool
+unit: install helm karpenter-oracle flux-build chromium promtool
 	$(PYTEST) $(PARALLEL) -m "not e2e"
 
 # Hypothesis' large profile over the unit tests, then SOAK_BATCHES fresh batches of random sets against
@@ -110,6 +111,9 @@ karpenter-oracle:
 
 karpenter-kwok:
 	@bash hack/karpenter-kwok.sh >/dev/null
+
+flux-build:
+	@bash hack/flux-build.sh >/dev/null
 
 CERTS_DIR := .certs
 

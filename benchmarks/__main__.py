@@ -27,11 +27,13 @@ def main(argv: list[str]) -> int:
                "schema": schema_bench.run(), "diff": diff_bench.run(), "engines": engines_bench.run(),
                "shapes": shapes.run()}
     if "--core-only" not in argv:
-        from benchmarks import peer_bench, webhook_bench
+        from benchmarks import fleet_bench, peer_bench, render_bench, webhook_bench
 
         results["webhook"] = webhook_bench.run()
         results["audit"] = audit_bench.run()
         results["karpenter_peer"] = peer_bench.run()
+        results["render"] = render_bench.run()
+        results["fleet"] = fleet_bench.run()
     json.dump(results, sys.stdout, indent=2)
     print()
     return 0

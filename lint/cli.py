@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, formats, junit, sarif, streams
+from lint import completion, fleets, formats, junit, sarif, streams
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import hints
@@ -25,7 +25,7 @@ from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
 from simulation.validation import crds
-from sources import context, files, karpenter, kube
+from sources import context, files, fleet, karpenter, kube
 from sources.objects import Loaded, Loader
 from sources.positions import Location, Table
 
@@ -142,10 +142,20 @@ def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --cluster (default: $KUBECONFIG, "
                                                         "~/.kube/config, or the pod's service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context for --cluster (default: the current one)")
+    _fleet_options(p)
     if writes_file:
         p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
     else:
         p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+
+
+def _fleet_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help="the repository's clusters (default: .overlay-lint.yaml at the root of PATH; docs/cli.md "
+                        "\"Fleets\")")
+    p.add_argument("--only-cluster", action=_Many, default=[], metavar="NAME",
+                   help="judge only these of the repository's clusters (repeat or comma-separate; "
+                        "`overlay-lint clusters` lists them)")
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -235,6 +245,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                        help="refuse input files larger than this (default 10Mi)")
     live_.add_argument("-o", "--output", metavar="FILE", required=True, help="the JSON catalog to write")
 
+    listing = sub.add_parser("clusters", help="list the clusters a repository holds",
+                             description="The clusters discovery finds under PATH (default .): where each is "
+                                         "declared, its paths, region, catalog, NodeOverlays and NodePools, and the "
+                                         "files no cluster reads; --format json feeds a CI job matrix.")
+    listing.add_argument("paths", nargs="*", metavar="PATH", help="the repository's root (default .)")
+    listing.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    listing.add_argument("--max-file-size", type=_size, default=files.DEFAULT_MAX_BYTES, metavar="BYTES",
+                         help="refuse input files larger than this (default 10Mi)")
+    listing.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+    _fleet_options(listing)
+
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
     shells.add_argument("shell", choices=completion.SHELLS)
@@ -298,14 +319,21 @@ def rest_note(rest: Loaded, baseline: Sequence[findings.Finding]) -> list[str]:
 class _Run:
     """One invocation: the handle table, the loader and the streams."""
 
-    def __init__(self, args: argparse.Namespace, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> None:
+    def __init__(self, args: argparse.Namespace, stdin: BinaryIO | None, out: TextIO, err: TextIO,
+                 table: Table | None = None, catalogs: dict[str, cat.Catalog] | None = None) -> None:
         self.args = args
-        self.table = Table()
-        self.stdin = stdin
-        self.loader = Loader(self.table, args.max_file_size, stdin)
+        self.table = table if table is not None else Table()
+        self.loader = Loader(self.table, args.max_file_size, stdin, getattr(args, "flux_paths", None))
         self.out, self.err = out, err
+        self.stdin = stdin
+        # Catalogs read so far (by --catalog, "" the embedded one): a fleet's clusters read each once.
+        self.catalogs = catalogs if catalogs is not None else {}
         # The rest of a repository (--against, --changed-since), as it joined the existing objects.
         self.rest: Loaded | None = None
+
+    def fork(self, args: argparse.Namespace) -> _Run:
+        """A run of one cluster of a fleet: its own reader, the same handles (one report) and catalogs."""
+        return _Run(args, self.stdin, self.out, self.err, self.table, self.catalogs)
 
     def catalog(self, *loads: Loaded, in_effect: Sequence[ev.Document] | None = None,
                 crd: crds.Crd | None = None) -> cat.Catalog:
@@ -315,7 +343,13 @@ class _Run:
                      for obj, h in loaded.instance_types]
         metrics = getattr(self.args, "karpenter_metrics", None)
         if metrics is None:
-            return context.choose(self.args.catalog, documents)
+            given = self.args.catalog
+            if documents:
+                return context.choose(given, documents)
+            key = given or ""
+            if key not in self.catalogs:
+                self.catalogs[key] = context.choose(given, documents)
+            return self.catalogs[key]
         if self.args.catalog is not None or documents:
             raise UsageError("--karpenter-metrics is a catalog: give it or --catalog (or InstanceType documents), "
                              "not both")
@@ -337,6 +371,21 @@ class _Run:
         if args.cluster or getattr(args, "existing", None) or getattr(args, "against", None) or changed is not None:
             return existing.documents
         return None
+
+    def one_cluster(self) -> _Run:
+        """simulate, explain and report show one cluster: in a fleet, the one --only-cluster names."""
+        if not fleets.applies(self.args):
+            return self
+        found = fleets.discover(self.args, self.args.paths)
+        chosen = fleets.chosen(found, self.args.only_cluster)
+        if not found.split:
+            return self
+        if len(chosen) != 1:
+            raise UsageError(f"the repository holds {len(chosen)} clusters ({', '.join(c.name for c in chosen)}): "
+                             "choose one with --only-cluster NAME")
+        cluster = chosen[0]
+        self.notes([f"cluster {cluster.name} ({cluster.origin})"])
+        return self.fork(fleets.for_cluster(self.args, cluster, paths=list(cluster.paths)))
 
     def inputs(self) -> tuple[Loaded, Loaded, list[str]]:
         """The candidates (the paths) and what they are checked against (`--existing` files, the
@@ -455,16 +504,123 @@ def _first_copies(found: Sequence[findings.Finding], table: Table) -> list[findi
     return out
 
 
+def _checked(run: _Run, cluster: str | None = None, extra: Sequence[findings.Finding] = (),
+             notes: Sequence[str] = ()) -> formats.Output:
+    """One judgement of `check`: the run's, or one cluster's of a fleet (with its discovery errors)."""
+    candidates, report, _, said = run.evaluate()
+    found = findings.ordered(hints.attach(_first_copies([*extra, *candidates.problems, *report.findings],
+                                                        run.table)))
+    return formats.Output(found, run.table, candidates.objects, candidates.ignored, [*notes, *said],
+                          candidates.skipped, run.subjects(candidates), Severity.parse(run.args.fail_on), cluster)
+
+
+def _fleet(run: _Run) -> fleets.Fleet | None:
+    """The clusters `check` judges apart, or None when the run is one judgement as before."""
+    args = run.args
+    if not fleets.applies(args):
+        return None
+    changed: list[str] | None = None
+    roots = args.paths
+    if getattr(args, "changed_since", None) is not None:
+        changed = _changed(args.changed_since, args.paths)
+    elif getattr(args, "against", []):
+        roots, changed = args.against, args.paths
+    found = fleets.discover(args, roots)
+    if not found.split:
+        if args.only_cluster:
+            fleets.chosen(found, args.only_cluster)  # the one cluster's name, or a usage error naming it
+        return None
+    if changed is None:
+        return fleets.whole(args, found)
+    planned = fleets.changed(args, found, changed, roots)
+    if args.changed_since is None:
+        return planned
+    said = f"{len(changed)} file(s) changed since {args.changed_since}, checked against the rest of their clusters"
+    return dataclasses.replace(planned, plans=tuple(dataclasses.replace(p, notes=(said, *p.notes))
+                                                    for p in planned.plans))
+
+
+def _judged_apart(run: _Run, planned: fleets.Fleet) -> list[formats.Output]:
+    """Each cluster judged alone; in a process pool where there are several and the cores to run them (each worker
+    holds one cluster at a time, and hands back only its located findings)."""
+    jobs = [(plan, [p for p in planned.problems if p.cluster == plan.cluster]) for plan in planned.plans]
+    # Read before any worker starts, so that forked workers share it: the catalog is read once a run.
+    run.catalog(Loaded())
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        # Forked, each worker has the run (its catalogs, streams) as the parent left it; only jobs and results
+        # cross the pipe.
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                                    initializer=_WORKER.append, initargs=(run,)) as pool:
+            parts = list(pool.map(_in_worker, jobs))
+    else:
+        parts = [_one_judgement(run, plan, problems) for plan, problems in jobs]
+    results = [_adopted(part, run.table) for part in parts]
+    # Errors of clusters not judged at all (no path left, a second of one name): a report of their own.
+    judged = {p.cluster for p in planned.plans}
+    orphans = [fleets.finding(p, run.table) for p in planned.problems if p.cluster not in judged]
+    if orphans or not results:
+        results.append(formats.Output(findings.ordered(orphans), run.table, 0,
+                                      threshold=Severity.parse(run.args.fail_on), cluster="discovery"))
+    return results
+
+
+# In a worker process: the run that forked it.
+_WORKER: list[_Run] = []
+
+
+def _in_worker(job: tuple[fleets.Plan, Sequence[fleet.Problem]]) -> formats.Output:
+    return _one_judgement(_WORKER[0], *job)
+
+
+def _one_judgement(parent: _Run, plan: fleets.Plan, problems: Sequence[fleet.Problem]) -> formats.Output:
+    """One cluster's judgement, with a table of only the documents its findings name (what a worker sends back)."""
+    run = _Run(plan.args, None, parent.out, parent.err, catalogs=parent.catalogs)
+    result = _checked(run, plan.cluster, [fleets.finding(p, run.table) for p in problems], plan.notes)
+    table, moved = Table(), {}
+    kept = []
+    for f in result.findings:
+        if f.source is not None:
+            if f.source not in moved:
+                moved[f.source] = table.add(run.table[f.source])
+            f = dataclasses.replace(f, source=moved[f.source])
+        kept.append(f)
+    return dataclasses.replace(result, findings=kept, table=table)
+
+
+def _adopted(result: formats.Output, table: Table) -> formats.Output:
+    """A cluster's judgement with its documents moved into the run's table (one report, one table)."""
+    offset = len(table)
+    for handle in range(len(result.table)):
+        table.add(result.table[handle])
+    kept = [dataclasses.replace(f, source=f.source + offset) if f.source is not None else f
+            for f in result.findings]
+    return dataclasses.replace(result, findings=kept, table=table)
+
+
+def _changed(ref: str, paths: Sequence[str]) -> list[str]:
+    from lint import changes
+
+    if files.STDIN in paths:
+        raise UsageError("--changed-since takes directories and files, not - (stdin)")
+    try:
+        return changes.changed_files(ref, paths)
+    except changes.ChangesError as err:
+        raise files.InputError(str(err)) from None
+
+
 def _check(run: _Run) -> int:
     args = run.args
-    candidates, report, _, notes = run.evaluate()
-    found = findings.ordered(hints.attach(_first_copies([*candidates.problems, *report.findings], run.table)))
-    threshold = Severity.parse(args.fail_on)
-    result = formats.Output(found, run.table, candidates.objects, candidates.ignored, notes,
-                            candidates.skipped, run.subjects(candidates), threshold)
-    formats.render(args.format, result, run.out, run.err)
+    planned = _fleet(run)
+    results = [_checked(run)] if planned is None else _judged_apart(run, planned)
+    formats.render_all(args.format, results, run.out, run.err)
+    found = [f for r in results for f in r.findings]
     if any(f.code == UNREADABLE for f in found):
         return 2
+    threshold = Severity.parse(args.fail_on)
     return 1 if any(f.severity >= threshold for f in found) else 0
 
 
@@ -482,6 +638,7 @@ def _simulate(run: _Run) -> int:
     from lint import views
     from simulation.analysis import effects
 
+    run = run.one_cluster()
     loaded, report, catalog, notes = run.evaluate()
     _known("NodePool", run.args.nodepool, [p.name for p in report.grid.pools])
     _known("instance type", run.args.instance_type, [t.name for t in catalog.types])
@@ -502,6 +659,7 @@ def _explain(run: _Run) -> int:
     from lint import views
     from simulation.analysis import explain
 
+    run = run.one_cluster()
     loaded, report, catalog, notes = run.evaluate()
     _known("instance type", [run.args.instance_type], [t.name for t in catalog.types])
     if run.args.nodepool is not None:
@@ -525,6 +683,7 @@ def _report(run: _Run) -> int:
         change, two, notes = _compared(run)
         run.out.write(diffpage.render(diffview.Page(change, run.table, two.base_label, two.head_label, notes)))
         return _diff_status(run, change, two)
+    run = run.one_cluster()
     loaded, report, _, notes = run.evaluate()
     status = run.problems_to_stderr(loaded.problems)
     found = findings.ordered(hints.attach([*loaded.problems, *report.findings]))
@@ -642,8 +801,16 @@ def _catalog(run: _Run) -> int:
     return 0
 
 
-_COMMANDS = {"check": _check, "simulate": _simulate, "explain": _explain, "report": _report, "diff": _diff,
-             "catalog": _catalog}
+def _clusters(run: _Run) -> int:
+    """`clusters`: what discovery finds, and why."""
+    found = fleets.discover(run.args, run.args.paths or ["."])
+    data = fleets.describe(found, run.args.only_cluster, run.loader)
+    fleets.write(data, run.args.format, run.out)
+    return 1 if data["errors"] else 0
+
+
+_COMMANDS = {"check": _check, "clusters": _clusters, "simulate": _simulate, "explain": _explain,
+             "report": _report, "diff": _diff, "catalog": _catalog}
 
 
 def write_output(path: str, text: str) -> None:
@@ -690,7 +857,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         return _dispatch(args, parser, stdin, out, err)
     except _Exit as done:
         return done.status
-    except UsageError as usage:
+    except (UsageError, fleets.UsageError) as usage:
         text = str(usage)
         err.write((text if text.startswith("usage:") else f"{prog}: error: {text}") + "\n")
         return 2

@@ -25,6 +25,12 @@ class Output:
     # The input objects (JUnit's testcases) and the --fail-on threshold (its failures).
     subjects: Sequence[junit.Subject] = ()
     threshold: Severity = Severity.ERROR
+    # The cluster judged, in a fleet (docs/cli.md "Fleets"); None: the one cluster of a run, named nowhere.
+    cluster: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"[{self.cluster}] " if self.cluster is not None else ""
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -34,21 +40,46 @@ class Output:
 
 
 def render(fmt: str, result: Output, out: TextIO, err: TextIO) -> None:
+    render_all(fmt, [result], out, err)
+
+
+def render_all(fmt: str, results: Sequence[Output], out: TextIO, err: TextIO) -> None:
+    """One report of the judgements of a run: one per cluster in a fleet, each naming its cluster."""
     if fmt == "json":
-        jsonstream.write(out, _skeleton(result), (finding_json(f, loc) for f, loc in result.located()))
+        jsonstream.write(out, _skeleton(results), (finding_json(f, loc, r.cluster) for r in results
+                                                   for f, loc in r.located()))
         return
-    for note in result.notes:
-        err.write(f"note: {note}\n")
+    for result in results:
+        for note in result.notes:
+            err.write(f"note: {result.prefix}{note}\n")
     if fmt == "text":
-        write_text(result, out, color=use_color(out))
+        color = use_color(out)
+        for result in results:
+            write_text(result, out, color=color)
+        _fleet_line(results, out)
     elif fmt == "sarif":
-        jsonstream.write(out, *sarif.document(result.located(), os.getcwd(), result.notes))
+        jsonstream.write(out, *sarif.document(((f, loc, r.cluster) for r in results for f, loc in r.located()),
+                                              os.getcwd(), [f"{r.prefix}{n}" for r in results for n in r.notes]))
     elif fmt == "github":
-        write_github(result, out)
+        for result in results:
+            write_github(result, out)
+        _fleet_line(results, out)
     elif fmt == "junit":
-        junit.write(result.subjects, result.located(), result.threshold, out)
+        junit.write([junit.Suite(r.cluster, r.subjects, r.located()) for r in results], results[0].threshold,
+                    out)
     else:
         raise ValueError(f"unknown format {fmt!r}")
+
+
+def _fleet_line(results: Sequence[Output], out: TextIO) -> None:
+    """The total over a fleet's clusters, after each cluster's own summary line."""
+    if len(results) < 2:
+        return
+    errors = sum(r.count(Severity.ERROR) for r in results)
+    warnings = sum(r.count(Severity.WARNING) for r in results)
+    clusters = plural(sum(1 for r in results if r.cluster is not None), "cluster")
+    rest = " and the files no cluster reads" if any(r.cluster is None for r in results) else ""
+    out.write(f"{plural(errors, 'error')}, {plural(warnings, 'warning')} in {clusters}{rest}\n")
 
 
 def use_color(stream: TextIO) -> bool:
@@ -103,25 +134,36 @@ def write_text(result: Output, out: TextIO, color: bool = False) -> None:
             place = f"{_BOLD}{place}{_RESET}"
             severity = f"{_COLORS[f.severity]}{severity}{_RESET}"
             code = f"{_DIM}{code}{_RESET}"
-        out.write(f"{place}: {severity} {code} {subject(f, loc)}: {f.message}\n")
+        out.write(f"{result.prefix}{place}: {severity} {code} {subject(f, loc)}: {f.message}\n")
         if f.hint:
             out.write(f"  {_DIM if color else ''}hint:{_RESET if color else ''} {f.hint}\n")
-    out.write(summary_line(result) + "\n")
+    out.write(result.prefix + summary_line(result) + "\n")
 
 
-def finding_json(finding: Finding, loc: Location) -> dict[str, Any]:
+def finding_json(finding: Finding, loc: Location, cluster: str | None = None) -> dict[str, Any]:
     out = finding.to_json()
     out.update(file=loc.file, line=loc.line, column=loc.column)
+    if cluster is not None:
+        out["cluster"] = cluster
     return out
 
 
-def _skeleton(result: Output) -> dict[str, Any]:
-    """The JSON report with its findings streamed in place of jsonstream.SLOT."""
+def _counts(result: Output) -> dict[str, int]:
+    return {"errors": result.count(Severity.ERROR), "warnings": result.count(Severity.WARNING),
+            "objects": result.objects}
+
+
+def _skeleton(results: Sequence[Output]) -> dict[str, Any]:
+    """The JSON report with its findings streamed in place of jsonstream.SLOT; a fleet's summary also counts per
+    cluster."""
+    summary = {key: sum(_counts(r)[key] for r in results) for key in ("errors", "warnings", "objects")}
+    named = [r for r in results if r.cluster is not None]
+    if named:
+        summary["clusters"] = {r.cluster: _counts(r) for r in named}  # type: ignore[assignment]
     return {
         "findings": jsonstream.SLOT,
-        "summary": {"errors": result.count(Severity.ERROR), "warnings": result.count(Severity.WARNING),
-                    "objects": result.objects},
-        "notes": list(result.notes),
+        "summary": summary,
+        "notes": [f"{r.prefix}{n}" for r in results for n in r.notes],
     }
 
 
@@ -137,7 +179,7 @@ def _escape_property(text: str) -> str:
 _COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
-def github_line(finding: Finding, loc: Location) -> str:
+def github_line(finding: Finding, loc: Location, prefix: str = "") -> str:
     props = []
     if loc.file is not None and not loc.file.startswith("<"):
         props.append(f"file={_escape_property(sarif.relative(loc.file, os.getcwd()))}")
@@ -145,11 +187,11 @@ def github_line(finding: Finding, loc: Location) -> str:
             props.append(f"line={loc.line}")
             props.append(f"col={loc.column}")
     props.append(f"title={_escape_property(finding.code)}")
-    message = finding.message + (f"\nhint: {finding.hint}" if finding.hint else "")
+    message = prefix + finding.message + (f"\nhint: {finding.hint}" if finding.hint else "")
     return f"::{_COMMANDS[finding.severity]} {','.join(props)}::{_escape_data(message)}"
 
 
 def write_github(result: Output, out: TextIO) -> None:
     for f, loc in result.located():
-        out.write(github_line(f, loc) + "\n")
-    out.write(summary_line(result) + "\n")
+        out.write(github_line(f, loc, result.prefix) + "\n")
+    out.write(result.prefix + summary_line(result) + "\n")

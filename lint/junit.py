@@ -1,8 +1,8 @@
 """JUnit XML for CI dashboards: one testcase per object, one failure per finding at or above --fail-on.
 
 The shape is the one Jenkins, GitLab and most JUnit readers accept (a `testsuites` root with one
-`testsuite`); findings below the threshold go to the testcase's `system-out`, so they stay visible
-without failing it.
+`testsuite`, one per cluster in a fleet); findings below the threshold go to the testcase's `system-out`, so they
+stay visible without failing it.
 """
 
 from __future__ import annotations
@@ -46,10 +46,31 @@ def _owner(finding: Finding, known: dict[ObjectRef, Subject]) -> ObjectRef:
     return next((r for r in finding.related if r in known), finding.obj)
 
 
-def document(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Location]],
-             threshold: Severity) -> ET.Element:
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """One judgement: a cluster's (named) or the run's."""
+
+    cluster: str | None
+    subjects: Sequence[Subject]
+    located: Sequence[tuple[Finding, Location]]
+
+
+def document(suites: Sequence[Suite], threshold: Severity) -> ET.Element:
     import xml.etree.ElementTree as ET  # only runs that write JUnit: every check builds its Subjects
 
+    root = ET.Element("testsuites", name=SUITE, tests="0", failures="0", errors="0")
+    for suite in suites:
+        tests, failed = _suite(ET.SubElement(root, "testsuite"), suite, threshold)
+        root.set("tests", str(int(root.get("tests", "0")) + tests))
+        root.set("failures", str(int(root.get("failures", "0")) + failed))
+    return root
+
+
+def _suite(suite: ET.Element, given: Suite, threshold: Severity) -> tuple[int, int]:
+    """Fills one testsuite; its tests and failures."""
+    import xml.etree.ElementTree as ET
+
+    subjects, located = given.subjects, given.located
     known = {s.ref: s for s in subjects}
     order = list(known)
     failures: dict[ObjectRef, list[tuple[Finding, Location]]] = {}
@@ -65,9 +86,9 @@ def document(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Locat
         else:
             others.setdefault(owner, []).append(_line(finding, loc))
     failed = sum(1 for ref in order if ref in failures)
-    root = ET.Element("testsuites", name=SUITE, tests=str(len(order)), failures=str(failed), errors="0")
-    suite = ET.SubElement(root, "testsuite", name=SUITE, tests=str(len(order)), failures=str(failed),
-                          errors="0", skipped="0")
+    for key, value in (("name", given.cluster if given.cluster is not None else SUITE), ("tests", str(len(order))),
+                       ("failures", str(failed)), ("errors", "0"), ("skipped", "0")):
+        suite.set(key, value)
     for ref in order:
         subject = known[ref]
         case = ET.SubElement(suite, "testcase", classname=ref.kind, name=str(ref))
@@ -80,14 +101,13 @@ def document(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Locat
             failure.text = _line(finding, loc) + (f"\nhint: {finding.hint}" if finding.hint else "")
         if ref in others:
             ET.SubElement(case, "system-out").text = "\n".join(others[ref])
-    return root
+    return len(order), failed
 
 
-def write(subjects: Sequence[Subject], located: Sequence[tuple[Finding, Location]], threshold: Severity,
-          out: TextIO) -> None:
+def write(suites: Sequence[Suite], threshold: Severity, out: TextIO) -> None:
     import xml.etree.ElementTree as ET
 
-    root = document(subjects, located, threshold)
+    root = document(suites, threshold)
     ET.indent(root)
     out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     out.write(ET.tostring(root, encoding="unicode"))

@@ -100,6 +100,8 @@ def _finding() -> dict[str, Any]:
             "file": {"type": ["string", "null"]},
             "line": _position(),
             "column": _position(),
+            # A fleet's findings name the cluster judged (docs/cli.md "Fleets").
+            "cluster": {"type": "string", "minLength": 1},
         },
     }
 
@@ -115,10 +117,15 @@ def check_output_schema() -> dict[str, Any]:
             "findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}},
             "summary": {"type": "object", "additionalProperties": False,
                         "required": ["errors", "warnings", "objects"],
-                        "properties": {"errors": _count(), "warnings": _count(), "objects": _count()}},
+                        "properties": {"errors": _count(), "warnings": _count(), "objects": _count(),
+                                       "clusters": {"type": "object", "additionalProperties": {
+                                           "$ref": "#/$defs/counts"}}}},
             "notes": {"type": "array", "items": {"type": "string"}},
         },
-        "$defs": {"finding": _finding(), "object": _strings("kind", "name")},
+        "$defs": {"finding": _finding(), "object": _strings("kind", "name"),
+                  "counts": {"type": "object", "additionalProperties": False,
+                             "required": ["errors", "warnings", "objects"],
+                             "properties": {"errors": _count(), "warnings": _count(), "objects": _count()}}},
     }
 
 

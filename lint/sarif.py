@@ -63,7 +63,8 @@ def _logical(ref: findings.ObjectRef) -> dict[str, str]:
     return {"name": ref.name, "fullyQualifiedName": str(ref), "kind": "object"}
 
 
-def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd: str) -> dict[str, Any]:
+def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd: str,
+           cluster: str | None = None) -> dict[str, Any]:
     location: dict[str, Any] = {}
     if loc.file is not None and not loc.file.startswith("<"):
         physical: dict[str, Any] = {"artifactLocation": artifact(loc.file, cwd)}
@@ -78,6 +79,10 @@ def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd:
     if finding.detail:
         properties["detail"] = finding.detail_json()
     text = finding.message
+    if cluster is not None:
+        # In a fleet the same object can be judged in several clusters: code scanning shows the message.
+        properties["cluster"] = cluster
+        text = f"[{cluster}] {text}"
     if finding.hint:
         # A SARIF `fix` must carry concrete byte replacements; the hint is prose, so it rides in the
         # message (what code scanning shows) and in the properties (for tools).
@@ -90,7 +95,7 @@ def result(finding: findings.Finding, loc: Location, index: dict[str, int], cwd:
     return out
 
 
-def document(located: Iterable[tuple[findings.Finding, Location]], cwd: str,
+def document(located: Iterable[tuple[findings.Finding, Location, str | None]], cwd: str,
              notes: Sequence[str] = ()) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
     """The SARIF log with jsonstream.SLOT for its results, and the results (built as they are read, for
     jsonstream.write)."""
@@ -103,4 +108,5 @@ def document(located: Iterable[tuple[findings.Finding, Location]], cwd: str,
         "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
             {"level": "note", "message": {"text": note}} for note in notes]}],
     }
-    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, (result(f, loc, index, cwd) for f, loc in located)
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, (result(f, loc, index, cwd, cluster)
+                                                                   for f, loc, cluster in located)

@@ -56,6 +56,14 @@ ALL: Sequence[Code] = (
          "A file under a directory given on the command line could not be read; the other files were linted, "
          "but the result is incomplete.",
          "Remove the dangling link or special file, or make the file readable, then lint again."),
+    Code("cluster-discovery", _E,
+         "a cluster the repository declares cannot be read whole: a Flux or Argo CD path or a `.overlay-lint.yaml` "
+         "path that does not exist, two clusters of one name, a cycle of kustomizations; the other clusters are "
+         "still judged",
+         "A cluster the repository declares cannot be read whole",
+         "A Flux Kustomization, Argo CD Application, `.overlay-lint.yaml` entry or kustomization declares a "
+         "cluster whose objects cannot all be found, so that cluster is judged without them (or not at all).",
+         "Fix the path or name at the position shown, or declare the clusters in .overlay-lint.yaml."),
     Code("schema", _E,
          "the API server would reject it: the CRD schema or its CEL rules",
          "The API server would reject the object (CRD schema or CEL rules)",

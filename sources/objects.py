@@ -9,6 +9,7 @@ cannot be read raise InputError.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,13 @@ from simulation.semantics import model
 from simulation.validation import crds
 from sources import files, jsontext, shapes, templates, tree
 from sources.positions import Origin, Table, split_items
+
+if typing.TYPE_CHECKING:
+    # Rendering (processes, threads, hashing, scratch trees) is imported where a kustomization is met: not on a
+    # one-file check's path.
+    from concurrent.futures import Future
+
+    from sources import flux, kustomize, origins, rendercache
 
 RELEVANT_KINDS = frozenset({model.NODEOVERLAY, model.NODEPOOL, model.INSTANCETYPE})
 # `kubectl get -o yaml` writes `kind: List`; the API itself answers with typed lists.
@@ -70,20 +78,47 @@ def is_relevant(obj: Mapping[str, Any]) -> bool:
     return not isinstance(api, str) or "/" not in api or api.split("/", 1)[0] == crds.GROUP
 
 
+@dataclasses.dataclass(frozen=True)
+class FluxPath:
+    """A Flux Kustomization of the repository at `repo_root`, and where it is written."""
+
+    repo_root: str
+    kustomization: Mapping[str, Any]
+    defined_at: Origin
+
+
 class Loader:
     def __init__(self, table: Table, max_bytes: int = files.DEFAULT_MAX_BYTES,
-                 stdin: BinaryIO | None = None) -> None:
+                 stdin: BinaryIO | None = None, flux_paths: Mapping[str, FluxPath] | None = None) -> None:
         self.table = table
+        # Directories a Flux Kustomization applies (real paths): rendered as Flux renders them (sources/fleet.py).
+        self.flux_paths = flux_paths or {}
         self.max_bytes = max_bytes
         self.stdin = stdin
         self._stdin_used = False
         # The files read so far (real paths): a walk of the rest of a repository (`--against`) leaves them out.
         self.read: set[str] = set()
+        self._locator: origins.Locator | None = None
 
     def load(self, args: Sequence[str], candidate: bool = True, *, rest: bool = False) -> Loaded:
         """`rest`: the files of `args` not read already (the rest of a repository)."""
         out = Loaded()
-        for source in files.discover(args):
+        plain = []
+        for arg in args:
+            real = os.path.realpath(arg) if arg != files.STDIN else ""
+            given = self.flux_paths.get(real)
+            if given is None:
+                plain.append(arg)
+            elif not (rest and (real in self.read or self._holds_read(real))):
+                from sources import flux
+
+                self.read.add(real)
+                out.extend(self.load_rendered(flux.render_kustomization(
+                    given.repo_root, given.kustomization, defined_at=given.defined_at), candidate))
+        sources = list(files.discover(plain))
+        ahead = self._render_ahead([s for s in sources if s.kustomization and s.path is not None and not (
+            rest and self._holds_read(os.path.realpath(s.path)))])
+        for source in sources:
             if source.path is None:
                 if self._stdin_used:
                     raise files.InputError("'-' (stdin) can be given only once")
@@ -94,7 +129,7 @@ class Loader:
                     continue
                 self.read.add(real)
             if source.kustomization:
-                out.extend(self._kustomization(source, candidate))
+                out.extend(self._kustomization(source, candidate, ahead.get(source.name)))
                 continue
             out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
         return out
@@ -105,18 +140,62 @@ class Loader:
         inside = directory.rstrip(os.sep) + os.sep
         return any(path.startswith(inside) for path in self.read)
 
-    def _kustomization(self, source: files.Source, candidate: bool) -> Loaded:
+    def _render_ahead(self, sources: Sequence[files.Source]) -> dict[str, Future[rendercache.Render]]:
+        """Several kustomizations are rendered at once, each its own kustomize process; results are read in the
+        walk's order."""
+        command = templates.renderer()
+        if len(sources) < 2 or command is None:
+            return {}
+        from concurrent.futures import ThreadPoolExecutor
+
+        from sources import kustomize, rendercache
+
+        pool = ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1))
+        try:
+            return {s.name: pool.submit(rendercache.build, s.name, kustomize.Amendment(), command,
+                                        functools.partial(kustomize.traced, directory=s.name)) for s in sources}
+        finally:
+            pool.shutdown(wait=False)
+
+    def _kustomization(self, source: files.Source, candidate: bool,
+                       ahead: Future[rendercache.Render] | None = None) -> Loaded:
+        from sources import kustomize, origins, rendercache
+
         command = templates.renderer()
         if command is None:
             return Loaded(notes=[templates.unrendered_note(source.name)])
-        name = f"{source.name} (kustomize build)"
         try:
-            rendered = templates.render(source.name, command)
+            render = ahead.result() if ahead is not None else rendercache.build(
+                source.name, kustomize.Amendment(), command, functools.partial(kustomize.traced, directory=source.name))
         except templates.RenderError as err:
             out = Loaded()
-            out.problems.append(self._problem(name, 0, str(err), (1, 1)))
+            out.problems.append(self._problem(origins.kustomization_of(source.name), 0, str(err), (1, 1)))
             return out
-        return self.load_text(files.Text(files.Source(name, None), rendered), candidate)
+        return self.load_traced(render.documents, source.name, candidate)
+
+    def load_rendered(self, rendered: flux.Rendered, candidate: bool = True) -> Loaded:
+        """What a Flux Kustomization renders: its objects at their files, its notes, and what kept it from
+        rendering as a `parse-error` at the Kustomization's field."""
+        out = self.load_traced(rendered.documents, rendered.directory, candidate, rendered.patches)
+        out.notes += rendered.notes
+        for error in rendered.errors:
+            name = error.file or rendered.directory
+            out.problems.append(self._problem(name, 0, error.message, (error.line or 1, 1)))
+        return out
+
+    def load_traced(self, documents: Sequence[kustomize.Traced], directory: str, candidate: bool = True,
+                    extra: Mapping[str, Sequence[origins.Patch]] | None = None) -> Loaded:
+        """Objects kustomize rendered from `directory`, each reported at the file (and the patch) it came from.
+        `extra`: patches the directory's kustomization gained outside its file (a Flux Kustomization's)."""
+        from sources import origins
+
+        out = Loaded()
+        fallback = origins.kustomization_of(directory)
+        self._locator = self._locator or origins.Locator()
+        for traced in documents:
+            origin = self._locator.origin(traced, fallback, extra)
+            self._object(out, origin.file or fallback, traced.obj, origin, traced.plain, candidate)
+        return out
 
     def load_text(self, text: files.Text, candidate: bool = True) -> Loaded:
         out = Loaded()

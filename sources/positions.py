@@ -21,6 +21,20 @@ class Origin:
     positions: Mapping[Path, Position] = dataclasses.field(default_factory=dict)
     # The item number when the document is an element of a `kind: List`.
     item: int | None = None
+    # Fields a kustomize patch set, each where the patch sets it (the patch file, or the kustomization holding
+    # it inline): a finding there points at the line a user edits.
+    patched: Mapping[Path, tuple[str, Position]] = dataclasses.field(default_factory=dict)
+
+    def where(self, path: Path) -> tuple[str | None, Position | None]:
+        """The file and position of `path`, or of its nearest ancestor set by a patch or present in the file."""
+        for end in range(len(path), -1, -1):
+            patched = self.patched.get(path[:end])
+            if patched is not None:
+                return patched
+            found = self.positions.get(path[:end])
+            if found is not None:
+                return self.file, found
+        return self.file, None
 
     def locate(self, path: Path) -> Position | None:
         """The position of `path`, or of its nearest ancestor that exists in the file (a
@@ -65,8 +79,8 @@ class Table:
         origin = self._origins[finding.source]
         if origin.file is None:
             return NOWHERE
-        found = origin.locate(finding.path)
-        return Location(origin.file, *(found if found is not None else (None, None)))
+        file, found = origin.where(finding.path)
+        return Location(file, *(found if found is not None else (None, None)))
 
 
 def split_items(positions: Mapping[Path, T], key: str) -> dict[int, dict[Path, T]]:

@@ -3,7 +3,7 @@
 A Go template (`{{ .Values.x }}`) is not YAML until it is rendered: it is skipped with a note that says how to lint
 what it renders. A directory with a kustomization file is what `kustomize build` renders, not its files one by one
 (patches are partial objects): it is rendered when kustomize (or kubectl, which embeds it) is on PATH, else skipped
-with a note."""
+with a note. Findings in what it renders point at the files it came from (sources/kustomize.py, origins.py)."""
 
 from __future__ import annotations
 
@@ -61,11 +61,11 @@ def roots(directories: Sequence[str]) -> list[str]:
     found = {os.path.realpath(d): d for d in directories}
     named: set[str] = set()
     for real, directory in found.items():
-        named |= {os.path.realpath(os.path.join(directory, ref)) for ref in _references(directory)} - {real}
+        named |= {os.path.realpath(os.path.join(directory, ref)) for ref in references(directory)} - {real}
     return [d for real, d in found.items() if real not in named]
 
 
-def _references(directory: str) -> Iterable[str]:
+def references(directory: str) -> Iterable[str]:
     path = kustomization_file(directory)
     if path is None:
         return ()
@@ -95,21 +95,8 @@ def renderer() -> list[str] | None:
 
 
 class RenderError(Exception):
-    """kustomize refused the kustomization; the message is its first line of explanation."""
-
-
-def render(directory: str, command: Sequence[str]) -> str:
-    import subprocess
-
-    try:
-        done = subprocess.run([*command, directory], capture_output=True, text=True, timeout=RENDER_SECONDS,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise RenderError(f"{' '.join(command)} {directory}: {err}") from None
-    if done.returncode != 0:
-        said = next((line.strip() for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
-        raise RenderError(f"{' '.join(command)} {directory} failed: {said}")
-    return done.stdout
+    """kustomize refused the kustomization (sources/kustomize.py builds it); the message is its first line of
+    explanation."""
 
 
 def unrendered_note(directory: str) -> str:

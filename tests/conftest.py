@@ -23,6 +23,19 @@ settings.register_profile("soak", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def render_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
+    """kustomize renders are cached in a directory of the session, never the user's cache."""
+    where = tmp_path_factory.mktemp("render-cache")
+    before = os.environ.get("OVERLAY_GUARD_RENDER_CACHE")
+    os.environ["OVERLAY_GUARD_RENDER_CACHE"] = str(where)
+    yield where
+    if before is None:
+        del os.environ["OVERLAY_GUARD_RENDER_CACHE"]
+    else:
+        os.environ["OVERLAY_GUARD_RENDER_CACHE"] = before
+
+
 @pytest.fixture(scope="session")
 def default_catalog() -> cat.Catalog:
     """The embedded AWS us-east-1 catalog, parsed once per session."""

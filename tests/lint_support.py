@@ -9,6 +9,7 @@ import contextlib
 import http.server
 import io
 import json
+import os
 import pathlib
 import threading
 import urllib.parse
@@ -21,6 +22,16 @@ FIXTURES = ROOT / "tests" / "lint_fixtures"
 CATALOG = str(FIXTURES / "catalog.yaml")
 BASIC = str(FIXTURES / "basic")
 VENV_BIN = ROOT / ".venv" / "bin"
+GOLDEN = ROOT / "tests" / "golden"
+UPDATE_GOLDENS = os.environ.get("OVERLAY_GUARD_UPDATE_GOLDENS") == "1"
+
+
+def matches_golden(name: str, output: str) -> bool:
+    """Whether `output` is tests/golden/NAME (rewritten first when OVERLAY_GUARD_UPDATE_GOLDENS=1)."""
+    path = GOLDEN / name
+    if UPDATE_GOLDENS:
+        path.write_text(output, encoding="utf-8")
+    return output == path.read_text(encoding="utf-8")
 
 
 def overlay(name: str, weight: int = 10, *, adjustment: str = "-10%", family: str | None = None,

@@ -36,8 +36,9 @@ ABS_TOLERANCE = 1e-12
 
 CASES = casefmt.discover()
 # A finding about the directory walk itself (a dangling symlink, a FIFO), not about any document: a case
-# folder cannot carry it through the webhook, so tests/test_lint_inputs.py covers it.
-WALK_ONLY_CODES = frozenset({"unreadable-input"})
+# folder cannot carry it through the webhook, so tests/test_lint_inputs.py covers it. Likewise a repository's
+# clusters (`cluster-discovery`: tests/test_lint_fleet.py).
+WALK_ONLY_CODES = frozenset({"unreadable-input", "cluster-discovery"})
 # Every `check --format json` document of the corpus must match the published schema.
 OUTPUT_SCHEMA = jsonschema.Draft202012Validator(json.loads(reference.SCHEMA.read_text(encoding="utf-8")))
 # And every `simulate --format json` document.

@@ -181,11 +181,18 @@ def test_a_kustomization_is_linted_as_kustomize_renders_it(tmp_path: pathlib.Pat
                             and (tmp_path / "out.yaml").read_text())
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     code, out, _ = run("check", str(root), "--format", "json")
-    # Only overlays/prod is built (it names base); the patch is never read as an object on its own.
-    assert (tools / "calls").read_text().split() == ["build", str(root / "overlays" / "prod")]
+    # Only overlays/prod is built (it names base), in a scratch copy that asks kustomize where each object came
+    # from; the patch is never read as an object on its own.
+    verb, built = (tools / "calls").read_text().split()
+    prod = str(root / "overlays" / "prod")
+    assert verb == "build" and built.endswith(prod) and built != prod
     assert code == 1 and codes(out) == ["schema"]
+    # The user raises the weight: the tree changed, so it is rendered again.
+    (root / "overlays" / "prod" / "weight.yaml").write_text(
+        (root / "overlays" / "prod" / "weight.yaml").read_text().replace("weight: 0", "weight: 5"))
     (tools / "rendered.yaml").write_text((tmp_path / "out.yaml").read_text().replace('"weight": 0', '"weight": 5'))
     assert run("check", str(root))[0] == 0
+    assert len((tools / "calls").read_text().splitlines()) == 2
 
 
 def test_a_kustomization_without_a_renderer_is_a_note(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:

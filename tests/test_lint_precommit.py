@@ -132,3 +132,24 @@ def test_pre_commit_hook_judges_the_staged_files_against_the_committed_ones(hook
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "parse-error" not in output and "Passed" in output
+
+
+@pytest.mark.slow
+def test_pre_commit_hook_in_a_flux_fleet(hook_repo: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """issue 37 row 5: in the Flux layout each file is judged in the clusters that read it. As one cluster, every
+    overlay of the shared base was a duplicate; a conflict in production fails there, and staging stays clean."""
+    if shutil.which("kustomize") is None and shutil.which("kubectl") is None:
+        pytest.skip("neither kustomize nor kubectl on PATH")
+    cache = tmp_path / "pre-commit-cache"
+    fleet = pathlib.Path(shutil.copytree(ROOT / "tests" / "fleet_fixtures" / "flux", tmp_path / "fleet"))
+    result = try_repo(hook_repo, fleet, cache)
+    assert result.returncode == 0, result.stdout + result.stderr
+    production = fleet / "infrastructure" / "karpenter" / "overlays" / "production"
+    (production / "reserved.yaml").write_text(overlay("reserved", 20, "-30%").replace("[spot]", "[on-demand]"))
+    kustomization = production / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace("  - ../base\n", "  - ../base\n  - reserved.yaml\n"))
+    result = try_repo(hook_repo, fleet, cache)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "[production] " in output and "same-weight-conflict" in output
+    assert "[staging] 0 errors, 0 warnings" in output

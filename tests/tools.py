@@ -62,6 +62,12 @@ def helm() -> str:
 
 
 @functools.cache
+def flux_build() -> str:
+    """Flux's own Kustomization build (hack/flux-build/), the oracle of sources/flux.py."""
+    return built("flux-build.sh")
+
+
+@functools.cache
 def promtool() -> str:
     return built("promtool.sh")
 
