@@ -31,7 +31,12 @@ def embedded() -> cat.Catalog:
 @pytest.mark.parametrize(("zone", "provider", "expected"), [
     ("us-east-1a", "AWS", "us-east-1"), ("eu-west-1c", "", "eu-west-1"), ("us-gov-west-1a", "AWS", "us-gov-west-1"),
     ("us-east-1-bos-1a", "AWS", "us-east-1"), ("us-central1-a", "GCP", "us-central1"), ("eastus-1", "Azure", "eastus"),
-    ("us-central1-a", "AWS", None), ("test", "", None), ("test-zone-1", "AWS", None),
+    # Another cloud's zone is placed under an AWS catalog where its shape is that cloud's alone (issue 41 row 5);
+    # Azure's `<word>-<n>` only for Azure's published regions, so a fixture's `zone-1` places nothing.
+    ("us-central1-a", "AWS", "us-central1"), ("westeurope-1", "AWS", "westeurope"), ("zone-1", "AWS", None),
+    ("US-ASHBURN-AD-1", "AWS", "us-ashburn-1"), ("US-ASHBURN-AD-2", "OCI", "us-ashburn-1"),
+    ("CA-TORONTO-1-AD-1", "", "ca-toronto-1"), ("zone-1", "", "zone"),
+    ("test", "", None), ("test-zone-1", "AWS", None),
 ])
 def test_zone_region_follows_each_clouds_naming(zone: str, provider: str, expected: str | None) -> None:
     assert cat.zone_region(zone, provider) == expected
@@ -103,3 +108,24 @@ def test_to_json_reads_back_as_the_same_catalog(embedded: cat.Catalog) -> None:
 ])
 def test_provider_of_label_keys(keys: list[str], provider: str) -> None:
     assert cat.provider_of(keys) == provider
+
+
+@pytest.mark.parametrize(("zone", "region_name", "zones"), [
+    ("westeurope-1", "westeurope", ("westeurope-1", "westeurope-2", "westeurope-3")),
+    ("us-central1-b", "us-central1", ("us-central1-a", "us-central1-b", "us-central1-c")),
+    ("US-ASHBURN-1-AD-2", "us-ashburn-1", ("US-ASHBURN-1-AD-1", "US-ASHBURN-1-AD-2", "US-ASHBURN-1-AD-3")),
+])
+def test_a_nodepool_zone_of_another_cloud_names_the_region_and_its_zones_shape(
+        embedded: cat.Catalog, zone: str, region_name: str, zones: tuple[str, ...]) -> None:
+    chosen = region.choose(embedded, [nodepool("p", zone=zone)]).catalog
+    assert (chosen.region, chosen.zones) == (region_name, zones)
+
+
+@pytest.mark.parametrize(("explicit", "zones"), [
+    ("westeurope", ("westeurope-1", "westeurope-2", "westeurope-3")),
+    ("us-central1", ("us-central1-a", "us-central1-b", "us-central1-c")),
+    ("eu-west-1", ("eu-west-1a", "eu-west-1b", "eu-west-1c")),
+])
+def test_explicit_region_builds_the_zones_of_the_cloud_its_name_is_shaped_as(
+        embedded: cat.Catalog, explicit: str, zones: tuple[str, ...]) -> None:
+    assert region.choose(embedded, [], explicit).catalog.zones == zones

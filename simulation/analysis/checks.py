@@ -298,6 +298,12 @@ def _selects_nothing(grid: cells.Grid, r: model.ReqSpec, key: str) -> str:
         if outside:
             return (f"{_listed(outside)} is outside region {grid.region}, the region checked "
                     "(--region chooses; see the note)")
+    if key == reqs.ZONE:
+        # A zone is proposed only in the naming of the cloud the value has, where it has one: never an AWS-shaped
+        # zone for an Azure one.
+        place = cat.zone_place(missing[0], grid.provider)
+        if place is not None:
+            known = {z for z in known if (cat.zone_place(z, grid.provider) or ("",))[0] == place[0]}
     return said + _hint(missing[0], known)
 
 

@@ -135,6 +135,11 @@ def _zones(seen: Named, region: str, catalog: cat.Catalog) -> tuple[str, ...]:
     """The region's usual zones (the catalog's, in its own region) and the zones of the region the NodePools (or
     Nodes) name: more zones than the cluster has only add witnesses, fewer would hide a conflict. An overlay's
     zone selects among them; it says nothing of where the cluster launches."""
-    named = (z for z in seen.pool_zones if cat.zone_region(z, catalog.provider) == region)
-    usual = catalog.zones if region == catalog.region else cat.usual_zones(catalog.provider, region)
+    places = {z: cat.zone_place(z, catalog.provider) for z in seen.pool_zones}
+    named = [z for z, place in places.items() if place is not None and place[1] == region]
+    # The usual zones are named as the cloud of the zones the NodePools name there (OCI's us-ashburn-1 is shaped
+    # as an AWS region), else as the region's name is shaped.
+    clouds = {place[0] for z in named if (place := places[z]) is not None}
+    cloud = clouds.pop() if len(clouds) == 1 else catalog.provider
+    usual = catalog.zones if region == catalog.region else cat.usual_zones(cloud, region)
     return tuple(sorted({*usual, *named}))
