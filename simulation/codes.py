@@ -181,6 +181,28 @@ ALL: Sequence[Code] = (
          "types the hugepages in effect take more than half of it, which leaves little for pods that request "
          "ordinary memory.",
          "Check that the hugepages are meant for these instance types, or keep the overlay off the smaller ones."),
+    Code("on-demand-below-spot", _W,
+         "a price overlay makes on-demand cheaper than spot for a type a NodePool launches both ways, judged on "
+         "prices read from data only ([aws/karpenter-provider-aws#8704]"
+         "(https://github.com/aws/karpenter-provider-aws/issues/8704))",
+         "A price overlay makes on-demand cheaper than spot where a NodePool launches both",
+         "Karpenter ranks instance types by price; once an on-demand discount takes on-demand below spot for a "
+         "type the NodePool offers both ways, Karpenter picks types by the discounted on-demand price but still "
+         "launches spot, and the NodeClaims can fail with InsufficientCapacityError "
+         "(https://github.com/aws/karpenter-provider-aws/issues/8704).",
+         "Scope the discount to on-demand-only NodePools, add karpenter.sh/capacity-type NotIn [spot] to the "
+         "NodePool, or lower the discount so that spot stays the cheaper."),
+    Code("price-metric-flips", Severity.INFO,
+         "a price overlay applies to an offering in some of the NodePools that launch it: Karpenter's "
+         "`offering_price_estimate` metric swings between their prices ([kubernetes-sigs/karpenter#3070]"
+         "(https://github.com/kubernetes-sigs/karpenter/issues/3070))",
+         "A NodePool-scoped price overlay makes Karpenter's price metric swing",
+         "Karpenter publishes one karpenter_cloudprovider_instance_type_offering_price_estimate per instance type, "
+         "zone and capacity type, written from each NodePool's instance types in turn; an overlay that prices an "
+         "offering in some NodePools only makes the series swing between their prices "
+         "(https://github.com/kubernetes-sigs/karpenter/issues/3070, "
+         "https://github.com/aws/karpenter-provider-aws/issues/9222).",
+         "Select the offering in every NodePool that launches it, or read prices per NodePool, not from the metric."),
     Code("ignored-values", _W,
          "Exists/DoesNotExist with values, which Karpenter ignores",
          "Exists/DoesNotExist with values, which Karpenter ignores",

@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, hugepages, incremental, shadows, unknowable
+from simulation.analysis import checks, dra, hints, hugepages, incremental, shadows, traps, unknowable
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
@@ -108,6 +108,7 @@ def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry,
     found += checks.fractional_resources(e.overlay)
     if (everywhere := checks.price_on_every_type(grid, e)) is not None:
         found.append(everywhere)
+    found += [f for trap in (traps.below_spot, traps.metric_flips) if (f := trap(grid, e)) is not None]
     return tuple(found)
 
 

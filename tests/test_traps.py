@@ -35,3 +35,35 @@ def test_a_zone_hint_proposes_a_zone_of_the_regions_own_cloud(tmp_path: pathlib.
     found = _check(tmp_path, _overlay("z", (ZONE, "In", [zone]), price="1"), args=("--region", region))
     [miss] = [f for f in found if f["code"] == "no-match"]
     assert f"did you mean {proposed!r}" in miss["message"]
+
+
+CASES = pathlib.Path(__file__).parent / "cases"
+FLIPS = str(CASES / "trap-price-metric-flips" / "input.yaml")
+
+
+def test_a_nodepool_scoped_price_is_a_note_in_check_not_a_failure() -> None:
+    code, out, err = ls.run("check", FLIPS, catalog=False)
+    assert code == 0, err
+    assert "price-metric-flips" in out and "1 note" in out
+
+
+def test_a_nodepool_scoped_price_is_listed_in_the_report(tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "report.html"
+    code, _, err = ls.run("report", FLIPS, "-o", str(page), catalog=False)
+    assert code == 0, err
+    assert 'data-code="price-metric-flips"' in page.read_text(encoding="utf-8")
+
+
+def test_a_nodepool_scoped_price_is_a_normal_audit_event_on_the_overlay_and_its_nodepool() -> None:
+    from ruamel.yaml import YAML
+
+    from simulation import evaluate
+    from simulation.semantics import catalog as cat
+    from webhook import events
+
+    objects = [o for o in YAML(typ="safe").load_all(pathlib.Path(FLIPS).read_text(encoding="utf-8")) if o]
+    docs = [evaluate.Document(o, i) for i, o in enumerate(objects)]
+    report = evaluate.evaluate(docs, evaluate.prepare([], cat.default()))
+    notes = [n for n in events.notes(report.findings) if n.reason == events.PRICE_METRIC]
+    assert {(str(n.regarding), n.warning) for n in notes} == {
+        ("NodeOverlay/team-a-savings-plan", False), ("NodePool/team-a", False)}
