@@ -399,6 +399,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
                               for n, e in sorted(entries.items()) if snapshot.overlays[n].keys])
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, subjects, grid.catalog)
+    found += traps.preview_prices(grid, entries, outcome.status, subjects)
     if ties:
         found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
     status = _statuses(snapshot, outcome.status, outcome.verdicts)
@@ -415,6 +416,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         lambda n: snapshot.overlays[n].raw, _keyed(snapshot, prepared, changed))
     found: list[findings.Finding] = list(result.findings)
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, changed, snapshot.grid.catalog)
+    found += traps.preview_prices(snapshot.grid, entries, result.status, changed)
     for name in changed:
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
-from simulation.analysis import hints, unknowable
+from simulation.analysis import hints, traps, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model, quantity
 from simulation.semantics import requirements as reqs
@@ -136,6 +136,13 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
                f"(e.g. {witness.describe() if witness else '-'})")
     # The overlays' own refs (built once each), not new ones per finding.
     related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
+    first = max(winners[:clash.LIMIT], key=operator.attrgetter("rank")).overlay if winners else None
+    if field.kind is merge.Kind.PRICE and first is not None and witness is not None and \
+            (stack := traps.stacked(overlay, first, traps.base_price(grid, witness))) is not None:
+        # Price overlays meant to stack (issue 41 row 3): the message and hint say how to charge both.
+        said, fix = stack
+        return findings.make("shadowed", overlay.ref, field.path(overlay), message + said, related=related,
+                             witness=witness, source=overlay.source, hint=fix)
     if len(set(names)) < len(names):
         # Two winners of one name (candidates so named): findings.make keeps one.
         return findings.make("shadowed", overlay.ref, field.path(overlay), message, related=related,

@@ -16,9 +16,13 @@ Both read only the overlay and the grid, so both paths compute them once per ove
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from decimal import Decimal
+
 from simulation import findings
 from simulation.analysis import effects
-from simulation.semantics import cells, cellset, merge
+from simulation.semantics import cells, cellset, merge, model
+from simulation.semantics import requirements as reqs
 
 BELOW_SPOT = "on-demand-below-spot"
 METRIC_FLIPS = "price-metric-flips"
@@ -115,3 +119,132 @@ def _field(e: merge.Entry) -> str:
 
 def _money(value: float) -> str:
     return f"{value:.6g}"
+
+
+def stacked(shadowed: model.Overlay, winner: model.Overlay, base: float | None) -> tuple[str, str] | None:
+    """What the `shadowed` finding says of two price overlays meant to stack (kubernetes-sigs/karpenter#2616):
+    that overlays never do, and the one overlay at the winner's weight that charges both, where the two changes
+    make one (both percentages, both additive, an absolute price and an adjustment); else the combined figure on
+    the witness offering (`base`, its catalog price). The lower-precedence change is read as applied first."""
+    first, then = shadowed.price_update, winner.price_update
+    if first is None or then is None:
+        return None
+    said = (f"; price overlays never stack: only {winner.name}'s {then} applies, not {first} as well "
+            "(kubernetes-sigs/karpenter#2616)")
+    combined = _combined(first, then)
+    if combined is None and base is not None and _absolute(first) is None and _absolute(then) is None:
+        figure = effects.adjusted(effects.adjusted(base, first), then)
+        combined = None if figure is None else \
+            f'price: "{_money(figure)}" for this offering (from its {_money(base)}; one overlay per instance type)'
+    how = (f"to charge both, replace them with one overlay at weight {winner.weight} setting {combined}"
+           if combined is not None else "keep one of the two absolute prices")
+    return said, (f"Overlays never stack: {how}, or follow the priceExpression RFC "
+                  "(kubernetes-sigs/karpenter#3004) for a price built from several terms.")
+
+
+def base_price(grid: cells.Grid, witness: findings.Witness) -> float | None:
+    """The catalog's price of the witness's offering."""
+    it = next((t for t in grid.types if t.name == witness.instance_type), None)
+    offering = witness.offering
+    if it is None or offering is None:
+        return None
+    return next((o.price for o in it.offerings
+                 if (o.zone, o.capacity_type) == (offering.zone, offering.capacity_type)), None)
+
+
+def _combined(first: str, then: str) -> str | None:
+    """The one change that does what `first` then `then` do, where there is one."""
+    a, b = _absolute(first), _absolute(then)
+    if a is not None and b is not None:
+        return None
+    if a is not None or b is not None:
+        # The absolute price is what the adjustment is meant to go on, whichever of the two wins.
+        absolute, change = (a, then) if a is not None else (b, first)
+        price = effects.adjusted(float(str(absolute)), change)
+        return None if price is None else f"price: \"{_money(price)}\""
+    if first.endswith("%") and then.endswith("%"):
+        factor = (1 + Decimal(first[:-1]) / 100) * (1 + Decimal(then[:-1]) / 100)
+        return f"priceAdjustment: \"{_signed((factor - 1) * 100)}%\""
+    if not first.endswith("%") and not then.endswith("%"):
+        return f"priceAdjustment: \"{_signed(Decimal(first) + Decimal(then))}\""
+    return None
+
+
+def _absolute(change: str) -> str | None:
+    return None if change.startswith(("+", "-")) else change
+
+
+def _signed(value: Decimal) -> str:
+    text = format(value.quantize(Decimal("0.000001")).normalize(), "f")
+    return text if text.startswith("-") else f"+{text}"
+
+
+PREVIEW = "preview-price-by-name"
+
+
+def provider_priced(overlay: model.Overlay) -> bool:
+    """An overlay the AWS provider reads for the price of a type it has no price for: a single
+    `node.kubernetes.io/instance-type In` requirement and an absolute price (offering.go GetOverlayPrice, v1.14 on,
+    pinned v1.15.0 in hack/karpenter-kwok/go.mod)."""
+    if overlay.price is None or len(overlay.requirements) != 1:
+        return False
+    only = overlay.requirements[0]
+    return only.key == reqs.INSTANCE_TYPE and only.operator == reqs.IN
+
+
+def preview_prices(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
+                   subjects: Collection[str] | None = None) -> list[findings.Finding]:
+    """For each type without a price in the catalog (a preview type), the provider-priced overlays Karpenter
+    validated that name it: the provider lists them by name and keeps the last one's price as the type's base,
+    whatever their weights. A finding on that overlay where a higher-weight one names the type at another
+    price. `subjects`: only groups holding one of these overlays (None: all)."""
+    if subjects is not None and not any(n in entries and provider_priced(entries[n].overlay) for n in subjects):
+        return []
+    unpriced = {it.name for it in grid.types if it.offerings and all(o.price is None for o in it.offerings)}
+    if not unpriced:
+        return []
+    naming: dict[str, list[model.Overlay]] = {}
+    for name, e in entries.items():
+        if status.get(name) == merge.CONFLICT or not provider_priced(e.overlay):
+            continue
+        for value in e.overlay.requirements[0].values:
+            if value in unpriced:
+                naming.setdefault(value, []).append(e.overlay)
+    pairs, by_name = _taken_over_weight(naming, subjects)
+    out = []
+    for (taken_name, top_name), types in sorted(pairs.items()):
+        taken, top = by_name[taken_name], by_name[top_name]
+        more = f" (and {len(types) - 1} more preview types)" if len(types) > 1 else ""
+        message = (f"NodeOverlay {taken.name}: instance type {types[0]} has no published price, and the AWS provider "
+                   f"takes its base price from the overlay last by name, {taken.name} ({taken.price}), not from "
+                   f"{top.name} ({top.price}) of higher weight {top.weight}; any priceAdjustment in effect starts from "
+                   f"{taken.price}{more}")
+        hint = (f"Price {types[0]} with one overlay, or rename {top.name} to sort after {taken.name} "
+                "(aws/karpenter-provider-aws#9249).")
+        out.append(findings.make(PREVIEW, taken.ref, ("spec", "price"), message, related=[top.ref],
+                                 witness=findings.Witness(grid.pools[0].name, types[0]), source=taken.source,
+                                 detail={"instanceType": types[0], "types": str(len(types)), "taken": taken.name,
+                                         "weighted": top.name}, hint=hint))
+    return out
+
+
+def _taken_over_weight(naming: Mapping[str, list[model.Overlay]], subjects: Collection[str] | None) \
+        -> tuple[dict[tuple[str, str], list[str]], dict[str, model.Overlay]]:
+    """(taken, top) -> the types where the provider takes `taken` (last by name) over the higher-weight `top`
+    at another price, and the overlays by name."""
+    pairs: dict[tuple[str, str], list[str]] = {}
+    by_name: dict[str, model.Overlay] = {}
+    for type_name, overlays in sorted(naming.items()):
+        taken = max(overlays, key=lambda o: o.name)
+        top = max(overlays, key=lambda o: (o.weight, o.name))
+        if top.weight == taken.weight or _absolute_value(top) == _absolute_value(taken):
+            continue
+        if subjects is not None and not {taken.name, top.name} & set(subjects):
+            continue
+        pairs.setdefault((taken.name, top.name), []).append(type_name)
+        by_name.update({taken.name: taken, top.name: top})
+    return pairs, by_name
+
+
+def _absolute_value(overlay: model.Overlay) -> float:
+    return float(str(overlay.price))
