@@ -178,7 +178,8 @@ async def test_many_forged_records_cost_a_bounded_number_of_reads(tmp_path: Path
     types = [f"m5.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")]
     offerings = [(t, z, ct) for t in types for z in ("us-east-1a", "us-east-1b", "us-east-1c")
                  for ct in ("on-demand", "spot")][:30]
-    async with serving(tmp_path, [nodepool("p")], after=2.0) as srv:
+    wall = [time.time()]
+    async with serving(tmp_path, [nodepool("p")], after=2.0, wall=lambda: wall[0]) as srv:
         api = FakeApi([nodepool("p")])
         srv.cache.reader = api.read
         for i, (t, zone, ct) in enumerate(offerings):
@@ -188,7 +189,7 @@ async def test_many_forged_records_cost_a_bounded_number_of_reads(tmp_path: Path
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [ct]}])
             assert (await post(srv, review(forged)))[0] is True, i
         assert srv.cache.pending_count() == len(offerings) and not api.reads
-        await asyncio.sleep(2.1)  # past every deadline
+        wall[0] += 2.1  # past every deadline
         allowed, _ = await post(srv, review(overlay("real", weight=50, family="m5", price="1")))
         assert allowed is False and len(api.reads) <= state.MAX_READS
         for _ in range(5):
@@ -202,24 +203,28 @@ async def test_a_slow_confirmation_does_not_hold_up_other_decisions(tmp_path: Pa
     async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
         api = FakeApi([nodepool("p"), conflicting("stored", "9")])
 
+        reading, release = asyncio.Event(), asyncio.Event()
+
         async def slow(kind: str, name: str) -> Mapping[str, Any] | None:
-            await asyncio.sleep(1.0)
+            reading.set()
+            await release.wait()
             return await api.read(kind, name)
 
         srv.cache.reader = slow
         confirming = asyncio.create_task(post(srv, review(conflicting("real", "1"))))
-        await asyncio.sleep(0.3)
+        await reading.wait()
         # Answered while the confirmation still waits on its read: the order, not a stopwatch, says it was not held.
         assert (await post(srv, review(overlay("unrelated", weight=7, family="c5", price="1"))))[0] is True
         assert not confirming.done()
-        allowed, seconds = await confirming
-        assert allowed is False and seconds >= 1.0
+        release.set()
+        allowed, _ = await confirming
+        assert allowed is False
 
 
 async def test_a_decision_past_its_budget_is_refused_with_503(tmp_path: Path) -> None:
     async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
         async def stuck(kind: str, name: str) -> Mapping[str, Any] | None:
-            await asyncio.sleep(5)
+            await asyncio.Event().wait()  # a read that never answers
             return None
 
         srv.cache.reader, srv.cache._budget = stuck, 0.5
