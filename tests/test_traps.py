@@ -170,3 +170,19 @@ def test_the_provider_reads_single_instance_type_in_overlays_with_an_absolute_pr
     from simulation.semantics import model
 
     assert traps.provider_priced(model.overlay(_overlay("o", *requirements, **spec))) is read
+
+
+@pytest.mark.parametrize(("change", "limit"), [
+    ("-70%", "a discount of at most 60%"), ("-0.07", "a discount of at most 0.06"),
+    ("0.03", "a price of at least 0.04"),
+])
+def test_an_on_demand_discount_below_spot_hints_the_change_that_keeps_spot_cheaper(
+        tmp_path: pathlib.Path, change: str, limit: str) -> None:
+    text = (CASES / "trap-on-demand-below-spot" / "input.yaml").read_text(encoding="utf-8")
+    field = "price" if change[0].isdigit() else "priceAdjustment"
+    path = tmp_path / "in.yaml"
+    path.write_text(text.replace('priceAdjustment: "-70%"', f'{field}: "{change}"'), encoding="utf-8")
+    code, out, err = ls.run("check", str(path), "--format", "json", catalog=False)
+    assert code == 0, err
+    [found] = [f for f in json.loads(out)["findings"] if f["code"] == "on-demand-below-spot"]
+    assert f"{limit} on m.large" in found["hint"], found["hint"]

@@ -1,5 +1,4 @@
-"""Karpenter's known traps that a price overlay walks into on its own: what its users hit in production
-(issue 41), judged from the overlay's own selection and value against the catalog's base prices.
+"""Karpenter's known price traps: what its users hit in production (issue 41).
 
 - `on-demand-below-spot`: an on-demand discount deep enough that on-demand becomes cheaper than spot for a type
   a NodePool can launch both ways. Karpenter ranks types by the discounted on-demand price, launches spot, and
@@ -11,7 +10,16 @@
   zone, capacity type), written from each NodePool's instance types in turn, so the series swings between the
   NodePools' prices (kubernetes-sigs/karpenter#3070, aws/karpenter-provider-aws#9222).
 
-Both read only the overlay and the grid, so both paths compute them once per overlay (evaluate._local).
+These two read only the overlay and the grid (its own selection and value against the catalog's base prices), so
+both paths compute them once per overlay (evaluate._local).
+
+- `preview-price-by-name`: for a type without a published price, the AWS provider takes the base price from the
+  overlays with only a `node.kubernetes.io/instance-type In` requirement and an absolute price, the last by name
+  winning whatever the weights (aws/karpenter-provider-aws#9249, in the pinned v1.15.0). It reads several
+  overlays, so both paths ask it with the statuses (evaluate._full, evaluate._incremental); a request whose
+  candidates are no such overlay skips it.
+- `stacked`: the text of a `shadowed` price field (checks.shadow): overlays never stack
+  (kubernetes-sigs/karpenter#2616), and the one overlay that charges both.
 """
 
 from __future__ import annotations
@@ -64,13 +72,23 @@ def below_spot(grid: cells.Grid, e: merge.Entry) -> findings.Finding | None:
                f"{_money(price)} (from {_money(base)}), below its spot price {_money(spot_price)}, in NodePool "
                f"{nodepool}, which launches both: Karpenter ranks it by the on-demand price but launches spot, and "
                f"the NodeClaims can fail with InsufficientCapacityError{others}")
+    limit = _keeps_spot_cheaper(change, base, spot_price)
     hint = (f"Scope the discount to NodePools that launch on-demand only, add karpenter.sh/capacity-type NotIn [spot] "
-            f"to NodePool {nodepool}, or lower the discount so spot stays the cheaper (see "
-            "aws/karpenter-provider-aws#8704).")
+            f"to NodePool {nodepool}, or lower the discount so that spot stays the cheaper ({limit} on "
+            f"{witness.instance_type}; aws/karpenter-provider-aws#8704).")
     detail = {"nodepool": nodepool, "onDemandBase": _money(base), "onDemand": _money(price),
               "spot": _money(spot_price), "types": str(len(types))}
     return findings.make(BELOW_SPOT, overlay.ref, overlay.price_path, message, witness=witness,
                          source=overlay.source, detail=detail, hint=hint)
+
+
+def _keeps_spot_cheaper(change: str, base: float, spot: float) -> str:
+    """The change at which on-demand no longer goes below `spot` from `base`."""
+    if change.endswith("%"):
+        return f"a discount of at most {_money((1 - spot / base) * 100)}%"
+    if change.startswith("-"):
+        return f"a discount of at most {_money(base - spot)}"
+    return f"a price of at least {_money(spot)}"
 
 
 def metric_flips(grid: cells.Grid, e: merge.Entry) -> findings.Finding | None:
