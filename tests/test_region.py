@@ -31,15 +31,24 @@ def embedded() -> cat.Catalog:
 @pytest.mark.parametrize(("zone", "provider", "expected"), [
     ("us-east-1a", "AWS", "us-east-1"), ("eu-west-1c", "", "eu-west-1"), ("us-gov-west-1a", "AWS", "us-gov-west-1"),
     ("us-east-1-bos-1a", "AWS", "us-east-1"), ("us-central1-a", "GCP", "us-central1"), ("eastus-1", "Azure", "eastus"),
-    # Another cloud's zone is placed under an AWS catalog where its shape is that cloud's alone (issue 41 row 5);
-    # Azure's `<word>-<n>` only for Azure's published regions, so a fixture's `zone-1` places nothing.
-    ("us-central1-a", "AWS", "us-central1"), ("westeurope-1", "AWS", "westeurope"), ("zone-1", "AWS", None),
-    ("US-ASHBURN-AD-1", "AWS", "us-ashburn-1"), ("US-ASHBURN-AD-2", "OCI", "us-ashburn-1"),
-    ("CA-TORONTO-1-AD-1", "", "ca-toronto-1"), ("zone-1", "", "zone"),
-    ("test", "", None), ("test-zone-1", "AWS", None),
+    ("US-ASHBURN-AD-2", "OCI", "us-ashburn-1"), ("CA-TORONTO-1-AD-1", "", "ca-toronto-1"),
+    ("us-central1-a", "AWS", None), ("test", "", None), ("test-zone-1", "AWS", None),
 ])
 def test_zone_region_follows_each_clouds_naming(zone: str, provider: str, expected: str | None) -> None:
     assert cat.zone_region(zone, provider) == expected
+
+
+@pytest.mark.parametrize(("zone", "provider", "expected"), [
+    ("us-east-1a", "AWS", ("AWS", "us-east-1")),
+    # Another cloud's zone is placed under an AWS catalog where its shape is that cloud's alone (issue 41 row 5);
+    # Azure's `<word>-<n>` only for Azure's published regions, so a fixture's `zone-1` places nothing there.
+    ("us-central1-a", "AWS", ("GCP", "us-central1")), ("westeurope-1", "AWS", ("Azure", "westeurope")),
+    ("zone-1", "AWS", None), ("US-ASHBURN-AD-1", "AWS", ("OCI", "us-ashburn-1")), ("zone-1", "", ("Azure", "zone")),
+    ("test-zone-1", "AWS", None),
+])
+def test_zone_place_hears_another_clouds_distinct_zone_names(zone: str, provider: str,
+                                                             expected: tuple[str, str] | None) -> None:
+    assert cat.zone_place(zone, provider) == expected
 
 
 def test_no_input_naming_a_place_keeps_the_catalogs_region_and_says_so(embedded: cat.Catalog) -> None:

@@ -96,6 +96,9 @@ def metric_flips(grid: cells.Grid, e: merge.Entry) -> findings.Finding | None:
     change, overlay = e.overlay.price_update, e.overlay
     if change is None or len(grid.pools) < 2 or not e.cells:
         return None
+    parts = e.cells.parts
+    if len(parts) == 1 and parts[0][0] == grid.pool_mask:
+        return None  # the same offerings in every NodePool: all publish one price
     selected = dict(_per_pool(grid, e.cells))
     launched = grid.launch_blocks
     # Offerings `e` prices in some NodePool that launches them.

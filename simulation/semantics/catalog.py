@@ -134,9 +134,12 @@ def zone_place(zone: str, provider: str = "") -> tuple[str, str] | None:
 
 
 def zone_region(zone: str, provider: str = "") -> str | None:
-    """The region a zone belongs to (zone_place)."""
-    place = zone_place(zone, provider)
-    return None if place is None else place[1]
+    """The region a zone belongs to, where its cloud's naming (the provider's, else any) says so."""
+    for name in _clouds(provider):
+        found = _NAMING[name].zone.fullmatch(zone) if provider in ("", name) else None
+        if found:
+            return _NAMING[name].region_of(found)
+    return None
 
 
 def region_cloud(region: str, provider: str = "") -> str | None:
@@ -146,9 +149,8 @@ def region_cloud(region: str, provider: str = "") -> str | None:
 
 
 def is_region(name: str, provider: str = "") -> bool:
-    """Whether `name` is shaped as a region of the provider, or of another cloud where the shape is that cloud's
-    alone (of any cloud where the provider is unknown)."""
-    return region_cloud(name, provider) is not None
+    """Whether `name` is shaped as a region of the provider (of any cloud where the provider is unknown)."""
+    return any(n.region.fullmatch(name) for p, n in _NAMING.items() if provider in ("", p))
 
 
 # Label domains of Karpenter's cloud providers: a key in one names the cloud a catalog (or an overlay) is for.

@@ -54,9 +54,11 @@ def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
         for key, value in pairs:
             key = reqs.NORMALIZED_LABELS.get(key, key)
             # Only names shaped as the provider's count: `region In [test]` names no region.
-            if key == reqs.REGION and cat.is_region(value, provider):
+            # Another cloud's names count where their shape is that cloud's alone (cat.zone_place).
+            if key == reqs.REGION and cat.region_cloud(value, provider) is not None:
                 sink.append(value)
-            elif key == reqs.ZONE and (region := cat.zone_region(value, provider)) is not None:
+            elif key == reqs.ZONE and (place := cat.zone_place(value, provider)) is not None:
+                region = place[1]
                 if zones is not None:
                     zones.append(value)
                 sink.append(region)
