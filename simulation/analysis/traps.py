@@ -99,19 +99,23 @@ def metric_flips(grid: cells.Grid, e: merge.Entry) -> findings.Finding | None:
     parts = e.cells.parts
     if len(parts) == 1 and parts[0][0] == grid.pool_mask:
         return None  # the same offerings in every NodePool: all publish one price
-    selected = dict(_per_pool(grid, e.cells))
+    per_pool = _per_pool(grid, e.cells)
     launched = grid.launch_blocks
-    # Offerings `e` prices in some NodePool that launches them.
+    # Per NodePool, the offerings `e` prices there that it launches; `priced`: all of them.
+    mine = [(pool, block & launched[pool]) for pool, block in per_pool]
     priced = 0
-    for pool, block in selected.items():
-        priced |= block & launched[pool]
+    for _, bits in mine:
+        priced |= bits
+    selected = dict(per_pool)
     for other, pool_launches in enumerate(launched):
-        left = priced & pool_launches & ~selected.get(other, 0)
+        left = priced & pool_launches
+        if other in selected:
+            left &= ~selected[other]
         if not left:
             continue
-        slot = cellset.low_bit(left)
-        pool = next(p for p, block in sorted(selected.items()) if (block & launched[p]) >> slot & 1)
-        witness = grid.witness_at(pool * grid.block + slot)
+        lowest = left & -left
+        pool = next(p for p, bits in mine if bits & lowest)
+        witness = grid.witness_at(pool * grid.block + lowest.bit_length() - 1)
         unpriced = grid.pools[other].name
         message = (f"NodeOverlay {overlay.name}: {_field(e)} {change} applies to {witness.describe()} but not to "
                    f"the same offering in NodePool {unpriced}: Karpenter's "
