@@ -85,7 +85,7 @@ async def test_a_forged_record_holds_until_its_deadline_and_no_longer(tmp_path: 
         # Until its deadline the record counts, and the denial says it rests on an admission in flight.
         assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied_in_flight"
         assert "forged" in out["status"]["message"] and "being admitted right now" in out["status"]["message"]
-        wall[0] += 1.0  # its deadline
+        wall[0] += 1.5  # past its deadline
         assert (await post(srv, review(conflicting("real", "1"))))[0] is True
         assert (NO, "forged") in api.reads
         assert {r.name for r in srv.cache.view.records} == {"real"}
