@@ -36,6 +36,7 @@ from fuzz import provider
 from lint import cli
 from simulation import findings
 from simulation.semantics import quantity
+from sources import tree
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "tests" / "lint_fixtures" / "catalog.yaml"
@@ -98,6 +99,34 @@ def _check(data: bytes, fmt: str) -> None:
 
 def loader(data: bytes) -> None:
     _check(data, FORMATS[len(data) % len(FORMATS)])
+    _sendable(data)
+
+
+def _sendable(data: bytes) -> None:
+    """What the reader hands on is what kubectl could send: JSON without NaN or infinities, string keys."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    for parsed in tree.documents(text):
+        if parsed.problem is None:
+            try:
+                json.dumps(parsed.value, allow_nan=False, skipkeys=False)
+            except (TypeError, ValueError) as err:
+                raise Defect(f"document {parsed.index} is not JSON kubectl could send: {err}") from None
+            if any(not isinstance(k, str) for k in _keys(parsed.value)):
+                raise Defect(f"document {parsed.index} has a key that is not a string")
+
+
+def _keys(value: Any) -> Any:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield from item
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
 
 
 @functools.cache

@@ -1,8 +1,8 @@
 """`overlay-lint`: check, simulate and explain NodeOverlays offline or against a cluster (docs/design.md §2.3).
 
 Exit status: 0 nothing at or above --fail-on, 1 findings at or above it (for simulate and
-explain: the input had errors), 2 usage or I/O errors. `main` returns it and never exits, so
-it can be called from tests and other programs.
+explain: the input had errors), 2 usage or I/O errors, whatever became of the output's reader
+(lint/streams.py). `main` returns it and never exits, so it can be called from tests and other programs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, formats, junit, sarif
+from lint import completion, formats, junit, sarif, streams
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import hints
@@ -119,9 +119,11 @@ def _common(p: argparse.ArgumentParser, *, writes_file: bool = False) -> None:
     p.add_argument("--catalog", metavar="FILE",
                    help="instance types: a JSON catalog or YAML InstanceType documents "
                         "(default: embedded AWS us-east-1 data)")
-    p.add_argument("--karpenter-metrics", metavar="URL",
+    p.add_argument("--karpenter-metrics", metavar="URL|FILE|-",
                    help="the cluster's live catalog from Karpenter's metrics at URL (e.g. "
-                        "http://localhost:8080/metrics) instead of the embedded one (docs/live-catalog.md)")
+                        "http://localhost:8080/metrics), in a captured FILE or on stdin (-) instead of the embedded "
+                        "one; prices are recovered against the overlays in effect: --cluster, --existing, --against "
+                        "or diff's base side, never the candidates (docs/live-catalog.md)")
     p.add_argument("--crd", metavar="FILE|dra",
                    help="the NodeOverlay CRD to validate against: a CRD file, or dra for the embedded "
                         "DRA-extended one (spec.dynamicResources) (default: the cluster's with --cluster, else "
@@ -219,7 +221,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     live_.add_argument("--cluster", action="store_true",
                        help="find Karpenter's metrics Service and read /metrics through the API server; the "
                             "NodeOverlays, NodePools and Nodes are read from the cluster too")
-    live_.add_argument("--karpenter-metrics", metavar="URL", help="read Karpenter's metrics at URL instead")
+    live_.add_argument("--karpenter-metrics", metavar="URL|FILE|-",
+                       help="read Karpenter's metrics at URL, in a captured FILE or on stdin (-) instead")
+    live_.add_argument("--crd", metavar="FILE|dra",
+                       help="the NodeOverlay CRD the overlays in effect are judged under (default: the cluster's "
+                            "with --cluster, else Karpenter's own, embedded)")
     live_.add_argument("--karpenter-service", metavar="NS/NAME[:PORT]",
                        help="Karpenter's metrics Service with --cluster (default: the one labelled "
                             f"{karpenter.SERVICE_SELECTOR}, port {karpenter.METRICS_PORT})")
@@ -275,23 +281,40 @@ class _Run:
     def __init__(self, args: argparse.Namespace, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> None:
         self.args = args
         self.table = Table()
+        self.stdin = stdin
         self.loader = Loader(self.table, args.max_file_size, stdin)
         self.out, self.err = out, err
 
-    def catalog(self, *loads: Loaded) -> cat.Catalog:
+    def catalog(self, *loads: Loaded, in_effect: Sequence[ev.Document] | None = None,
+                crd: crds.Crd | None = None) -> cat.Catalog:
+        """The run's catalog; a live one (--karpenter-metrics) has its prices recovered against `in_effect`, the
+        overlays in the cluster (None: unknown), judged under `crd`."""
         documents = [(obj, self.table[h].file or "the cluster") for loaded in loads
                      for obj, h in loaded.instance_types]
-        url = getattr(self.args, "karpenter_metrics", None)
-        if url is None:
+        metrics = getattr(self.args, "karpenter_metrics", None)
+        if metrics is None:
             return context.choose(self.args.catalog, documents)
         if self.args.catalog is not None or documents:
             raise UsageError("--karpenter-metrics is a catalog: give it or --catalog (or InstanceType documents), "
                              "not both")
-        # The overlays in effect are the cluster's where it is read, else every input's.
-        in_effect = [d for loaded in loads for d in loaded.documents if not (self.args.cluster and d.candidate)]
-        live = karpenter.read_live(karpenter.Where(url=url), cat.default(), in_effect, at=_now())
+        if metrics == files.STDIN and files.STDIN in self.args.paths:
+            raise UsageError("standard input (-) can be --karpenter-metrics or a PATH, not both")
+        live = karpenter.read_live(karpenter.where_of(metrics), cat.default(), in_effect, at=_now(), crd=crd,
+                                   stdin=self.stdin)
         self.notes(live.notes)
         return live.catalog
+
+    def in_effect(self, candidates: Loaded, existing: Loaded) -> list[ev.Document] | None:
+        """The overlays in the cluster, which Karpenter's published prices carry: the cluster's (audited, or judged
+        against), --existing and --against (--changed-since) ones; never the candidates under review. None where
+        the run names none of these."""
+        args = self.args
+        changed = getattr(args, "changed_since", None)
+        if args.cluster and not args.paths and changed is None:
+            return candidates.documents  # the audit: the candidates are the cluster's own objects
+        if args.cluster or getattr(args, "existing", None) or getattr(args, "against", None) or changed is not None:
+            return existing.documents
+        return None
 
     def inputs(self) -> tuple[Loaded, Loaded, list[str]]:
         """The candidates (the paths) and what they are checked against (`--existing` files, the
@@ -349,9 +372,11 @@ class _Run:
 
     def evaluate(self) -> tuple[Loaded, ev.Report, cat.Catalog, list[str]]:
         candidates, existing, notes = self.inputs()
-        catalog = self.placed(self.catalog(candidates, existing), [*candidates.documents, *existing.documents],
-                              notes)
-        report = self.judge(candidates, existing, catalog, self.crd(notes))
+        crd = self.crd(notes)
+        catalog = self.placed(self.catalog(candidates, existing, in_effect=self.in_effect(candidates, existing),
+                                           crd=crd),
+                              [*candidates.documents, *existing.documents], notes)
+        report = self.judge(candidates, existing, catalog, crd)
         candidates.problems += existing.problems
         return candidates, report, catalog, [*candidates.notes, *existing.notes, *notes, *report.notes]
 
@@ -506,7 +531,8 @@ def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
         # The same InstanceType documents (or none) on both sides: one catalog, read and laid out once.
         catalog = next((c for t, c in placed if t == types), None)
         if catalog is None:
-            catalog = run.placed(run.catalog(side), side.documents, notes)
+            # The base side is what is in effect: Karpenter's published prices carry its overlays.
+            catalog = run.placed(run.catalog(side, in_effect=two.base.documents, crd=crd), side.documents, notes)
             placed.append((types, catalog))
         checked = reports[0].overlays if reports else None
         report = run.judge(side, Loaded(), catalog, crd, checked)
@@ -553,7 +579,9 @@ def _catalog(run: _Run) -> int:
     """`catalog`: the live catalog, captured as JSON."""
     args = run.args
     if args.cluster == (args.karpenter_metrics is not None):
-        raise UsageError("give one of --cluster and --karpenter-metrics URL")
+        raise UsageError("give one of --cluster and --karpenter-metrics URL|FILE|-")
+    if args.karpenter_metrics == files.STDIN and files.STDIN in args.paths:
+        raise UsageError("standard input (-) can be --karpenter-metrics or a PATH, not both")
     if (args.kubeconfig or args.context or args.karpenter_service) and not args.cluster:
         raise UsageError("--kubeconfig, --context and --karpenter-service only apply with --cluster")
     if args.cluster and args.paths:
@@ -567,14 +595,19 @@ def _catalog(run: _Run) -> int:
         documents = loaded.documents
     client = kube.Client.connect(args.kubeconfig, args.context) if args.cluster else None
     try:
+        raw = None
         if client is not None:
             objects, unread = kube.read_all(client)
             run.notes(unread)
             documents = run.loader.add_objects(objects).documents
             where = karpenter.locate(client, args.karpenter_service)
+            if args.crd is None:
+                raw, unread = kube.read_crd(args.kubeconfig, args.context)
+                run.notes(unread)
         else:
-            where = karpenter.Where(url=args.karpenter_metrics)
-        live = karpenter.read_live(where, cat.default(), documents, client, at=_now())
+            where = karpenter.where_of(args.karpenter_metrics)
+        live = karpenter.read_live(where, cat.default(), documents, client, at=_now(),
+                                   crd=context.choose_crd(args.crd, raw), stdin=run.stdin)
         catalog, notes = live.catalog, live.notes
     finally:
         if client is not None:
@@ -622,8 +655,8 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: 
 
 def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, prog: str = PROG) -> int:
-    out = stdout if stdout is not None else sys.stdout
-    err = stderr if stderr is not None else sys.stderr
+    out = streams.guard(stdout if stdout is not None else sys.stdout)
+    err = streams.guard(stderr if stderr is not None else sys.stderr)
     collecting = gc.get_threshold()
     gc.set_threshold(RUN_GC_THRESHOLD, *collecting[1:])
     try:
@@ -643,8 +676,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
         err.write(f"{prog}: interrupted\n")
         return 130
     except BrokenPipeError:
-        # The reader went away (`| head`): it has what it wanted, as with other command-line tools. Not 1, which
-        # means findings.
+        # Only argparse's --help and --version write past the guarded streams, and both end with 0.
         return 0
     except Exception as bug:  # exit 1 means findings: a crash must never look like one
         err.write(f"{prog}: internal error: {type(bug).__name__}: {_one_line(bug)}\n")
@@ -668,12 +700,8 @@ def prepare_streams() -> None:
 
 
 def finish(status: int) -> NoReturn:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): exit quietly, as other Unix tools do, instead of a
-        # second error when the interpreter flushes stdout on the way out.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """Exit with `status`, whatever became of stdout's reader (lint/streams.py)."""
+    streams.Guarded(sys.stdout).flush()
     raise SystemExit(status)
 
 

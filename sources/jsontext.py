@@ -7,8 +7,9 @@ times slower: a 10,000-object `kind: List` written by a script is the common lar
 and column marks are rebuilt here on demand by skipping over sibling values with the C scanner, once
 per container, so a run with few findings pays for few positions.
 
-Anything this reader is not sure of — duplicate keys, `NaN`, `\\ud800`-style escapes, nesting deeper
-than the limit, a syntax error — is left to the YAML reader, which refuses it with a position.
+Anything this reader is not sure of — duplicate keys, `NaN`, nesting deeper than the limit, a syntax
+error — is left to the YAML reader, which refuses it with a position. Surrogate escapes are read as
+Go's decoder reads them: a pair is one character, a lone one becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ Path = tuple[str | int, ...]
 Position = tuple[int, int]
 
 _WS = re.compile(r"[ \t\n\r]*")
-# A surrogate escape: the YAML reader pairs or replaces them as the JSON decoder does not.
+# A surrogate escape: Python's decoder pairs them, and leaves a lone one that cannot be printed.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _STRING = re.compile(r'"[^"]*"')
 _BRACKETS_AND_QUOTES = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in '[]{}"'))
 _DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
@@ -56,18 +58,35 @@ def documents(text: str, max_depth: int) -> list[tuple[Any, Located]] | None:
     """Every JSON value of a stream of JSON objects, each with its positions; None when the text is
     not one (or is one the YAML reader must judge)."""
     start = _skip(text, 0)
-    if not text.startswith("{", start) or _SURROGATE_ESCAPE.search(text) or _too_deep(text, max_depth):
+    if not text.startswith("{", start) or _too_deep(text, max_depth):
         return None
     index = _Index(text)
+    lone = _SURROGATE_ESCAPE.search(text)
     out: list[tuple[Any, Located]] = []
     try:
         while start < len(text):
             value, end = _STRICT.raw_decode(text, start)
-            out.append((value, Located(index, start)))
+            out.append((value if lone is None else _replaced(value), Located(index, start)))
             start = _skip(text, end)
     except (ValueError, _NotPlain, RecursionError):
         return None
     return out
+
+
+def _text_of(value: str) -> str:
+    """A string with each lone surrogate replaced (it cannot be printed or encoded)."""
+    return value if _SURROGATE.search(value) is None else _SURROGATE.sub("\ufffd", value)
+
+
+def _replaced(value: Any) -> Any:
+    """`value` with lone surrogates replaced in every string, keys included (depth is bounded by the caller)."""
+    if isinstance(value, str):
+        return _text_of(value)
+    if isinstance(value, list):
+        return [_replaced(v) for v in value]
+    if isinstance(value, dict):
+        return {_text_of(k): _replaced(v) for k, v in value.items()}
+    return value
 
 
 def _skip(text: str, i: int) -> int:

@@ -1,27 +1,26 @@
 """YAML text to plain JSON-like trees, with the line and column of every key and item.
 
-Built from ruamel.yaml's parse events rather than its composer/constructor: both of those
-recurse once per nesting level, and construction happens before anyone could count what an
-alias expands to. Walking the event stream with an explicit stack lets one pass refuse a
-document that nests too deep or whose aliases would expand past a budget (billion laughs),
-before the core ever walks it. Aliases share the anchored object instead of copying it, so
-memory stays linear; the budget protects whoever walks the tree afterwards.
+libyaml (PyYAML's C parser) scans and parses; this module folds its event stream into trees,
+rather than using a composer/constructor: those recurse once per nesting level, and construction
+happens before anyone could count what an alias expands to. Walking the events with an explicit
+stack lets one pass refuse a document that nests too deep or whose aliases would expand past a
+budget (billion laughs), before the core ever walks it. Aliases share the anchored object instead
+of copying it, so memory stays linear; the budget protects whoever walks the tree afterwards.
+Scalars are typed as kubectl types them (`scalars`): go-yaml v2's YAML 1.1, then JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
-from collections.abc import Iterator, Mapping
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ruamel.yaml import YAML, events
-from ruamel.yaml.error import YAMLError
-from ruamel.yaml.nodes import ScalarNode
-from ruamel.yaml.resolver import VersionedResolver
+import yaml
+from yaml import events
 
-from sources import jsontext
+from sources import jsontext, scalars
 
 Path = tuple[str | int, ...]
 Position = tuple[int, int]  # 1-based line and column
@@ -30,10 +29,8 @@ MAX_DEPTH = 100
 # Nodes a document may gain through aliases (each alias counts the full size of what it names).
 ALIAS_BUDGET = 100_000
 
-_TAG = "tag:yaml.org,2002:"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-# kubectl reads YAML with go-yaml, whose implicit typing is YAML 1.1's (`on`, `yes` are booleans).
-_RESOLVERS = {(1, 1): VersionedResolver(version=(1, 1)), (1, 2): VersionedResolver(version=(1, 2))}
+# libyaml where PyYAML was built with it (the wheels are); its pure-Python twin gives the same events.
+_LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 # Runs of opening brackets. The scanner looks ahead up to 1024 characters for a possible simple
 # key at every flow level, which is quadratic on a long run: such a file is refused up front.
 # The pattern cannot backtrack (whitespace and brackets are disjoint), so the scan is linear.
@@ -68,18 +65,19 @@ class _Refused(Exception):
         self.fatal = fatal
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Frame:
     container: dict[str, Any] | list[Any]
     path: Path
     anchor: str | None
+    is_map: bool
     size: int = 1
     key: str | None = None
     key_pos: Position | None = None
     # The pending key is `<<`: its value is merged in, and explicit keys override it.
     merge_key: bool = False
     merge_pos: Position | None = None
-    merged: dict[str, Any] = dataclasses.field(default_factory=dict)
+    merged: dict[str, Any] | None = None
 
 
 def _pos(event: Any) -> Position:
@@ -92,7 +90,7 @@ def position_of(text: str, offset: int) -> Position:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
-def _error_position(err: YAMLError, text: str) -> Position:
+def _error_position(err: yaml.YAMLError, text: str) -> Position:
     for attr in ("problem_mark", "context_mark"):
         mark = getattr(err, attr, None)
         if mark is not None:
@@ -101,7 +99,7 @@ def _error_position(err: YAMLError, text: str) -> Position:
     return position_of(text, offset) if isinstance(offset, int) else (1, 1)
 
 
-def _error_message(err: YAMLError) -> str:
+def _error_message(err: yaml.YAMLError) -> str:
     problem = getattr(err, "problem", None)
     context = getattr(err, "context", None)
     if problem:
@@ -110,148 +108,150 @@ def _error_message(err: YAMLError) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-_INT_PREFIXES = {"0b": 2, "0o": 8, "0x": 16}
-
-
-def _to_int(text: str, version: tuple[int, int]) -> int:
-    raw = text.replace("_", "")
-    sign = -1 if raw.startswith("-") else 1
-    raw = raw.lstrip("+-")
-    if ":" in raw:  # YAML 1.1 sexagesimal
-        total = 0
-        for part in raw.split(":"):
-            total = total * 60 + int(part)
-        return sign * total
-    base = _INT_PREFIXES.get(raw[:2].lower())
-    if base is not None:
-        return sign * int(raw[2:], base)
-    if version == (1, 1) and len(raw) > 1 and raw.startswith("0"):
-        return sign * int(raw, 8)
-    return sign * int(raw)
-
-
-def _to_float(text: str) -> float:
-    raw = text.replace("_", "").lower()
-    if raw.lstrip("+-") == ".inf":
-        return -math.inf if raw.startswith("-") else math.inf
-    if raw == ".nan":
-        return math.nan
-    if ":" in raw:
-        sign = -1.0 if raw.startswith("-") else 1.0
-        total = 0.0
-        for part in raw.lstrip("+-").split(":"):
-            total = total * 60 + float(part)
-        return sign * total
-    return float(raw)
-
-
-def text_of(value: str) -> str:
-    """`\\ud83d\\ude00` escapes come out of the scanner as two surrogates: pair them as JSON
-    decoders do, and replace a lone one (it cannot be printed or encoded)."""
-    if _SURROGATE.search(value) is None:
-        return value
-    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def scalar(event: events.ScalarEvent, version: tuple[int, int]) -> Any:
+def _value(event: events.ScalarEvent) -> Any:
     """The JSON value kubectl would send for a scalar."""
-    tag = None if event.tag is None else str(event.tag)
-    value = text_of(event.value)
-    if tag is None or tag == "!":
-        if event.style is not None or tag == "!":
-            return value
-        tag = str(_RESOLVERS[version].resolve(ScalarNode, value, (True, False)))
-    if not tag.startswith(_TAG):
-        return value  # an application tag: go-yaml keeps the text
-    name = tag[len(_TAG):]
-    try:
-        if name == "null":
-            return None
-        if name == "bool":
-            return value.lower() in ("true", "yes", "on", "y")
-        if name == "int":
-            return _to_int(value, version)
-        if name == "float":
-            return _to_float(value)
-    except ValueError:
-        raise _Refused(f"{value!r} is not a valid !!{name}", _pos(event)) from None
-    return value
+    tag = event.tag
+    if tag is None:
+        return scalars.plain(event.value) if event.implicit[0] else event.value
+    return event.value if tag == "!" else scalars.tagged(tag, event.value)
 
 
 class _Builder:
-    """Folds the events of one document into a tree; the stack replaces recursion."""
+    """Folds the events of one document into a tree; the stack replaces recursion. The loop is
+    written for speed (tens of events per object): scalars, by far the most common, are handled inline."""
 
-    def __init__(self, index: int, version: tuple[int, int]) -> None:
+    def __init__(self, index: int) -> None:
         self.positions: dict[Path, Position] = {}
         self.plain: dict[Path, str] = {}
         self.parsed = Parsed(index, positions=self.positions, plain=self.plain)
-        self.version = version
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Any, int]] = {}
         self.open_anchors: set[str] = set()
         self.aliased = 0
 
-    def feed(self, event: Any) -> None:
-        if isinstance(event, events.AliasEvent):
-            self._alias(event)
-        elif isinstance(event, events.ScalarEvent):
-            self._scalar(event)
-        elif isinstance(event, (events.MappingStartEvent, events.SequenceStartEvent)):
-            self._start(event)
-        elif isinstance(event, (events.MappingEndEvent, events.SequenceEndEvent)):
-            self._end()
+    def read(self, next_event: Callable[[], Any]) -> Parsed:
+        """The document whose events `next_event` gives, up to its end; _Refused if it is refused."""
+        while True:
+            event = next_event()
+            cls = type(event)
+            if cls is events.ScalarEvent:
+                self._scalar(event)
+            elif cls is events.MappingStartEvent or cls is events.SequenceStartEvent:
+                self._start(event, cls is events.MappingStartEvent)
+            elif cls is events.MappingEndEvent or cls is events.SequenceEndEvent:
+                self._end()
+            elif cls is events.AliasEvent:
+                self._alias(event)
+            elif cls is events.DocumentEndEvent:
+                return self.parsed
 
-    def _wants_key(self) -> _Frame | None:
-        top = self.stack[-1] if self.stack else None
-        return top if top is not None and isinstance(top.container, dict) and top.key is None else None
+    def _scalar(self, event: events.ScalarEvent) -> None:
+        mark: Any = event.start_mark
+        pos = (mark.line + 1, mark.column + 1)
+        stack = self.stack
+        top = stack[-1] if stack else None
+        if top is not None and top.is_map and top.key is None:
+            self._key(top, event, pos)
+            return
+        try:
+            value = _value(event)
+        except scalars.Unsendable as err:
+            raise _Refused(str(err), pos) from None
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (value, 1)
+        if top is None:
+            self.positions[()] = pos
+            self.parsed.value = value
+            return
+        if top.is_map:
+            key = typing.cast(str, top.key)
+            path: Path = (*top.path, key)
+        else:
+            path = (*top.path, len(top.container))
+            self.positions[path] = pos
+        if event.tag is None and type(value) in _TYPED and event.implicit[0]:
+            self.plain[path] = event.value
+        container = top.container
+        if top.is_map and not top.merge_key and key not in container:
+            # The common case inline: a new key's value (a merge or a duplicate takes the general path).
+            typing.cast(dict[str, Any], container)[key] = value
+            self.positions[path] = typing.cast(Position, top.key_pos)
+            top.key = None
+            top.size += 1
+            return
+        self._attach(top, value, 1, pos)
+
+    def _key(self, top: _Frame, event: events.ScalarEvent, pos: Position) -> None:
+        top.key_pos = pos
+        if event.value == "<<" and event.tag is None and event.implicit[0]:
+            top.key, top.merge_key, top.merge_pos = "<<", True, pos
+            return
+        tag = event.tag
+        try:
+            if tag is None:
+                top.key = scalars.plain_key(event.value) if event.implicit[0] else event.value
+            else:
+                top.key = event.value if tag == "!" else scalars.key(scalars.tagged(tag, event.value))
+        except scalars.Unsendable as err:
+            raise _Refused(str(err), pos) from None
 
     def _child_path(self, pos: Position) -> Path:
         if not self.stack:
             self.positions[()] = pos
             return ()
         top = self.stack[-1]
-        if isinstance(top.container, list):
+        if not top.is_map:
             path = (*top.path, len(top.container))
             self.positions[path] = pos
             return path
         assert top.key is not None
         return (*top.path, top.key)
 
-    def _attach(self, value: Any, size: int, pos: Position) -> None:
-        if not self.stack:
+    def _attach(self, top: _Frame | None, value: Any, size: int, pos: Position) -> None:
+        if top is None:
             self.parsed.value = value
             return
-        top = self.stack[-1]
         top.size += size
-        if isinstance(top.container, list):
-            top.container.append(value)
+        container = top.container
+        if not top.is_map:
+            typing.cast(list[Any], container).append(value)
             return
         key, top.key = top.key, None
-        assert key is not None
+        assert key is not None and isinstance(container, dict)
         if top.merge_key:
             top.merge_key = False
-            sources = value if isinstance(value, list) else [value]
-            if not all(isinstance(s, dict) for s in sources):
-                raise _Refused("a '<<' merge key takes a mapping or a list of mappings", pos)
-            for source in sources:
-                for k, v in source.items():
-                    top.merged.setdefault(k, v)
-        elif key in top.container:
+            self._merge(top, value, pos)
+        elif key in container:
             first = self.positions.get((*top.path, key), pos)
             raise _Refused(f"duplicate key {key!r} (first at line {first[0]})", top.key_pos or pos)
         else:
-            top.container[key] = value
+            container[key] = value
             if top.key_pos is not None:
                 self.positions[(*top.path, key)] = top.key_pos
+
+    @staticmethod
+    def _merge(top: _Frame, value: Any, pos: Position) -> None:
+        sources = value if isinstance(value, list) else [value]
+        if not all(isinstance(s, dict) for s in sources):
+            raise _Refused("a '<<' merge key takes a mapping or a list of mappings", pos)
+        merged = top.merged if top.merged is not None else {}
+        top.merged = merged
+        for source in sources:
+            for k, v in source.items():
+                merged.setdefault(k, v)
+
+    def _top(self) -> _Frame | None:
+        return self.stack[-1] if self.stack else None
 
     def _alias(self, event: events.AliasEvent) -> None:
         pos = _pos(event)
         name = event.anchor
+        top = self._top()
         if name in self.open_anchors:
             raise _Refused(f"alias *{name} refers to a node that contains it (recursive)", pos)
         if name not in self.anchors:
             raise _Refused(f"alias *{name} is not defined", pos)
-        if self._wants_key() is not None:
+        if top is not None and top.is_map and top.key is None:
             raise _Refused("an alias cannot be a mapping key here", pos)
         value, size = self.anchors[name]
         self.aliased += size
@@ -259,41 +259,26 @@ class _Builder:
             raise _Refused(f"aliases expand to more than {ALIAS_BUDGET} nodes (an alias bomb?); "
                            "document refused", pos)
         self._child_path(pos)
-        self._attach(value, size, pos)
+        self._attach(top, value, size, pos)
 
-    def _scalar(self, event: events.ScalarEvent) -> None:
+    def _start(self, event: events.CollectionStartEvent, is_map: bool) -> None:
         pos = _pos(event)
-        top = self._wants_key()
-        if top is not None:
-            top.key, top.key_pos = text_of(event.value), pos
-            top.merge_key = event.value == "<<" and event.style is None and event.tag is None
-            if top.merge_key:
-                top.merge_pos = pos
-            return
-        value = scalar(event, self.version)
-        self._remember(event.anchor, value, 1)
-        path = self._child_path(pos)
-        if event.style is None and event.tag is None and isinstance(value, bool | int | float):
-            self.plain[path] = event.value
-        self._attach(value, 1, pos)
-
-    def _start(self, event: events.CollectionStartEvent) -> None:
-        pos = _pos(event)
-        if self._wants_key() is not None:
+        top = self._top()
+        if top is not None and top.is_map and top.key is None:
             raise _Refused("mapping keys must be scalars (JSON has no complex keys)", pos)
         if len(self.stack) >= MAX_DEPTH:
             raise _Refused(f"nesting deeper than {MAX_DEPTH} levels; the rest of the file is not read",
                            pos, fatal=True)
         path = self._child_path(pos)
-        container: dict[str, Any] | list[Any] = {} if isinstance(event, events.MappingStartEvent) else []
         if event.anchor is not None:
             self.open_anchors.add(event.anchor)
-        self.stack.append(_Frame(container, path, event.anchor))
+        self.stack.append(_Frame({} if is_map else [], path, event.anchor, is_map))
 
     def _end(self) -> None:
         frame = self.stack.pop()
         container = frame.container
-        if isinstance(container, dict):
+        if frame.merged is not None:
+            assert isinstance(container, dict)
             for k, v in frame.merged.items():
                 if k not in container:
                     container[k] = v
@@ -301,17 +286,12 @@ class _Builder:
                         self.positions[(*frame.path, k)] = frame.merge_pos
         if frame.anchor is not None:
             self.open_anchors.discard(frame.anchor)
-        self._remember(frame.anchor, container, frame.size)
-        self._attach(container, frame.size, self.positions.get(frame.path, (1, 1)))
-
-    def _remember(self, anchor: str | None, value: Any, size: int) -> None:
-        if anchor is not None:
-            self.anchors[anchor] = (value, size)
+            self.anchors[frame.anchor] = (container, frame.size)
+        self._attach(self._top(), container, frame.size, self.positions.get(frame.path, (1, 1)))
 
 
-def _version(event: events.DocumentStartEvent) -> tuple[int, int]:
-    version = getattr(event, "version", None)
-    return (1, 2) if version is not None and tuple(version) >= (1, 2) else (1, 1)
+# Values that an unquoted scalar turned into something other than a string.
+_TYPED = frozenset({bool, int, float})
 
 
 def documents(text: str) -> Iterator[Parsed]:
@@ -332,50 +312,38 @@ def documents(text: str) -> Iterator[Parsed]:
 
 
 def _yaml(text: str) -> Iterator[Parsed]:
-    # The plain parser: the round-trip one yields the same events and marks but also gathers
-    # comments, which costs a third more and is of no use here.
-    stream = YAML(typ="safe", pure=True).parse(text)
-    reading = _Stream()
+    loader = _LOADER(text)
+    index = 0
     try:
-        for event in stream:
-            done = reading.feed(event)
-            if done is not None:
-                yield done
-            if reading.ended:
+        while True:
+            event = loader.get_event()
+            if event is None or isinstance(event, events.StreamEndEvent):
                 return
-    except YAMLError as err:
-        yield Parsed(reading.index, problem=Problem(_error_message(err), _error_position(err, text)))
-    except RecursionError:
-        yield Parsed(reading.index, problem=Problem(f"nesting too deep to read (limit {MAX_DEPTH})", (1, 1)))
+            if not isinstance(event, events.DocumentStartEvent):
+                continue
+            try:
+                yield _document(index, event, loader.get_event)
+            except _Refused as refused:
+                yield Parsed(index, problem=refused.problem)
+                if refused.fatal:
+                    return
+                _skip_document(loader.get_event)
+            index += 1
+    except yaml.YAMLError as err:
+        yield Parsed(index, problem=Problem(_error_message(err), _error_position(err, text)))
     finally:
-        stream.close()
+        loader.dispose()
 
 
-class _Stream:
-    """Events to documents: one builder per document; a refused document is skipped to its end."""
+def _document(index: int, start: events.DocumentStartEvent, next_event: Callable[[], Any]) -> Parsed:
+    if start.version is not None and tuple(start.version) != (1, 1):
+        # go-yaml v2 (kubectl) refuses the document and ends the stream there.
+        major, minor = start.version
+        raise _Refused(f"found incompatible YAML document (%YAML {major}.{minor}): kubectl reads YAML 1.1 "
+                       "only; remove the directive", _pos(start), fatal=True)
+    return _Builder(index).read(next_event)
 
-    def __init__(self) -> None:
-        self.index = 0
-        self.builder: _Builder | None = None
-        self.skipping = False
-        self.ended = False
 
-    def feed(self, event: Any) -> Parsed | None:
-        if isinstance(event, events.DocumentStartEvent):
-            self.builder, self.skipping = _Builder(self.index, _version(event)), False
-            return None
-        if isinstance(event, events.DocumentEndEvent):
-            done = self.builder.parsed if self.builder is not None and not self.skipping else None
-            self.index += 1
-            self.builder = None
-            return done
-        if self.builder is None or self.skipping:
-            return None
-        try:
-            self.builder.feed(event)
-        except _Refused as refused:
-            self.skipping = True
-            self.ended = refused.fatal
-            return dataclasses.replace(self.builder.parsed, value=None, positions={}, plain={},
-                                       problem=refused.problem)
-        return None
+def _skip_document(next_event: Callable[[], Any]) -> None:
+    while not isinstance(next_event(), events.DocumentEndEvent):
+        pass

@@ -38,9 +38,15 @@ def base() -> list[dict[str, Any]]:
     return tools.kustomize(MANIFESTS)
 
 
+# What `helm install` learns from an API server that serves ValidatingAdmissionPolicy (1.30 and later);
+# `helm template` alone does not claim it.
+SERVES_VAP = ("--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+LEASE_POLICY = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
 @pytest.fixture(scope="module")
 def default(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return tools.chart(tmp_path_factory.mktemp("helm"))
+    return tools.chart(tmp_path_factory.mktemp("helm"), *SERVES_VAP)
 
 
 MONITORING = ("--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
@@ -63,14 +69,19 @@ def test_default_objects(default: list[dict[str, Any]], base: list[dict[str, Any
         ("ServiceAccount", "overlay-guard"), ("ClusterRole", "overlay-guard"), ("ClusterRoleBinding", "overlay-guard"),
         ("Role", "overlay-guard"), ("RoleBinding", "overlay-guard"),
         ("Role", "overlay-guard-karpenter-metrics"), ("RoleBinding", "overlay-guard-karpenter-metrics"),
+        ("Role", "overlay-guard-events"), ("RoleBinding", "overlay-guard-events"),
+        *((k, "overlay-guard-leases") for k in LEASE_POLICY),
         ("Service", "overlay-guard"), ("Deployment", "overlay-guard"), ("PodDisruptionBudget", "overlay-guard"),
         ("Secret", "overlay-guard-ca"), ("Secret", render.SECRET),
         *((k, "overlay-guard") for k in WEBHOOK_KINDS)])
     for doc in default:
         if doc["metadata"]["name"].endswith("-karpenter-metrics"):
-            # Where Karpenter's Service is: the only grant outside the guard's namespace.
+            # Where Karpenter's Service is: a grant outside the guard's namespace.
             assert doc["metadata"]["namespace"] == "kube-system", doc["kind"]
-        elif doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS):
+        elif doc["metadata"]["name"].endswith("-events"):
+            # Where the audit writes Events about cluster-scoped objects, and nowhere else.
+            assert doc["metadata"]["namespace"] == "default", doc["kind"]
+        elif doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS, *LEASE_POLICY):
             assert doc["metadata"]["namespace"] == "overlay-guard", doc["kind"]
     # The chart's objects are the base's, plus the certificates, minus the Namespace (helm --create-namespace).
     assert {k for k, _ in kinds} - {"Secret"} == {d["kind"] for d in base} - {"Namespace"}
@@ -79,7 +90,7 @@ def test_default_objects(default: list[dict[str, Any]], base: list[dict[str, Any
 def test_rbac_is_identical_to_the_kustomize_base(default: list[dict[str, Any]], base: list[dict[str, Any]]) -> None:
     for kind, fields in (("ClusterRole", ("rules",)), ("ClusterRoleBinding", ("roleRef", "subjects")),
                          ("Role", ("rules",)), ("RoleBinding", ("roleRef", "subjects"))):
-        for name in ("overlay-guard", "overlay-guard-karpenter-metrics"):
+        for name in ("overlay-guard", "overlay-guard-karpenter-metrics", "overlay-guard-events"):
             if kind.startswith("Cluster") and name != "overlay-guard":
                 continue
             for field in fields:
@@ -123,6 +134,10 @@ def test_pod_equals_the_base(default: list[dict[str, Any]], base: list[dict[str,
     assert by_kind(default, "PodDisruptionBudget")["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
     anti = chart_pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    # The same zone spread, over the release's pods.
+    assert [{**c, "labelSelector": None} for c in chart_pod["topologySpreadConstraints"]] == \
+        [{**c, "labelSelector": None} for c in base_pod["topologySpreadConstraints"]]
+    assert chart_pod["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"] == selector
 
 
 def _pem(secret: dict[str, Any], key: str) -> bytes:
@@ -164,7 +179,7 @@ def test_non_default_values(tmp_path: Path) -> None:
     ns = by_kind(docs, "Namespace", "guard")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert all(d["metadata"].get("namespace", "guard") == "guard" for d in docs
-               if not d["metadata"]["name"].endswith("-karpenter-metrics"))
+               if not d["metadata"]["name"].endswith(("-karpenter-metrics", "-events")))
     for kind in ("Role", "RoleBinding"):
         assert by_kind(docs, kind, "overlay-guard-karpenter-metrics")["metadata"]["namespace"] == "karpenter"
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
@@ -264,7 +279,8 @@ def test_dra_crd_is_opt_in_and_kept_on_uninstall(default: list[dict[str, Any]], 
     ("clientCA.enabled=true", "clientCA.configMap=a", "clientCA.secret=b"), ("extraArgs={mode=warn}",),
     ("webhook.url=http://127.0.0.1:9443",), ("certificates.selfSigned.extraIPAddresses={not-an-ip}",),
     ("replicas=3",), ("image.tag=1",), ("monitoring.serviceMonitor.interval=soon",),
-    ("monitoring.prometheusRule.labels.release=1",),
+    ("monitoring.prometheusRule.labels.release=1",), ("webhook.breakGlassGroups={a'b}",),
+    ("leasePolicy.enabled=yes",),
 ], ids=lambda bad: ",".join(bad))
 def test_schema_rejects_bad_values(tmp_path: Path, bad: tuple[str, ...]) -> None:
     args = [a for value in bad for a in ("--set", value)]
@@ -306,3 +322,48 @@ def test_the_live_catalog_can_be_turned_off(tmp_path: Path) -> None:
     assert not [d for d in docs if d["metadata"]["name"].endswith("-karpenter-metrics")]
     (container,) = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert not [a for a in container["args"] if a.startswith("--karpenter")]
+
+
+def test_the_lease_policy_is_the_base_s_and_only_where_the_api_server_serves_it(
+        default: list[dict[str, Any]], base: list[dict[str, Any]], tmp_path: Path) -> None:
+    for kind in LEASE_POLICY:
+        name = "overlay-guard-leases"
+        assert by_kind(default, kind, name)["spec"] == by_kind(base, kind, name)["spec"]
+    # Older API servers (and `helm template` without --api-versions) get none; leasePolicy.enabled=false neither.
+    for args in ((), (*SERVES_VAP, "--set", "leasePolicy.enabled=false")):
+        assert not [d for d in tools.chart(tmp_path, *args) if d["kind"] in LEASE_POLICY], args
+    # Another namespace and name: the policy follows both.
+    docs = tools.chart(tmp_path, *SERVES_VAP, "--set", "namespace.name=guard", "--set", "fullnameOverride=og")
+    policy = by_kind(docs, "ValidatingAdmissionPolicy", "og-leases")
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "guard"}
+    assert "':og'" in policy["spec"]["validations"][0]["expression"]
+    assert by_kind(docs, "ValidatingAdmissionPolicyBinding", "og-leases")["spec"]["policyName"] == "og-leases"
+
+
+def test_production_values_spread_prioritise_and_break_glass(default: list[dict[str, Any]], tmp_path: Path) -> None:
+    pod = by_kind(default, "Deployment")["spec"]["template"]["spec"]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert spread["labelSelector"]["matchLabels"] == by_kind(default, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert "priorityClassName" not in pod
+    for kind in WEBHOOK_KINDS:
+        assert all("matchConditions" not in h for h in by_kind(default, kind)["webhooks"])
+    zones_only = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+    # One group renders as manifests/components/break-glass has it.
+    one_group = tools.chart(tmp_path, "--set", "webhook.breakGlassGroups={overlay-guard:break-glass}")
+    component = YAML(typ="safe", pure=True).load(MANIFESTS / "components" / "break-glass" / "kustomization.yaml")
+    patched = YAML(typ="safe", pure=True).load(component["patches"][0]["patch"])[0]["value"]
+    for kind in WEBHOOK_KINDS:
+        assert all(h["matchConditions"] == patched for h in by_kind(one_group, kind)["webhooks"])
+    docs = tools.chart(tmp_path, "--set", "priorityClassName=system-cluster-critical",
+                       "--set", "webhook.breakGlassGroups={overlay-guard:break-glass,system:masters}",
+                       "--set-json", f"topologySpreadConstraints={json.dumps(zones_only)}")
+    pod = by_kind(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["topologySpreadConstraints"] == zones_only
+    for kind in WEBHOOK_KINDS:
+        for hook in by_kind(docs, kind)["webhooks"]:
+            groups = "['overlay-guard:break-glass','system:masters']"
+            assert hook["matchConditions"] == [
+                {"name": "break-glass", "expression": f"!request.userInfo.groups.exists(g, g in {groups})"}]

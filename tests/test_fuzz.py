@@ -45,6 +45,15 @@ def test_targets_detect_what_they_guard_against(monkeypatch: pytest.MonkeyPatch)
         targets.loader(b"kind: NodeOverlay\n")
 
 
+def test_the_loader_target_holds_the_reader_to_what_kubectl_can_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sources import scalars
+
+    targets.loader(b"a: .5\nb: 1e3\n")
+    monkeypatch.setattr(scalars, "_sent", lambda value, text: value)  # NaN and infinities let through
+    with pytest.raises(targets.Defect, match="not JSON kubectl could send"):
+        targets.loader(b"a: .nan\n")
+
+
 def test_structured_inputs_replay() -> None:
     data = bytes(range(256)) * 4
     first = targets.mutated_documents(provider.Bytes(data))

@@ -194,3 +194,32 @@ def test_another_family_sharing_the_prefix_is_skipped() -> None:
     other = f'{AVAIL}_total{{capacity_type="spot"}} 7\n{PRICE}_seconds 3\n'
     cells, notes = karpenter.parse((other + offering()).encode())
     assert len(cells) == 1 and notes == ()
+
+
+TRICKY = (series(AVAIL, "m5.large", "on-demand", "us-east-1a", "1")
+          + f'{PRICE}{{zone="us-east-1a" , instance_type="m5.large",capacity_type="on-demand",extra="a\\"b\\\\c\\n"}} '
+            '0.096 1700000000000\n'
+          + series(AVAIL, 'odd\\"name', "spot", "us-east-1b", "0") + series(PRICE, 'odd\\"name', "spot", "us-east-1b",
+                                                                              "+Inf")
+          + "# HELP other_metric Another family.\n# TYPE other_metric counter\nother_metric_total 3\n")
+
+
+@pytest.mark.parametrize("body", [FIXTURE.read_bytes(), TRICKY.encode(), next(
+    (pathlib.Path(__file__).resolve().parent / "fixtures" / "karpenter-metrics").glob("*.prom")).read_bytes()],
+    ids=["handmade", "tricky", "captured-from-karpenter"])
+def test_the_hand_parser_reads_what_prometheus_clients_parser_reads(body: bytes) -> None:
+    """prometheus_client's text parser as the oracle of the two families (the hand parser is kept for speed and
+    bounded memory: docs/design.md §8); the cells it keeps agree series for series."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    oracle: dict[str, dict[tuple[str, str, str], float]] = {AVAIL: {}, PRICE: {}}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name in oracle:
+                labels = sample.labels
+                oracle[sample.name][(labels["instance_type"], labels["capacity_type"], labels["zone"])] = sample.value
+    cells, _ = karpenter.parse(body)
+    assert {(c.instance_type, c.capacity_type, c.zone): c.available for c in cells} == {
+        key: value == 1.0 for key, value in oracle[AVAIL].items()}
+    assert {(c.instance_type, c.capacity_type, c.zone): c.price for c in cells if c.price is not None} == {
+        key: value for key, value in oracle[PRICE].items() if key in oracle[AVAIL] and 0 <= value < float("inf")}

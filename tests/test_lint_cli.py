@@ -47,6 +47,15 @@ def test_usage_errors_exit_2(argv: list[str]) -> None:
     assert "error:" in err.getvalue() and out.getvalue() == ""
 
 
+def test_a_region_typo_is_a_usage_error_naming_the_real_one() -> None:
+    """A made-up region would lay the catalog out in made-up zones and turn a real conflict into no-match."""
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["check", BASIC, "--region", "eu-wset-1"], stdout=out, stderr=err) == 2
+    assert "eu-west-1" in err.getvalue() and out.getvalue() == ""
+    assert cli.main(["check", BASIC, "--region", "eu-west-1", "--format", "json"], stdout=io.StringIO(),
+                    stderr=io.StringIO()) in (0, 1)
+
+
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--help"]) == 0
     assert "check" in capsys.readouterr().out
@@ -296,13 +305,56 @@ def test_simulate_text_without_changes(tmp_path: pathlib.Path) -> None:
     assert code == 0 and "no NodeOverlays" in out and "no instance type is changed" in out
 
 
-def test_a_closed_stdout_is_exit_0_without_a_message() -> None:
-    """`overlay-lint simulate ... | head`: the reader has what it wanted; 1 stays "findings". The output (megabytes)
-    outgrows the pipe's buffer, so the write meets the closed pipe."""
-    script = (f"{sys.executable} -m lint simulate {ROOT / 'examples'} --format json | head -c 1 >/dev/null; "
-              "echo \"${PIPESTATUS[0]}\"")
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert (done.stdout.strip(), done.stderr.count("Error"), done.stderr.count("Traceback")) == ("0", 0, 0)
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A tree whose every command prints far more than a pipe holds: 120 overlays of one weight on the same
+    offerings (conflicts: errors) and one file that cannot be parsed (an input error for simulate and explain)."""
+    root = tmp_path_factory.mktemp("crowded")
+    (root / "new").mkdir()
+    (root / "old").mkdir()
+    write(root / "old", "np.yaml", nodepool("general"))
+    write(root / "new", "np.yaml", nodepool("general"))
+    write(root / "new", "o.yaml", *(overlay(f"o{i:03}", 10) for i in range(120)))
+    (root / "new" / "broken.yaml").write_text("kind: NodeOverlay\nmetadata: {name: broken\n", encoding="utf-8")
+    return root
+
+
+def _closed_early(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
+    """Run overlay-lint with its stdout a pipe whose reader is closed before the child writes: every write meets
+    the closed pipe (the child is still starting Python when the parent closes its end)."""
+    child = subprocess.Popen([sys.executable, "-m", "lint", *argv], cwd=cwd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(timeout=120)
+    return child.returncode, err.decode()
+
+
+@pytest.mark.parametrize(("argv", "status"), [
+    (["check", "new"], 1), (["check", "new", "--format", "json"], 1), (["check", "new", "--format", "sarif"], 1),
+    (["check", "new", "--format", "junit"], 1), (["check", "new", "--format", "github"], 1),
+    (["simulate", "new", "--full"], 1), (["simulate", "new", "--format", "json"], 1),
+    (["explain", "new", "--instance-type", "m5.large"], 1), (["diff", "old", "new"], 1),
+    (["diff", "old", "new", "--format", "markdown"], 1), (["completion", "bash"], 0), (["check", "old"], 0),
+    (["--version"], 0), (["check", "--help"], 0),
+])
+def test_a_closed_stdout_ends_the_run_with_its_own_status(crowded: pathlib.Path, argv: list[str],
+                                                          status: int) -> None:
+    """`set -o pipefail; overlay-lint ... | head -1` never passes over errors, and says nothing of the pipe."""
+    evaluating = argv[0] in ("check", "simulate", "explain", "diff") and "--help" not in argv
+    code, err = _closed_early([*argv, "--catalog", CATALOG] if evaluating else argv, crowded)
+    assert (code, err.count("Traceback"), err.count("BrokenPipe"), err.count("Exception ignored")) == \
+        (status, 0, 0, 0)
+
+
+def test_head_keeps_the_first_line_and_the_status_of_the_run(crowded: pathlib.Path) -> None:
+    """The shell's own pipeline, reader closing after one line."""
+    script = (f"set -o pipefail; {sys.executable} -m lint check new --catalog {CATALOG} | head -1; "
+              "echo \"status=$?\"")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=crowded)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and lines[1] == "status=1" and "Traceback" not in done.stderr
+    assert "error" in lines[0]
 
 
 def test_report_counts_in_the_singular(tmp_path: pathlib.Path) -> None:

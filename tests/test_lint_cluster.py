@@ -33,9 +33,11 @@ def test_cluster_objects_are_existing(tmp_path: pathlib.Path, fake_cluster: Clus
     assert finding["object"]["name"] == "live"
     assert finding["related"] == [{"kind": "NodeOverlay", "name": "new"}]
     assert finding["file"] is None and finding["line"] is None
-    # overlays, then NodePools in two pages (the continue token was followed), the Nodes (the cluster's region and
-    # zones, a zone beyond the catalog's three among them), then the NodeOverlay CRD
-    assert len(api.requests) == 5 and "continue=1" in api.requests[2] and api.requests[3].startswith("/api/v1/nodes")
+    # overlays, then NodePools in two pages (the continue token was followed), the NodeOverlay CRD (which a live
+    # catalog's overlays in effect are judged under), then the Nodes (the cluster's region and zones, a zone beyond the
+    # catalog's three among them)
+    assert len(api.requests) == 5 and "continue=1" in api.requests[2] and api.requests[4].startswith("/api/v1/nodes")
+    assert "customresourcedefinitions" in api.requests[3]
     # The cluster's NodePools replace the implicit default; its Nodes say the region: nothing to note.
     assert data["notes"] == []
     code, out, _ = run("check", path, "--cluster", "--kubeconfig", kubeconfig, "--context", "fake")

@@ -5,11 +5,13 @@ that `--catalog FILE` reads back. Karpenter is a local HTTP server serving a han
 from __future__ import annotations
 
 import contextlib
+import datetime
 import http.server
 import json
 import math
 import os
 import pathlib
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from simulation import evaluate as ev
 from simulation import live
 from simulation.analysis import effects
 from simulation.semantics import catalog as cat
+from simulation.validation import crds
 from sources import karpenter as metrics
 from tests.lint_support import BASIC, Cluster, nodepool, run, write
 
@@ -141,6 +144,75 @@ def test_unknown_overlays_keep_published_prices_but_estimated() -> None:
     assert {(o.origin, o.estimated) for o in found.values()} == {("published", True)}
 
 
+def _recovered_with(cells: list[live.Cell], docs: list[ev.Document], **options: Any
+                    ) -> dict[tuple[str, str, str], cat.Offering]:
+    built = live.build(cells, cat.default())
+    out = live.recover(built.catalog, cells, docs, unplaced=built.unplaced, **options).catalog
+    return {(t.name, o.capacity_type, o.zone): o for t in out.types for o in t.offerings}
+
+
+UNKNOWN_TYPE = [cell("x9.weird", "on-demand", "us-east-1a", 0.45), *CELLS]
+
+
+@pytest.mark.parametrize(("requirement", "origin", "estimated"), [
+    ({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["x9"]}, "embedded", True),
+    ({"key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["m5"]}, "recovered", False),
+    ({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["x9.weird"]}, "recovered", False),
+], ids=["a-label-the-metrics-lack", "notin-matches-it-anyway", "a-label-it-has"])
+def test_a_type_the_guard_cannot_place_keeps_an_estimated_base(requirement: dict[str, Any], origin: str,
+                                                               estimated: bool) -> None:
+    """Row 5 of issue 39: a type neither the table nor the Nodes know carries only the metrics' labels, so an overlay
+    selecting it by another label seems not to match: its overlay-decorated price must not become a published base."""
+    overlay = price_overlay("x9-discount", "-10%")
+    overlay["spec"]["requirements"].append(requirement)
+    found = _recovered_with(UNKNOWN_TYPE, documents(overlay))[("x9.weird", "on-demand", "us-east-1a")]
+    assert (found.origin, found.estimated) == (origin, estimated)
+    if origin == "embedded":
+        assert found.price is None  # the table has no base for it: none is made up
+    known = _recovered_with(UNKNOWN_TYPE, documents(overlay))[("c5.large", "on-demand", "us-east-1a")]
+    assert known.estimated is False
+
+
+def _dra_overlay() -> dict[str, Any]:
+    overlay = price_overlay("gpu-discount", "-10%")
+    overlay["spec"]["dynamicResources"] = {"resourceSliceTemplates": [{"metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.example.com", "devices": [{"name": "gpu-0"}]}}]}
+    return overlay
+
+
+@pytest.mark.parametrize("run_crd", [crds.dra, crds.karpenter], ids=["dra", "karpenter"])
+def test_an_overlay_whose_verdict_turns_on_the_crd_keeps_an_estimated_base(run_crd: Any) -> None:
+    """Row 5 of issue 39: valid under one CRD, a schema error under the other; Karpenter applies what is stored
+    whatever the CRD says now, so neither verdict may turn a published price into a base."""
+    found = _recovered_with(CELLS, documents(_dra_overlay()), crd=run_crd())
+    on_demand = found[("m5.large", "on-demand", "us-east-1a")]
+    assert (on_demand.origin, on_demand.estimated) == ("embedded", True)
+    assert found[("m5.large", "spot", "us-east-1a")].origin == "published"
+
+
+def _written(obj: dict[str, Any], when: str, generation: int = 1, observed: int = 1) -> dict[str, Any]:
+    obj = {**obj, "metadata": {**obj["metadata"], "generation": generation, "creationTimestamp": "2026-01-01T00:00:00Z",
+                               "managedFields": [{"manager": "kubectl", "operation": "Update", "time": when}]},
+           "status": {"conditions": [{"type": "ValidationSucceeded", "status": "True", "reason": "Valid", "message": "",
+                                      "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": observed}]}}
+    return obj
+
+
+@pytest.mark.parametrize(("when", "generation", "observed", "fresh"), [
+    ("2026-06-01T11:59:30Z", 1, 1, True), ("2026-06-01T11:00:00Z", 1, 1, False),
+    ("2026-06-01T11:00:00Z", 3, 2, True), ("2026-06-01T11:58:00+00:00", 1, 1, False),
+], ids=["written-30s-before", "written-an-hour-before", "generation-not-yet-observed", "at-the-republish-limit"])
+def test_an_overlay_changed_after_karpenter_published_keeps_every_base_estimated(
+        when: str, generation: int, observed: int, fresh: bool) -> None:
+    """Row 5 of issue 39: Karpenter republishes every minute; figures scraped just after a change may predate it."""
+    overlay = _written(price_overlay("up", "+10%"), when, generation, observed)
+    found = _recovered_with(CELLS, documents(overlay), at="2026-06-01T12:00:00Z")
+    on_demand = found[("m5.large", "on-demand", "us-east-1a")]
+    assert (on_demand.origin, on_demand.estimated) == (("embedded", True) if fresh else ("recovered", False))
+    spot = found[("m5.large", "spot", "us-east-1a")]
+    assert spot.estimated is fresh
+
+
 def test_labels_and_resources_come_from_the_table_then_the_nodes_then_the_metrics() -> None:
     nodes = [live.NodeType("z9.large", {"node.kubernetes.io/instance-type": "z9.large", "kubernetes.io/arch": "arm64",
                                         "kubernetes.io/hostname": "ip-1", "karpenter.sh/nodepool": "a"},
@@ -240,14 +312,17 @@ def test_the_captured_catalog_round_trips_through_catalog_file(tmp_path: pathlib
     overlays = discount(tmp_path)
     with karpenter() as url:
         assert run("catalog", "--karpenter-metrics", url, overlays, "-o", str(out), catalog=False)[0] == 0
-        live_code, live_json, _ = run("simulate", overlays, "--karpenter-metrics", url, "--format", "json",
+        # The same overlays in effect (the base side of a diff): the same catalog as the captured one.
+        live_code, live_json, _ = run("diff", overlays, overlays, "--karpenter-metrics", url, "--format", "json",
                                       catalog=False)
     read = cat.from_json(json.loads(out.read_text()))
     assert cat.to_json(read)["instanceTypes"] == json.loads(out.read_text())["instanceTypes"]
     assert dict(read.captured)["recovered"] == "2"
-    code, file_json, err = run("simulate", overlays, "--catalog", str(out), "--format", "json", catalog=False)
+    code, file_json, err = run("diff", overlays, overlays, "--catalog", str(out), "--format", "json", catalog=False)
     assert code == live_code == 0, err
     assert json.loads(file_json) == json.loads(live_json)
+    code, file_json, err = run("simulate", overlays, "--catalog", str(out), "--format", "json", catalog=False)
+    assert code == 0, err
     offering = json.loads(file_json)["nodepools"]["default"]["m5.large"]["offerings"][0]
     # The overlay is applied once, to the recovered base: the effective price is what Karpenter published.
     assert close(offering["basePrice"], 0.096) and close(offering["price"], 0.0864)
@@ -348,16 +423,94 @@ def test_a_type_with_no_available_offering_is_kept_and_noted() -> None:
     assert any("1 instance type(s) have no available offering" in n for n in built.notes)
 
 
-@pytest.mark.parametrize("command", [["check"], ["explain", "--instance-type", "m5.large"], ["report"], ["diff"]])
-def test_every_evaluating_command_takes_the_live_catalog(tmp_path: pathlib.Path, command: list[str]) -> None:
+RECOVERED, UNKNOWN = "2 recovered by undoing the overlay in effect", "the overlays in effect are unknown"
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    (["check", "--existing", "{overlays}"], RECOVERED), (["check", "--against", "{overlays}"], RECOVERED),
+    (["check"], UNKNOWN), (["simulate"], UNKNOWN), (["explain", "--instance-type", "m5.large"], UNKNOWN),
+    (["report", "-o", "{report}"], UNKNOWN), (["diff", "{overlays}"], RECOVERED),
+])
+def test_every_evaluating_command_takes_the_live_catalog_and_inverts_only_what_is_in_effect(
+        tmp_path: pathlib.Path, command: list[str], said: str) -> None:
+    """The candidates under review are never taken as in effect: only --existing, --against, the cluster or diff's
+    base side are."""
     overlays = discount(tmp_path)
-    paths = [overlays, overlays] if command == ["diff"] else [overlays]
-    if command == ["report"]:
-        command = ["report", "-o", str(tmp_path / "r.html")]
+    (tmp_path / "new").mkdir()
+    candidate = write(tmp_path / "new", "new.yaml", price_overlay("new", "-20%", capacity_type="spot"))
+    argv = [a.format(overlays=overlays, report=tmp_path / "r.html") for a in command]
     with karpenter() as url:
-        code, _, err = run(*command, *paths, "--karpenter-metrics", url, catalog=False)
+        code, _, err = run(*argv, candidate, "--karpenter-metrics", url, catalog=False)
     assert code == 0, err
-    assert "2 recovered by undoing the overlay in effect" in err
+    assert said in err
+
+
+def test_a_new_discount_under_review_changes_the_published_price() -> None:
+    """Row 4 of issue 39: Karpenter publishes 0.096 (nothing in effect); a -10% candidate must show 0.0864 on a
+    0.096 base, not "recover" 0.1067 from the candidate itself and change nothing."""
+    body = EXPOSITION.replace(b'instance_type="m5.large",zone="us-east-1a"} 0.0864', b'instance_type="m5.large",'
+                              b'zone="us-east-1a"} 0.096')
+    assert body != EXPOSITION
+    with tempfile.TemporaryDirectory() as folder, karpenter(body) as url:
+        overlays = discount(pathlib.Path(folder))
+        code, out, err = run("simulate", overlays, "--karpenter-metrics", url, "--format", "json",
+                             "--instance-type", "m5.large", catalog=False)
+    assert code == 0, err
+    offering, = (o for o in json.loads(out)["nodepools"]["default"]["m5.large"]["offerings"]
+                 if (o["zone"], o["capacityType"]) == ("us-east-1a", "on-demand"))
+    assert close(offering["basePrice"], 0.096) and close(offering["price"], 0.0864)
+    assert offering["priceOverlay"] == "od-discount" and offering["estimated"] is True
+
+
+def test_metrics_from_a_file_and_from_stdin_make_the_catalog_the_url_does(tmp_path: pathlib.Path) -> None:
+    """Row 7 of issue 39: a captured exposition (`curl .../metrics > metrics.txt`) or `-`."""
+    captured = tmp_path / "metrics.txt"
+    captured.write_bytes(EXPOSITION)
+    overlays = discount(tmp_path)
+    with karpenter() as url:
+        assert run("catalog", "--karpenter-metrics", url, overlays, "-o", str(tmp_path / "u.json"),
+                   catalog=False)[0] == 0
+    code, _, err = run("catalog", "--karpenter-metrics", str(captured), overlays, "-o", str(tmp_path / "f.json"),
+                       catalog=False)
+    assert code == 0, err
+    code, _, err = run("catalog", "--karpenter-metrics", "-", overlays, "-o", str(tmp_path / "s.json"),
+                       stdin=EXPOSITION, catalog=False)
+    assert code == 0, err
+
+    def figures(name: str) -> Any:
+        return json.loads((tmp_path / name).read_text())["instanceTypes"]
+
+    assert figures("u.json") == figures("f.json") == figures("s.json")
+    code, out, err = run("check", overlays, "--karpenter-metrics", "-", stdin=EXPOSITION, catalog=False)
+    assert code == 0 and out.startswith("0 errors"), err
+
+
+@pytest.mark.parametrize(("written", "recovered_count"), [("2026-06-01T11:59:30Z", "0"), ("2026-06-01T10:00:00Z", "2")],
+                         ids=["changed-just-before-the-capture", "changed-long-before"])
+def test_a_captured_files_time_is_its_scrape_time(tmp_path: pathlib.Path, written: str, recovered_count: str) -> None:
+    """A file's modification time stands for when Karpenter's figures were scraped: an overlay changed just before
+    may not be in them."""
+    captured = tmp_path / "metrics.txt"
+    captured.write_bytes(EXPOSITION)
+    scraped = datetime.datetime(2026, 6, 1, 12, 0, tzinfo=datetime.UTC).timestamp()
+    os.utime(captured, (scraped, scraped))
+    overlay = json.loads(pathlib.Path(discount(tmp_path)).read_text())
+    path = write(tmp_path, "in-effect.yaml", _written(overlay, written))
+    code, _, err = run("catalog", "--karpenter-metrics", str(captured), path, "-o", str(tmp_path / "c.json"),
+                       catalog=False)
+    assert code == 0, err
+    capture = json.loads((tmp_path / "c.json").read_text())["capture"]
+    assert (capture["at"], capture["recovered"]) == ("2026-06-01T12:00:00Z", recovered_count)
+
+
+@pytest.mark.parametrize(("argv", "wording"), [
+    (["check", "-", "--karpenter-metrics", "-"], "not both"),
+    (["catalog", "-", "--karpenter-metrics", "-", "-o", "x.json"], "not both"),
+    (["catalog", "--karpenter-metrics", "/nonexistent/metrics.txt", "-o", "x.json"], "/nonexistent/metrics.txt"),
+])
+def test_metrics_file_errors_are_one_line_and_exit_2(argv: list[str], wording: str) -> None:
+    code, _, err = run(*argv, stdin=b"", catalog=False)
+    assert code == 2 and wording in err and err.count("\n") == 1
 
 
 CAPTURED = next((pathlib.Path(__file__).resolve().parent / "fixtures" / "karpenter-metrics").glob("*.prom"))

@@ -49,6 +49,8 @@ def test_base_renders_every_object() -> None:
         "MutatingWebhookConfiguration",
     ):
         assert (kind, "overlay-guard") in kinds, kind
+    assert {("ValidatingAdmissionPolicy", "overlay-guard-leases"),
+            ("ValidatingAdmissionPolicyBinding", "overlay-guard-leases")} <= kinds
 
 
 @pytest.mark.tools
@@ -68,7 +70,6 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
         # The admission chain's timeouts (webhook/chain.py).
         {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
          "verbs": ["list"]},
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     # The audit's Lease and the admissions ledger: created in the guard's namespace, then only those two
     # read and replaced.
@@ -84,6 +85,13 @@ def test_rbac_is_read_only_on_the_two_resources_their_crd_and_writes_only_its_le
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "overlay-guard", "namespace": "overlay-guard"}
     ]
+    # The audit's Events, only where it writes them: the default namespace.
+    events = one(tools.kustomize(MANIFESTS), "Role", "overlay-guard-events")
+    assert events["metadata"]["namespace"] == "default"
+    assert events["rules"] == [{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+    events_binding = one(tools.kustomize(MANIFESTS), "RoleBinding", "overlay-guard-events")
+    assert events_binding["metadata"]["namespace"] == "default"
+    assert events_binding["subjects"] == binding["subjects"]
 
 
 @pytest.mark.tools
@@ -262,6 +270,17 @@ def test_dra_crd_stays_where_simulation_reads_it() -> None:
 
 
 @pytest.mark.tools
+def test_break_glass_component_skips_the_group_on_every_webhook(tmp_path: Path) -> None:
+    docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "break-glass"]))
+    expected = [{"name": "break-glass",
+                 "expression": "!request.userInfo.groups.exists(g, g in ['overlay-guard:break-glass'])"}]
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        hooks = one(docs, kind)["webhooks"]
+        assert len(hooks) == 2 and all(h["matchConditions"] == expected for h in hooks), kind
+    assert all("matchConditions" not in h for d in tools.kustomize(MANIFESTS) for h in d.get("webhooks", ()))
+
+
+@pytest.mark.tools
 def test_network_policy_component_admits_the_two_ports_only(tmp_path: Path) -> None:
     docs = tools.kustomize(_kustomization(tmp_path, [MANIFESTS], [COMPONENTS / "network-policy"]))
     policy = one(docs, "NetworkPolicy")
@@ -327,3 +346,23 @@ def test_docs_install_with_helm_then_kustomize_then_the_opt_in_crd() -> None:
     assert "image.repository=" in blocks["install-helm"]
     assert "kubectl apply -k .certs" in blocks["install-kustomize"]
     assert "manifests/crd/karpenter.sh_nodeoverlays.yaml" in blocks["install-dra-crd"]
+
+
+@pytest.mark.tools
+def test_only_the_guard_writes_its_leases() -> None:
+    docs = tools.kustomize(MANIFESTS)
+    policy = one(docs, "ValidatingAdmissionPolicy", "overlay-guard-leases")
+    assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["leases"] and rule["apiGroups"] == ["coordination.k8s.io"]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    # The Role's two names, no other Lease.
+    names = one(docs, "Role")["rules"][1]["resourceNames"]
+    assert sorted(rule["resourceNames"]) == sorted(names)
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": one(docs, "ServiceAccount")["metadata"]["namespace"]}}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (check,) = policy["spec"]["validations"]
+    assert "':overlay-guard'" in check["expression"] and check["reason"] == "Forbidden"
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "overlay-guard-leases")
+    assert binding["spec"] == {"policyName": "overlay-guard-leases", "validationActions": ["Deny"]}

@@ -13,10 +13,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from simulation import evaluate as ev
+from simulation import live
 from simulation.analysis import report as rp
+from simulation.semantics import catalog as cat
 from simulation.semantics import merge, model
 from tests.webhook_support import CONFLICTING, P5, FakeEvents, cache_of, nodepool, overlay
 from webhook import audit, events, prediction
+from webhook.state import Cache
 
 
 class Clock:
@@ -112,7 +116,10 @@ def test_any_nodepools_figure_may_be_the_published_one() -> None:
 
 
 async def predicted(*objects: Mapping[str, Any]) -> dict[prediction.PriceKey, tuple[prediction.Priced, ...]]:
-    cache = await cache_of(*objects)
+    return await predicted_of(await cache_of(*objects))
+
+
+async def predicted_of(cache: Any) -> dict[prediction.PriceKey, tuple[prediction.Priced, ...]]:
     assert cache.snapshot.prepared is not None
     return prediction.predicted_prices(audit.evaluate(cache.snapshot.prepared, cache.snapshot.basis))
 
@@ -126,6 +133,49 @@ async def test_each_nodepools_figure_is_predicted_once_per_distinct_price() -> N
                       for v in m5.values())
     others = [v for k, v in got.items() if not k[0].startswith("m5.")]
     assert others and all([(f.pool, f.overlay) for f in v] == [("a-pool", None)] for v in others)
+
+
+ON_DEMAND = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+
+
+async def test_a_wrong_model_of_the_winner_is_a_mismatch_on_an_independent_base() -> None:
+    """The guard believes `low` (a -10% adjustment) is in effect on m5 on-demand; Karpenter applied another change
+    (+10%). On the embedded table's base (independent of what Karpenter publishes) the predicted figure is not the
+    published one: the wrong model surfaces."""
+    cache = await cache_of(nodepool("general"), overlay("low", weight=10, family="m5", adjustment="-10%",
+                                                        extra=ON_DEMAND))
+    got = await predicted_of(cache)
+    cell = ("m5.large", "on-demand", "us-east-1a")
+    figure, = got[cell]
+    assert (figure.overlay, figure.verifiable) == ("low", True) and math.isclose(figure.price, 0.096 * 0.9)
+    mismatches = prediction.price_mismatches(got, {cell: 0.096 * 1.1})
+    assert list(mismatches) == [cell] and mismatches[cell].predicted.overlay == "low"
+
+
+async def test_a_base_recovered_from_the_published_figure_is_unverifiable_not_agreement() -> None:
+    """Row 6 of issue 39: in a live catalog the base is Karpenter's figure with the believed overlay undone, so the
+    prediction gives the published figure back whatever overlay Karpenter really applied. Such a cell is counted
+    unverifiable, never compared (and so never "agreement"); an absolute price does not rest on the base and stays
+    compared."""
+    cells = [live.Cell("m5.large", "on-demand", "us-east-1a", True, 0.096 * 1.1),
+             live.Cell("m5.large", "spot", "us-east-1a", True, 0.04),
+             live.Cell("c5.large", "on-demand", "us-east-1a", True, 0.5)]
+    believed = [nodepool("general"), overlay("low", weight=10, family="m5", adjustment="-10%", extra=ON_DEMAND),
+                overlay("fixed", weight=10, family="c5", price="0.5", extra=ON_DEMAND)]
+    built = live.build(cells, cat.default())
+    catalog = live.recover(built.catalog, cells, [ev.Document(o, i) for i, o in enumerate(believed)]).catalog
+    cache = Cache(debounce=0)
+    cache.set_catalog(catalog)
+    cache.load(believed)
+    await cache.rebuild()
+    got = await predicted_of(cache)
+    published = {(c.instance_type, c.capacity_type, c.zone): c.price or 0.0 for c in cells}
+    # The believed -10% undone then redone: the published figure, although Karpenter applied +10%.
+    m5 = ("m5.large", "on-demand", "us-east-1a")
+    assert math.isclose(got[m5][0].price, published[m5]) and not got[m5][0].verifiable
+    assert list(prediction.comparable(got, published)) == [("c5.large", "on-demand", "us-east-1a")]
+    assert prediction.unverifiable(got, published) == 2
+    assert prediction.price_mismatches(got, published) == {}
 
 
 # -- the grace period ---------------------------------------------------------------------------
@@ -250,12 +300,16 @@ async def test_prices_are_compared_when_a_source_is_given() -> None:
     published.update({k: v[0].price for k, v in result.prices.items()})
     published[cell] = 0.7  # Karpenter applied something else there
     published[("no-such.type", "on-demand", "us-east-1a")] = 0.1  # not predicted: not compared
+    # The embedded table's spot figures are estimates (the on-demand price): a prediction on one checks nothing.
+    verifiable = sum(1 for v in result.prices.values() if all(f.verifiable for f in v))
+    assert 0 < verifiable < len(result.prices)
     clock.now += 61.0
     await auditor.audit(cache.snapshot)  # first seen: within the grace
-    assert gauge(registry, "price") == 0.0 and gauge(registry, "price", COMPARED) == len(result.prices)
+    assert gauge(registry, "price") == 0.0 and gauge(registry, "price", COMPARED) == verifiable
+    assert gauge(registry, "price_unverifiable", COMPARED) == len(result.prices) - verifiable
     await auditor.audit(cache.snapshot)  # the source fails: the last comparison stands
     assert gauge(registry, "price") == 0.0 and len(calls) == 3
-    assert gauge(registry, "price", COMPARED) == len(result.prices)
+    assert gauge(registry, "price", COMPARED) == verifiable
     clock.now += 60.0
     await auditor.audit(cache.snapshot)
     assert gauge(registry, "price") == 1.0

@@ -138,3 +138,25 @@ def test_a_nodepool_zone_of_another_cloud_names_the_region_and_its_zones_shape(
 def test_explicit_region_builds_the_zones_of_the_cloud_its_name_is_shaped_as(
         embedded: cat.Catalog, explicit: str, zones: tuple[str, ...]) -> None:
     assert region.choose(embedded, [], explicit).catalog.zones == zones
+
+
+@pytest.mark.parametrize(("typo", "nearest"), [("eu-wset-1", "eu-west-1"), ("us-est-1", "us-east-1")])
+def test_a_region_the_provider_lacks_is_refused_naming_the_nearest(embedded: cat.Catalog, typo: str,
+                                                                   nearest: str) -> None:
+    with pytest.raises(region.RegionError, match=nearest):
+        region.choose(embedded, [overlay("a", ZONE, "eu-west-1b")], typo)
+
+
+def test_a_catalog_laid_out_in_a_region_the_list_lacks_defines_it(embedded: cat.Catalog) -> None:
+    private = cat.in_region(embedded, "eu-wset-1", ["eu-wset-1a"])
+    assert region.choose(private, [], "eu-wset-1").catalog.region == "eu-wset-1"
+    unknown_cloud = cat.from_json({"region": "moon-1", "instanceTypes": [
+        {"name": "x", "labels": {}, "allocatable": {"cpu": "1"}, "onDemandPrice": 1}]})
+    assert region.choose(unknown_cloud, [], "mars-2").catalog.region == "mars-2"
+
+
+def test_a_region_shaped_as_another_clouds_is_not_held_to_the_aws_list(embedded: cat.Catalog) -> None:
+    # Issue 41 row 5 with the known-region check: westeurope is Azure's, so the AWS list does not refuse it.
+    assert region.choose(embedded, [], "westeurope").catalog.zones == ("westeurope-1", "westeurope-2", "westeurope-3")
+    with pytest.raises(region.RegionError, match="eu-west-1"):
+        region.choose(embedded, [], "eu-wset-1")

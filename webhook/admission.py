@@ -125,9 +125,9 @@ def answer(work: Work, report: ev.Report, *, enforce: bool, in_flight: Sequence[
     return Answer(label, body)
 
 
-def unanswered(work: Work, *, enforce: bool, timed_out: bool = False, why: str = "") -> Answer:
+def unanswered(work: Work, *, enforce: bool, timed_out: bool = False, why: str = "", lasting: bool = False) -> Answer:
     """The simulation could not run: not synced yet, or not in time; `why`: what stopped a NodeOverlay's
-    decision (webhook/state.py's Unanswerable)."""
+    decision (webhook/state.py's Unanswerable); `lasting`: a retry cannot help (403, not 503)."""
     subject = work.subject
     if work.action == SIMULATE:
         return _allowed(work.req)
@@ -139,7 +139,8 @@ def unanswered(work: Work, *, enforce: bool, timed_out: bool = False, why: str =
                f"overlay-guard has not synced the cluster state yet, so {subject.kind} {subject.name} "
                "cannot be checked; retry in a few seconds")
     if enforce:
-        return Answer("denied", review.response(work.req.uid, False, code=503, reason="ServiceUnavailable",
+        return Answer("denied", review.response(work.req.uid, False, code=403 if lasting else 503,
+                                                reason="Forbidden" if lasting else "ServiceUnavailable",
                                                 message=message))
     return _allowed(work.req, [verdict.clip(verdict.PREFIX + message)])
 

@@ -18,7 +18,7 @@ from simulation.semantics import model
 from webhook import admission, judging, listener, logs, review
 from webhook.config import Config
 from webhook.metrics import CONTENT_TYPE, Metrics
-from webhook.state import Cache, NotReady, Unanswerable
+from webhook.state import Cache, NotReady, Unanswerable, Unrecordable
 
 log = logging.getLogger("overlay-guard.admission")
 
@@ -57,7 +57,9 @@ class Handlers:
         catalog = self.state.catalog_detail()
         if self.state.ready:
             return web.json_response({"status": "ready", "catalog": catalog})
-        return web.json_response({"status": "not ready", "synced": self.state.synced, "catalog": catalog}, status=503)
+        ledger = {"ledger": self.state.ledger_problem} if self.state.ledger_problem else {}
+        return web.json_response({"status": "not ready", "synced": self.state.synced, "catalog": catalog, **ledger},
+                                 status=503)
 
     # -- AdmissionReview ------------------------------------------------------------------
     async def validate(self, request: web.Request) -> web.Response:
@@ -155,6 +157,8 @@ class Handlers:
             return admission.unanswered(work, enforce=enforce)
         except TimeoutError:
             return admission.unanswered(work, enforce=enforce, timed_out=True)
+        except Unrecordable as why:
+            return admission.unanswered(work, enforce=enforce, why=str(why), lasting=True)
         except Unanswerable as why:
             log.warning("admission unanswered", extra={"fields": {"name": work.subject.name, "why": str(why)}})
             return admission.unanswered(work, enforce=enforce, timed_out=True, why=str(why))

@@ -74,6 +74,8 @@ class Mismatches:
     price: Mapping[prediction.PriceKey, prediction.PriceMismatch] = dataclasses.field(default_factory=dict)
     status_compared: int = 0
     price_compared: int = 0
+    # Offerings both sides price whose predicted figure rests on the published one (webhook/prediction.py).
+    price_unverifiable: int = 0
 
 
 def evaluate(prepared: ev.Prepared, objects: store.Store) -> ev.Report:
@@ -243,16 +245,19 @@ class Auditor:
         overlays = reconciled_overlays(snap, self.cache.live)
         status = status_timing.observe(prediction.status_mismatches(result.statuses, overlays), now)
         price, price_compared = self.mismatches.price, self.mismatches.price_compared
+        unverifiable = self.mismatches.price_unverifiable
         if result.prices is not None and published is not None:
             price = price_timing.observe(prediction.price_mismatches(result.prices, published), now)
             price_compared = len(prediction.comparable(result.prices, published))
+            unverifiable = prediction.unverifiable(result.prices, published)
         dues = [d for d in (status_timing.next_due(now), price_timing.next_due(now)) if d is not None]
         # A lasting price disagreement is looked at again a grace period later, so that it clears without a
         # watch event (a status disagreement clears at Karpenter's status write, which causes an audit).
         if price:
             dues.append(now + max(self.grace, BACKLOG_RETRY))
         self.recheck_at = min(dues, default=None)
-        return Mismatches(status, price, len(prediction.judged(result.statuses, overlays)), price_compared)
+        return Mismatches(status, price, len(prediction.judged(result.statuses, overlays)), price_compared,
+                          unverifiable)
 
     async def _published(self) -> Mapping[prediction.PriceKey, float] | None:
         assert self.prices is not None
@@ -313,9 +318,12 @@ class AuditCollector(Collector):
         yield mismatches
         compared = GaugeMetricFamily("overlay_guard_prediction_compared",
                                      "What the last audit compared with Karpenter: overlays Karpenter has reconciled "
-                                     "(status), offerings both sides price (price).", labels=["kind"])
+                                     "(status), offerings both sides price where the prediction does not rest on "
+                                     "the published figure (price), offerings both sides price where it does and "
+                                     "that are not compared (price_unverifiable).", labels=["kind"])
         compared.add_metric(["status"], a.mismatches.status_compared)
         compared.add_metric(["price"], a.mismatches.price_compared)
+        compared.add_metric(["price_unverifiable"], a.mismatches.price_unverifiable)
         yield compared
         yield _cells_histogram(result.cells.values())
 

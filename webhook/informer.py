@@ -143,7 +143,8 @@ class KubeSource:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
-    def _list(self, kind: str) -> tuple[list[Mapping[str, Any]], str | None]:
+    def list(self, kind: str) -> tuple[list[Mapping[str, Any]], str | None]:
+        """Every object of a kind and the list's resourceVersion (blocking)."""
         listing = self._client.list(kind)
         return list(listing.items), listing.resource_version
 
@@ -168,7 +169,7 @@ class KubeSource:
         cache.expect(kube.RESOURCES)
         sink = LoopSink(loop, cache)
         for kind in kube.RESOURCES:
-            self.spawn(f"informer-{kind}", functools.partial(run_informer, kind, self._list, self._watch, sink))
+            self.spawn(f"informer-{kind}", functools.partial(run_informer, kind, self.list, self._watch, sink))
 
     def stop(self) -> None:
         # The threads may sit in a blocking read for up to WATCH_SECONDS; they are daemons,

@@ -12,6 +12,11 @@ that record's. Another replica's watch may not have delivered it yet, so the led
 highest resourceVersion at which a record left (`horizon`); a replica judges only from a snapshot
 that has caught up with it (webhook/state.py). No I/O and no clock: callers pass `now` (wall-clock
 seconds: deadlines are compared across replicas).
+
+The Lease is input: anyone allowed to write it (docs/webhook.md#who-can-write-the-ledger) may have put
+anything there. `decode` keeps what reads and notes what does not; `check` holds the rest against
+bounds the guard knows and returns the ledger repaired, with what it repaired, for the caller to
+write back by compare-and-swap.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,6 +62,8 @@ class Ledger:
     horizon: int = 0
     # The Lease's resourceVersion; None while the Lease does not exist.
     version: str | None = None
+    # What did not read (PROBLEMS' keys), for `check` to report.
+    unread: tuple[str, ...] = ()
 
     def named(self, name: str) -> Record | None:
         return next((r for r in self.records if r.name == name), None)
@@ -93,20 +101,28 @@ def decode(lease: Mapping[str, Any] | None) -> Ledger:
     meta = lease.get("metadata") or {}
     version = meta.get("resourceVersion")
     text = (meta.get("annotations") or {}).get(ANNOTATION)
+    unread: list[str] = []
     try:
         body = json.loads(text) if isinstance(text, str) else {}
     except ValueError:
+        body = None
+    if not isinstance(body, dict):
         body = {}
-    body = body if isinstance(body, dict) else {}
+        unread.append("unreadable")
+    elif isinstance(text, str) and len(text) > MAX_BYTES:
+        unread.append("size")
     records = []
-    for row in body.get("records") or ():
+    rows = body.get("records") or ()
+    for row in rows if isinstance(rows, list) else ():
         try:
             records.append(Record(str(row["n"]), str(row["u"]), str(row["d"]), float(row["t"]), dict(row["o"])))
         except (KeyError, TypeError, ValueError):
-            continue
-    horizon = body.get("horizon")
-    return Ledger(tuple(records), horizon if isinstance(horizon, int) else 0,
-                  version if isinstance(version, str) else None)
+            unread.append("unreadable")
+    horizon = body.get("horizon", 0)
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 0:
+        horizon = 0
+        unread.append("horizon")
+    return Ledger(tuple(records), horizon, version if isinstance(version, str) else None, tuple(unread))
 
 
 def text(ledger: Ledger) -> str:
@@ -121,6 +137,89 @@ def encode(ledger: Ledger, namespace: str, name: str = NAME) -> dict[str, Any]:
     if ledger.version is not None:
         meta["resourceVersion"] = ledger.version
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": {}}
+
+
+# -- what cannot be true ---------------------------------------------------------------------------
+# What `check` repairs, as the `problem` label of overlay_guard_ledger_repairs_total.
+PROBLEMS = {
+    "unreadable": "a record or the annotation does not read",
+    "horizon": "the horizon is not a resourceVersion the API server has issued",
+    "deadline": "a deadline is not a finite time within the longest admission chain",
+    "record": "a record's digest or name does not match its object",
+    "count": "more records than the ledger holds",
+    "size": "more characters than the ledger holds",
+    "missing": "a record this replica wrote or read was gone before its watch delivered the object (taken "
+               "out, or another replica's watch ahead of this one's)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """What the guard knows: `now`; `lifetime`, the longest a record may count from now (the longest admission
+    chain, plus clock skew); `revision`, a resourceVersion the API server had issued when last asked (None: not
+    asked); `known`, the records this replica wrote or read whose objects its watch has not delivered yet and whose
+deadlines have not passed."""
+
+    now: float
+    lifetime: float
+    revision: int | None = None
+    known: tuple[Record, ...] = ()
+    cap: int = MAX_RECORDS
+
+
+def consistent(r: Record) -> bool:
+    """Whether a record is what `record` writes: its digest that of its object, its name the object's."""
+    try:
+        view = store.stored(r.obj)
+    except (TypeError, ValueError):
+        return False
+    return model.name_of(r.obj) == r.name and digest(view.semantic) == r.digest
+
+
+def check(ledger: Ledger, bounds: Bounds) -> tuple[Ledger, tuple[str, ...]]:
+    """The ledger with what cannot be true repaired, and the PROBLEMS found (none: `ledger` itself).
+
+    A deadline past the bound is brought down to it, never dropped: the record may be true, and past the
+    bound it is read from the API server like any other. A record that does not match its object cannot
+    be told from a true one in another shape, so it goes (as a record someone deleted would). Known
+    records that are gone come back. Over the count or size, the oldest unknown records go first."""
+    problems = list(dict.fromkeys(ledger.unread))
+    latest = round(bounds.now + bounds.lifetime, 3)
+    records = []
+    for r in ledger.records:
+        if not consistent(r):
+            problems.append("record")
+            continue
+        if not (math.isfinite(r.deadline) and r.deadline <= latest):
+            problems.append("deadline")
+            r = dataclasses.replace(r, deadline=latest)
+        records.append(r)
+    names = {r.name for r in records}
+    lost = [r for r in bounds.known if r.name not in names and r.deadline > bounds.now]
+    if lost:
+        problems.append("missing")
+    horizon = ledger.horizon
+    if bounds.revision is not None and horizon > bounds.revision:
+        problems.append("horizon")
+        horizon = bounds.revision
+    ours = {r.name for r in bounds.known}
+    others = [r for r in (*records, *lost) if r.name not in ours]
+    kept = [r for r in (*records, *lost) if r.name in ours]
+    if len(kept) + len(others) > bounds.cap:
+        problems.append("count")
+        others = others[len(others) - max(0, bounds.cap - len(kept)):]
+    out = dataclasses.replace(ledger, records=(*kept, *others), horizon=horizon, unread=())
+    while len(text(out)) > MAX_BYTES and others:
+        problems.append("size")
+        others = others[1:]
+        out = dataclasses.replace(out, records=(*kept, *others))
+    found = tuple(dict.fromkeys(problems))
+    return (out if found else ledger), found
+
+
+def fits(candidate: Record) -> bool:
+    """Whether a record alone fits the ledger (a candidate that does not can never be admitted)."""
+    return len(text(Ledger((candidate,)))) <= MAX_BYTES
 
 
 # -- when records leave -----------------------------------------------------------------------------

@@ -30,7 +30,8 @@ class Refresher:
         documents = self.cache.documents()
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall()))
         try:
-            live = await asyncio.to_thread(karpenter.read_live, self.where, self.embedded, documents, self.client, at)
+            live = await asyncio.to_thread(karpenter.read_live, self.where, self.embedded, documents, self.client, at,
+                                           self.cache.crd)
         except (files.InputError, cat.CatalogError) as err:
             self._failed(str(err))
             return False

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from webhook import ledger as lg
 from webhook.listener import Listener
 from webhook.state import Cache
 
@@ -36,11 +37,23 @@ class _CacheCollector(Collector):
                                 "replica last read or wrote it.", value=self._cache.pending_count())
         writes = CounterMetricFamily("overlay_guard_ledger_writes",
                                      "Writes to the admissions ledger by result: written (a record added), conflict "
-                                     "(409: another write landed first; judged again), swept (records taken out).",
-                                     labels=["result"])
+                                     "(409: another write landed first; judged again), swept (records taken out), "
+                                     "repaired (a write that also repaired the ledger).", labels=["result"])
         for result, n in sorted(self._cache.ledger_writes.items()):
             writes.add_metric([result], n)
         yield writes
+        repairs = CounterMetricFamily("overlay_guard_ledger_repairs",
+                                      "Ledger reads that held what cannot be true, by problem: "
+                                      + "; ".join(f"{k} ({v})" for k, v in lg.PROBLEMS.items())
+                                      + "; deleted (the Lease was gone). Each is rewritten by the next write.",
+                                      labels=["problem"])
+        for problem in (*lg.PROBLEMS, "deleted"):
+            repairs.add_metric([problem], self._cache.ledger_repairs.get(problem, 0))
+        yield repairs
+        yield GaugeMetricFamily("overlay_guard_ledger_usable",
+                                "1 when the ledger's Lease can be read and written (its namespace exists and RBAC "
+                                "grants get, create and update); /readyz fails otherwise.",
+                                value=int(self._cache.ledger_problem is None))
         refused = CounterMetricFamily("overlay_guard_admissions_unanswered",
                                       "NodeOverlay decisions refused with 503 by reason: budget (not within the "
                                       "decision budget), busy (the ledger full, or the name being admitted by another "

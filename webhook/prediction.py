@@ -8,6 +8,12 @@ generation, or none, has not judged the overlay's current spec yet. The AWS prov
 controller lists the NodePools and, for each, writes every offering's price after overlays into one
 map per (instance type, capacity type, zone): the published figure is the last NodePool's in the order
 its informer cache lists them, which is a map's, so any NodePool's figure may be the one published.
+
+A predicted price is a check of the guard's model only where it does not rest on the published figure itself: a
+base recovered from Karpenter's figure by undoing the overlay the guard believes in effect gives back that figure
+whatever the truth, and so does a published figure taken as the base where the guard sees no overlay. So a figure is
+verifiable where the winning overlay sets an absolute price, or the base comes from a table independent of the
+publication (a catalog read from data, its figure not estimated); every other offering is counted unverifiable.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from simulation import findings
 from simulation.analysis import effects
 from simulation.analysis import report as rp
+from simulation.semantics import catalog as cat
 from simulation.semantics import merge, model
 from webhook import events
 
@@ -109,11 +116,18 @@ def status_mismatches(predicted: Mapping[str, rp.Status],
 @dataclasses.dataclass(frozen=True)
 class Priced:
     """A predicted published price: the NodePool it comes from and the overlay setting it (None: the
-    catalog's base price)."""
+    catalog's base price); `verifiable`: the figure does not rest on Karpenter's published one (module doc)."""
 
     price: float
     pool: str
     overlay: str | None
+    verifiable: bool = True
+
+
+def independent_base(offering: cat.Offering) -> bool:
+    """A base price read from a table (the embedded one, a --catalog file), not estimated, and not derived from
+    Karpenter's published figures (a live catalog's `published`, `recovered` and `embedded` origins)."""
+    return offering.origin == "" and not offering.estimated and offering.price is not None
 
 
 def predicted_prices(report: rp.Report) -> dict[PriceKey, tuple[Priced, ...]]:
@@ -135,10 +149,15 @@ def predicted_prices(report: rp.Report) -> dict[PriceKey, tuple[Priced, ...]]:
             unclaimed = [pool for i, pool in enumerate(pools) if i not in by_pool] if by_pool else pools
             if unclaimed:
                 figures.append((min(unclaimed), o.price, None))
+            independent = independent_base(o)
             distinct: dict[float, Priced] = {}
             for pool, price, name in sorted(figures, key=lambda f: f[0]):
-                if price is not None:
-                    distinct.setdefault(float(price), Priced(float(price), pool, name))
+                if price is None:
+                    continue
+                absolute = name is not None and report.entries[name].overlay.price is not None
+                first = distinct.setdefault(float(price), Priced(float(price), pool, name, independent or absolute))
+                if first.verifiable and not (independent or absolute):
+                    distinct[float(price)] = dataclasses.replace(first, verifiable=False)
             if distinct:
                 out[(it.name, o.capacity_type, o.zone)] = tuple(distinct.values())
     return out
@@ -159,13 +178,27 @@ class PriceMismatch:
                 f"{self.predicted.pool}, {by}){alternatives}, Karpenter publishes {self.published:g}")
 
 
-def comparable(predicted: Mapping[PriceKey, Sequence[Priced]],
-               published: Mapping[PriceKey, float]) -> dict[PriceKey, tuple[Sequence[Priced], float]]:
+def priced_by_both(predicted: Mapping[PriceKey, Sequence[Priced]],
+                   published: Mapping[PriceKey, float]) -> dict[PriceKey, tuple[Sequence[Priced], float]]:
     """The cells both sides price, each with the predicted figures and the published one. A cell only one side has
     is the catalog's business (which offerings exist), not the prediction's: the provider also publishes 0 for
     reserved offerings nobody holds. A published NaN is no figure."""
     return {key: (mine, theirs) for key, theirs in published.items()
             if (mine := predicted.get(key)) and math.isfinite(theirs)}
+
+
+def comparable(predicted: Mapping[PriceKey, Sequence[Priced]],
+               published: Mapping[PriceKey, float]) -> dict[PriceKey, tuple[Sequence[Priced], float]]:
+    """The cells both sides price where every figure the guard predicts is verifiable: any NodePool's may be the
+    one published, and a figure that rests on the published one would agree with it by construction."""
+    return {key: both for key, both in priced_by_both(predicted, published).items()
+            if all(m.verifiable for m in both[0])}
+
+
+def unverifiable(predicted: Mapping[PriceKey, Sequence[Priced]], published: Mapping[PriceKey, float]) -> int:
+    """How many cells both sides price cannot be compared (see `comparable`)."""
+    both = priced_by_both(predicted, published)
+    return len(both) - len(comparable(predicted, published))
 
 
 def price_mismatches(predicted: Mapping[PriceKey, Sequence[Priced]], published: Mapping[PriceKey, float],

@@ -18,12 +18,12 @@ from typing import Any, cast
 from aiohttp import web
 
 from simulation.semantics import catalog as cat
-from simulation.semantics import region
+from simulation.semantics import model, region
 from sources import karpenter
 from webhook import audit, chain, crdwatch, listener, livecatalog, loader
 from webhook.app import HANDLERS, create_app, create_metrics_app
 from webhook.config import Config
-from webhook.ledgerstore import KubeLedger
+from webhook.ledgerstore import KubeLedger, follow_access
 from webhook.metrics import Metrics
 from webhook.state import Cache
 from webhook.tls import ReloadingContext
@@ -73,12 +73,7 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_task
     if source is None:
         return None
 
-    async def read(kind: str, name: str) -> Any:
-        return await asyncio.to_thread(source.read, kind, name)
-
-    cache.reader = read
-    cache.ledger = KubeLedger(source.client.api_client, config.lease_namespace or audit.pod_namespace(),
-                              config.ledger_name)
+    _use_cluster(config, cache, source, chain_tasks)
     if config.decision_budget is None or config.admission_chain is None:
         # Kept by the caller (tasks the loop only references weakly can vanish).
         chain_tasks.append(asyncio.create_task(chain.follow(source.client.api_client, cache.follow_chain)))
@@ -86,6 +81,22 @@ async def _load(config: Config, cache: Cache, in_use: crdwatch.InUse, chain_task
         in_use.follow(source, asyncio.get_running_loop())
     source.start(asyncio.get_running_loop(), cache)
     return source
+
+
+def _use_cluster(config: Config, cache: Cache, source: Any, tasks: list[asyncio.Task[None]]) -> None:
+    """The cache's live reads and its ledger in a Lease, which /readyz waits for until the Lease is known usable."""
+    async def read(kind: str, name: str) -> Any:
+        return await asyncio.to_thread(source.read, kind, name)
+
+    async def list_overlays() -> tuple[list[Any], str | None]:
+        return await asyncio.to_thread(source.list, model.NODEOVERLAY)
+
+    cache.reader = read
+    cache.lister = list_overlays
+    ledger = KubeLedger(source.client.api_client, config.lease_namespace or audit.pod_namespace(), config.ledger_name)
+    cache.ledger = ledger
+    cache.report_ledger("not checked yet")
+    tasks.append(asyncio.create_task(follow_access(ledger, cache.report_ledger)))
 
 
 def _reads_karpenter(config: Config, source: Any) -> bool:

@@ -18,6 +18,13 @@ past their deadline, from the API server); cached objects it rests on are read f
 and one it no longer has is judged as absent. Every decision finishes within `budget` seconds, with
 at most MAX_READS live reads. With `--state` there is no API server: the ledger lives in memory and
 denials rest on the files.
+
+The Lease is input (webhook/ledger.py's `check`): every ledger read is checked, and what cannot be true is
+repaired by compare-and-swap (the next write, or the sweep at once), counted and logged. A horizon the
+snapshot does not reach within CATCH_UP is held against a fresh list of NodeOverlays (the API server's
+current resourceVersion), which also brings the cache up to it. A record this replica wrote or read counts
+until its watch delivers the object (or its deadline passes): taken out of the Lease before that, it is
+written back.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -58,10 +66,15 @@ SWEEP_BUSY, SWEEP_IDLE = 0.5, 5.0
 DELETED_KEPT = 256
 # The readiness key of a followed CRD (set_crd).
 CRD = "CustomResourceDefinition"
+# How long a decision waits for the snapshot to reach the ledger's horizon before it lists NodeOverlays
+# to learn whether the horizon is one the API server has issued at all.
+CATCH_UP = 1.0
 
 # Reads one object from the API server: the object, None when it does not exist; raises when
 # that cannot be told (the denial then stands).
 Reader = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
+# Lists NodeOverlays from the API server: the objects and the list's resourceVersion.
+Lister = Callable[[], Awaitable[tuple[list[Mapping[str, Any]], str | None]]]
 T = TypeVar("T")
 
 
@@ -109,6 +122,10 @@ class _Attempt:
         return True
 
 
+class Unrecordable(Unanswerable):
+    """A candidate the ledger can never hold: retrying does not help, so it is denied, not refused with 503."""
+
+
 class NotReady(Exception):
     """The first list has not synced (or the catalog is still loading)."""
 
@@ -128,9 +145,23 @@ class Cache:
         self.view = lg.Ledger()
         # Set by a live source; None (`--state`) leaves nothing to confirm against.
         self.reader: Reader | None = None
+        self.lister: Lister | None = None
+        # Why the ledger cannot be used (webhook/ledgerstore.py's access check); /readyz fails while set.
+        self.ledger_problem: str | None = None
+        # The records this replica wrote or read whose objects its watch has not delivered yet, by name.
+        self._known: dict[str, lg.Record] = {}
+        # Repairs of the ledger by lg.PROBLEMS key (and "deleted": the Lease was gone).
+        self.ledger_repairs: dict[str, int] = {}
+        # What the latest read found to repair (with the read's details for the log), until a write repairs it.
+        self._repair_due: tuple[str, ...] = ()
+        self._repair_detail: dict[str, Any] = {}
+        self._wake = asyncio.Event()
+        # NodeOverlay watch events at or below this resourceVersion are in the list CATCH_UP made.
+        self._listed = 0
+        self._relisting: asyncio.Future[int] | None = None
         self.confirmations = 0
         self.stale_objects = 0
-        self.ledger_writes = {"written": 0, "conflict": 0, "swept": 0}
+        self.ledger_writes = {"written": 0, "conflict": 0, "swept": 0, "repaired": 0}
         self.unanswered = {"budget": 0, "busy": 0, "ledger": 0}
         self._clock = clock
         self._wall = wall
@@ -179,6 +210,12 @@ class Cache:
         """Seconds a record waits past its admission before it may be read as never stored."""
         return self._after if self._after is not None else self.chain.after
 
+    @property
+    def lifetime(self) -> float:
+        """The furthest ahead a true record's deadline can be: the admission chain (every replica reads the same
+        webhook configurations), plus the clock skew between replicas."""
+        return self.after + chain.PERSIST
+
     # -- sources --------------------------------------------------------------------------
     def expect(self, kinds: Iterable[str]) -> None:
         """Declare the kinds a source will list; readiness waits for all of them."""
@@ -210,6 +247,11 @@ class Cache:
     def catalog(self) -> cat.Catalog | None:
         """The catalog the next snapshot is built on."""
         return self._catalog
+
+    @property
+    def crd(self) -> crds.Crd | None:
+        """The NodeOverlay CRD the next snapshot judges by (None: Karpenter's own, embedded)."""
+        return self._crd
 
     def catalog_detail(self) -> dict[str, Any]:
         """The catalog in use, as /readyz reports it."""
@@ -245,7 +287,10 @@ class Cache:
         for kind in store.KINDS:
             self.replace_kind(kind, [o for o in objs if model.kind_of(o) == kind])
 
-    def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Transition:
+    def apply_event(self, kind: str, event: Mapping[str, Any]) -> store.Transition | None:
+        if kind == model.NODEOVERLAY and self._listed and lg.resource_version(
+                event.get("raw_object", event.get("object"))) <= self._listed:
+            return None  # the list CATCH_UP made has it already; applied now it would step back
         outcome = store.handle(self._live, kind, event)
         self._live = outcome.store
         self.updates += 1
@@ -290,8 +335,9 @@ class Cache:
 
     @property
     def ready(self) -> bool:
-        """/readyz: usable and not shutting down (requests in flight are still answered)."""
-        return not self._closing and self.usable
+        """/readyz: usable, the ledger reachable and writable, and not shutting down (requests in flight are
+        still answered)."""
+        return not self._closing and self.usable and self.ledger_problem is None
 
     @property
     def snapshot(self) -> Snapshot:
@@ -304,6 +350,10 @@ class Cache:
 
     def live_counts(self) -> dict[str, int]:
         return store.counts(self._live)
+
+    def report_ledger(self, problem: str | None) -> None:
+        """Why the ledger's Lease cannot be used (None: it can): /readyz fails while there is a reason."""
+        self.ledger_problem = problem
 
     def pending_count(self) -> int:
         """Records in the ledger as this replica last saw it."""
@@ -374,7 +424,10 @@ class Cache:
 
     async def _sweep_loop(self) -> None:
         while True:
-            await asyncio.sleep(SWEEP_BUSY if self.view.records else SWEEP_IDLE)
+            # Woken early by a ledger read that needs a repair.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), SWEEP_BUSY if self.view.records else SWEEP_IDLE)
+            self._wake.clear()
             if not self.usable:
                 continue
             try:
@@ -387,7 +440,7 @@ class Cache:
         """Take out of the ledger the records whose object the watch has (or whose deletion it has), and
         those past their deadline whose object the API server does not have as recorded."""
         view = self._observe(await self.ledger.get(SWEEP_BUSY * 4))
-        if not view.records:
+        if not view.records and not self._repair_due:
             return
         found = lg.sweep(view, self._snapshot.basis, self._deleted, self._wall())
         leaving = dict(found.settled)
@@ -399,18 +452,57 @@ class Cache:
             at = lg.verdict(r, live)
             if at is not None:
                 leaving[r.name] = at
-        if not leaving:
+        if not leaving and not self._repair_due:
             return
         try:
-            self._observe(await self.ledger.put(lg.without(view, leaving), SWEEP_BUSY * 4))
+            await self._put(lg.without(view, leaving), SWEEP_BUSY * 4)
         except Conflict:
             return  # another write landed first; the next sweep reads it
-        self.ledger_writes["swept"] += 1
-        log.info("records left the ledger", extra={"fields": {"records": sorted(leaving)}})
+        if leaving:
+            self.ledger_writes["swept"] += 1
+            log.info("records left the ledger", extra={"fields": {"records": sorted(leaving)}})
 
-    def _observe(self, view: lg.Ledger) -> lg.Ledger:
-        self.view = view
-        return view
+    async def _put(self, ledger: lg.Ledger, timeout: float) -> lg.Ledger:
+        """Write by compare-and-swap (leader.Conflict when another write landed first); what was stored."""
+        repairing, detail = self._repair_due, self._repair_detail
+        stored = self._observe(await self.ledger.put(ledger, timeout), written=True)
+        if repairing:
+            self.ledger_writes["repaired"] += 1
+            for problem in repairing:
+                self.ledger_repairs[problem] = self.ledger_repairs.get(problem, 0) + 1
+            log.warning("the admissions ledger held what cannot be true; rewritten", extra={"fields": {
+                "ledger": self.ledger.where, "problems": list(repairing), **detail, "records": len(stored.records),
+                "horizon": stored.horizon}})
+        return stored
+
+    def _observe(self, view: lg.Ledger, revision: int | None = None, written: bool = False,
+                 again: bool = False) -> lg.Ledger:
+        """The ledger as read (`written`: as this replica just stored it; `again`: observed before, the snapshot
+        having caught up with it since), repaired where it cannot be true; `revision`: a resourceVersion the
+        API server issued after `view` was read. A known record gone from it counts as taken out only once
+        the snapshot has caught up with its horizon: before, another replica may have settled it at a version
+        this replica's watch has not delivered yet."""
+        now = self._wall()
+        if self._known:
+            settled = lg.sweep(lg.Ledger(tuple(self._known.values())), self._snapshot.basis, self._deleted,
+                               now).settled
+            self._known = {n: r for n, r in self._known.items() if r.deadline > now and n not in settled}
+        known = tuple(self._known.values()) if self._snapshot.version >= view.horizon else ()
+        repaired, problems = lg.check(view, lg.Bounds(now, self.lifetime, revision, known,
+                                                      max(self.max_pending, lg.MAX_RECORDS)))
+        self._known.update((r.name, r) for r in repaired.records if r.deadline > now)
+        if view.version is None and self.view.version is not None and not again:
+            problems = ("deleted", *problems)
+        if problems:
+            self._repair_due = tuple(dict.fromkeys((*self._repair_due, *problems) if again else problems))
+            self._repair_detail = {"leaseVersion": view.version, "readRecords": len(view.records),
+                                   "readHorizon": view.horizon}
+            self._wake.set()
+        elif not again:
+            # What this read holds is true (a write, or someone else's repair): nothing is left to rewrite.
+            self._repair_due = ()
+        self.view = repaired
+        return repaired
 
     # -- decisions ------------------------------------------------------------------------
     def _left(self, ends: float) -> float:
@@ -427,13 +519,39 @@ class Cache:
             self._left(ends)
             raise
 
-    async def _caught_up(self, horizon: int, ends: float) -> None:
-        """Until the snapshot has every object whose record left the ledger (its horizon)."""
-        while self._snapshot.version < horizon:
+    async def _caught_up(self, view: lg.Ledger, ends: float) -> lg.Ledger:
+        """Until the snapshot has every object whose record left the ledger (its horizon). Past CATCH_UP the
+        NodeOverlays are listed: a horizon above the list's resourceVersion was never issued (the ledger with
+        it repaired is returned), and the list brings the cache up to any true one."""
+        listed_after = self._clock() + CATCH_UP if self.lister is not None else math.inf
+        if self._snapshot.version >= view.horizon:
+            return view
+        while self._snapshot.version < view.horizon:
+            if self._clock() >= listed_after:
+                listed_after = math.inf
+                revision = await self._relist(ends)
+                view = self._observe(view, revision, again=True)
+                continue
             self._built.clear()
             left = self._left(ends)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._built.wait(), min(0.05, left))
+        return self._observe(view, again=True)
+
+    async def _relist(self, ends: float) -> int:
+        """The NodeOverlays as the API server has them now, into the cache; the list's resourceVersion.
+        Decisions waiting together share one list."""
+        if self._relisting is None or self._relisting.done():
+            self._relisting = asyncio.ensure_future(self._list_overlays())
+        return await self._within(asyncio.shield(self._relisting), ends)
+
+    async def _list_overlays(self) -> int:
+        assert self.lister is not None
+        items, version = await self.lister()
+        revision = lg.resource_version({"metadata": {"resourceVersion": version}})
+        self.replace_kind(model.NODEOVERLAY, items, version)
+        self._listed = max(self._listed, revision)
+        return revision
 
     async def _prepared_for(self, snap: Snapshot, key: Key, plan: store.Plan,
                             ends: float) -> tuple[ev.Prepared, str]:
@@ -507,7 +625,7 @@ class Cache:
         subject = findings.ObjectRef(model.NODEOVERLAY, model.name_of(candidate) or "")
         attempt = _Attempt(self.view)
         while True:
-            await self._caught_up(attempt.view.horizon, ends)
+            attempt.view = await self._caught_up(attempt.view, ends)
             report, plan = await self._evaluate(candidate, operation, old, lg.holds(attempt.view), ends,
                                                 attempt.gone, small)
             if admits(report):
@@ -573,6 +691,11 @@ class Cache:
         taken out on the way; None when another write landed first."""
         now = self._wall()
         mine = lg.record(candidate, now + self.after)
+        if not lg.fits(mine):
+            raise Unrecordable(
+                f"NodeOverlay {mine.name} is too large for the admissions ledger: its record takes "
+                f"{len(lg.text(lg.Ledger((mine,))))} characters and the ledger holds {lg.MAX_BYTES}, so it can never "
+                "be recorded; fewer or shorter requirement values make it smaller")
         found = lg.sweep(view, self._snapshot.basis, self._deleted, now)
         # Without an API server (--state) nothing is stored later: past its deadline a record has no object.
         leaving = {**found.settled, **({r.name: 0 for r in found.overdue} if self.reader is None else {})}
@@ -584,13 +707,14 @@ class Cache:
         updated = lg.admit(view, mine, leaving, self.max_pending)
         if updated is None:
             self.unanswered["busy"] += 1
-            raise Unanswerable(f"{len(view.records)} NodeOverlay admissions are in flight, the most the ledger "
-                               "holds; retry in a few seconds")
+            raise Unanswerable(f"{len(view.records)} NodeOverlay admissions are in flight, more than the ledger "
+                               f"holds beside this one ({self.max_pending} records, {lg.MAX_BYTES} characters); "
+                               "retry in a few seconds")
         if self._left(ends) < MIN_WRITE:
             self.unanswered["budget"] += 1
             raise Unanswerable(f"the decision did not finish within {self.budget:g}s; retry in a few seconds")
         try:
-            stored = await self._within(self.ledger.put(updated, self._left(ends)), ends)
+            stored = await self._within(self._put(updated, self._left(ends)), ends)
         except Conflict:
             self.ledger_writes["conflict"] += 1
             return None
@@ -600,7 +724,6 @@ class Cache:
             self.unanswered["ledger"] += 1
             raise Unanswerable(f"cannot record the admission in the ledger ({type(exc).__name__}); retry") from exc
         self.ledger_writes["written"] += 1
-        self._observe(stored)
         if mine.name in report.overlays:
             # Its own checks, for the requests that judge its record as an extra.
             live = {r.digest for r in stored.records}
@@ -629,8 +752,7 @@ class Cache:
         log.info("a denial rested on records whose object is not stored as recorded; judging again without them",
                  extra={"fields": {"records": sorted(leaving)}})
         try:
-            return self._observe(await self._within(self.ledger.put(lg.without(view, leaving),
-                                                                    self._left(ends)), ends))
+            return await self._within(self._put(lg.without(view, leaving), self._left(ends)), ends)
         except Conflict:
             return await self._read_ledger(ends)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -90,6 +91,34 @@ class RegionError(ValueError):
     """`--region` that the catalog cannot be laid out in; the message says why."""
 
 
+# The regions of the clouds whose names a typo must not pass as a place (AWS's public, GovCloud, China, isolated and
+# sovereign partitions as of 2026). A run would otherwise lay the catalog out in made-up zones, where every zone
+# requirement becomes a `no-match` warning and a real conflict exits 0. A catalog that names the region defines it.
+KNOWN_REGIONS: Mapping[str, frozenset[str]] = {"AWS": frozenset({
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "af-south-1", "ap-east-1", "ap-east-2", "ap-south-1",
+    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5",
+    "ap-southeast-6", "ap-southeast-7", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ca-central-1",
+    "ca-west-1", "eu-central-1", "eu-central-2", "eu-west-1", "eu-west-2", "eu-west-3", "eu-south-1", "eu-south-2",
+    "eu-north-1", "il-central-1", "me-south-1", "me-central-1", "mx-central-1", "sa-east-1", "us-gov-east-1",
+    "us-gov-west-1", "cn-north-1", "cn-northwest-1", "us-iso-east-1", "us-iso-west-1", "us-isob-east-1",
+    "us-isof-south-1", "us-isof-east-1", "eu-isoe-west-1", "eusc-de-east-1"})}
+
+
+def check_known(explicit: str, catalog: cat.Catalog) -> None:
+    """`--region` must be one of the catalog's provider's regions, unless the catalog itself is laid out there
+    (a `--catalog` of a region this list lacks). Raises RegionError naming the nearest real ones."""
+    # A name shaped as another cloud's region (westeurope under the AWS catalog) is checked against that cloud's.
+    cloud = cat.region_cloud(explicit, catalog.provider) or catalog.provider
+    known = KNOWN_REGIONS.get(cloud)
+    if known is None or explicit in known or explicit == catalog.region \
+            or any(cat.zone_region(z, catalog.provider) == explicit for z in catalog.zones):
+        return
+    near = difflib.get_close_matches(explicit, sorted(known), n=3)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    raise RegionError(f"--region {explicit}: {cloud} has no region of that name{hint}; a --catalog laid "
+                      "out in that region defines it")
+
+
 def choose(catalog: cat.Catalog, objects: Sequence[Mapping[str, Any]], explicit: str | None = None,
            cluster: Named | None = None) -> Choice:
     """The catalog in the region of the run: `explicit` (--region), else the cluster's (its Nodes), else the one
@@ -102,6 +131,7 @@ def choose(catalog: cat.Catalog, objects: Sequence[Mapping[str, Any]], explicit:
     ranked = seen.regions()
     notes: list[str] = []
     if explicit is not None:
+        check_known(explicit, catalog)
         region, why = explicit, "--region"
     elif ranked:
         region = ranked[0]

@@ -1,5 +1,7 @@
 """Kubernetes' apimachinery syntax checks (DNS names, qualified names, label values, Go integers) and the
-YAML-to-JSON conversion kubectl performs, shared by the API-server and the runtime validation layers."""
+conversion of a reader's values to the JSON the API server receives, shared by the API-server and the
+runtime validation layers. Readers type YAML scalars as kubectl does and hand plain values: no YAML
+library is known here."""
 
 from __future__ import annotations
 
@@ -7,8 +9,6 @@ import datetime
 import re
 from collections.abc import Mapping
 from typing import Any
-
-from ruamel.yaml.scalarbool import ScalarBoolean
 
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*", re.ASCII)
@@ -55,23 +55,22 @@ def parse_go_int(text: str) -> int | None:
     return value if -(2**63) <= value < 2**63 else None
 
 
-# Already plain: most of what a JSON reader gives, and most leaves of what ruamel gives.
+# Already plain: all that a reader gives.
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def plain_json(value: Any) -> Any:
-    """The JSON value the API server would receive for a parsed YAML or JSON value, as kubectl converts it."""
+    """The JSON value the API server would receive for a value: a caller's tuple or Mapping, a subclass of a
+    scalar type or a date (as the kubernetes client gives) become what JSON makes of them."""
     if type(value) in _PLAIN:
         return value
     if isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test against
         return [plain_json(v) for v in value]
     if isinstance(value, dict | Mapping):
         return {plain_key(k): plain_json(v) for k, v in value.items()}
-    if isinstance(value, bool | ScalarBoolean):
-        return bool(value)
-    for plain in (int, float, str):
+    for plain in (bool, int, float, str):
         if isinstance(value, plain):
-            return plain(value)  # drops ruamel's scalar subclasses, which only carry formatting
+            return plain(value)
     if isinstance(value, datetime.date):
         return value.isoformat()
     return None if value is None else str(value)
@@ -81,6 +80,6 @@ def plain_key(key: Any) -> str:
     """A mapping key as the JSON object's member name."""
     if type(key) is str:
         return key
-    if isinstance(key, bool | ScalarBoolean):
+    if isinstance(key, bool):
         return "true" if key else "false"
     return key if isinstance(key, str) else str(plain_json(key))

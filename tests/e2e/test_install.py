@@ -75,7 +75,8 @@ def _renders(tmp: Path) -> dict[str, list[dict[str, Any]]]:
     home = tmp / "helm"
     certs = _certs(tmp / "certs")
     every = _kustomization(tmp / "every-component", [certs],
-                           [COMPONENTS / "dra-crd", COMPONENTS / "network-policy", COMPONENTS / "client-ca"])
+                           [COMPONENTS / "dra-crd", COMPONENTS / "network-policy", COMPONENTS / "client-ca",
+                            COMPONENTS / "break-glass"])
     return {
         "kustomize base": tools.kustomize(MANIFESTS),
         "python -m certs": tools.kustomize(certs),
@@ -85,7 +86,10 @@ def _renders(tmp: Path) -> dict[str, list[dict[str, Any]]]:
         "chart with every option": tools.chart(
             home, "--set", "namespace.create=true", "--set", "mode=warn", "--set", "networkPolicy.enabled=true",
             "--set", "clientCA.enabled=true", "--set", "clientCA.configMap=overlay-guard-client-ca",
-            "--set", "draCRD.enabled=true", "--set", "replicaCount=3", "--set", "webhook.failurePolicy=Ignore"),
+            "--set", "draCRD.enabled=true", "--set", "replicaCount=3", "--set", "webhook.failurePolicy=Ignore",
+            "--set", "webhook.breakGlassGroups={overlay-guard:break-glass,system:masters}",
+            "--set", "priorityClassName=system-cluster-critical",
+            "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"),
         "chart cert-manager": tools.chart(home, "--set", "certificates.source=cert-manager"),
         "chart cert-manager, own issuer": tools.chart(
             home, "--set", "certificates.source=cert-manager", "--set", "certificates.certManager.issuerRef.name=corp",
@@ -147,7 +151,9 @@ def _denies_a_conflict(guard: Guard, hook: Webhook, label: str) -> None:
 
 
 def _webhook(guard: Guard, certs: Certs, name: str) -> Webhook:
-    hook = Webhook(guard.plane, certs, name)
+    # The installed ValidatingAdmissionPolicy lets only the release's ServiceAccount write the Leases in its
+    # namespace; this stand-in runs as the suite's admin, so its Leases live in `default`.
+    hook = Webhook(guard.plane, certs, name, extra_args=("--leader-election-namespace", "default"))
     # Registered with the guard so a failure report shows its log and the session stops it.
     guard.extra.append(hook)
     hook.start()
@@ -211,6 +217,7 @@ def test_readme_kustomize_install_enforces(unrouted: Guard, label: str, tmp_path
         plane.kubectl("delete", "-n", NAMESPACE, "deployment,service,serviceaccount,poddisruptionbudget,secret",
                       "-l", "app.kubernetes.io/name=overlay-guard", "--ignore-not-found")
         plane.kubectl("delete", *(f"{k.lower()}/{RELEASE}" for k in CONFIG_KINDS), "clusterrole/overlay-guard",
-                      "clusterrolebinding/overlay-guard", "--ignore-not-found")
+                      "clusterrolebinding/overlay-guard", "validatingadmissionpolicy/overlay-guard-leases",
+                      "validatingadmissionpolicybinding/overlay-guard-leases", "--ignore-not-found")
         if hook is not None:
             hook.stop()

@@ -1,0 +1,69 @@
+"""What reading YAML costs against JSON: `overlay-lint check` of the same objects (5,000 capacity overlays, each
+setting a resource of its own, and their NodePools) written as multi-document YAML and as a stream of JSON
+objects, runs interleaved so that both see the same machine. The target is a median at most 1.5 times the JSON
+run's (docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import yaml
+
+from benchmarks import workload
+
+OVERLAYS = 5_000
+POOLS = 20
+TARGET = 1.5
+
+
+def documents(count: int = OVERLAYS, pools: int = POOLS) -> list[dict[str, Any]]:
+    """NodePools and clean capacity overlays: every overlay sets an extended resource no other sets."""
+    overlays = workload.overlays(count, pools=pools, distinct=True)
+    for i, overlay in enumerate(overlays):
+        spec = overlay["spec"]
+        spec.pop("price", None)
+        spec.pop("priceAdjustment", None)
+        spec["capacity"] = {f"example.com/device-{i:05d}": "2"}
+    return [*workload.nodepools(pools), *overlays]
+
+
+def _timed(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one run: CPU time moves less than wall time with the shared machine's load."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def run(rounds: int = 3, count: int = OVERLAYS) -> dict[str, Any]:
+    lint = str(pathlib.Path(sys.executable).with_name("overlay-lint"))
+    check = [lint, "check"] if os.path.exists(lint) else [sys.executable, "-m", "lint", "check"]
+    docs = documents(count)
+    with tempfile.TemporaryDirectory() as tmp:
+        as_yaml, as_json = os.path.join(tmp, "objects.yaml"), os.path.join(tmp, "objects.json")
+        pathlib.Path(as_yaml).write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+        pathlib.Path(as_json).write_text("\n".join(json.dumps(d, indent=2) for d in docs), encoding="utf-8")
+        from_yaml, from_json = [], []
+        for _ in range(rounds):
+            from_json.append(_timed([*check, as_json]))
+            from_yaml.append(_timed([*check, as_yaml]))
+    out: dict[str, Any] = {"command": f"overlay-lint check FILE ({count} capacity overlays, {POOLS} NodePools)",
+                           "rounds": rounds, "target_ratio": TARGET, "load": os.getloadavg()}
+    for i, what in enumerate(("wall", "cpu")):
+        yaml_s, json_s = statistics.median(r[i] for r in from_yaml), statistics.median(r[i] for r in from_json)
+        out[what] = {"json_median_s": round(json_s, 3), "yaml_median_s": round(yaml_s, 3),
+                     "ratio": round(yaml_s / json_s, 2)}
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
