@@ -189,6 +189,50 @@ ALL: Sequence[Code] = (
          "types the hugepages in effect take more than half of it, which leaves little for pods that request "
          "ordinary memory.",
          "Check that the hugepages are meant for these instance types, or keep the overlay off the smaller ones."),
+    Code("on-demand-below-spot", _W,
+         "a price overlay makes on-demand cheaper than spot for a type a NodePool launches both ways, judged on "
+         "prices read from data only ([aws/karpenter-provider-aws#8704]"
+         "(https://github.com/aws/karpenter-provider-aws/issues/8704))",
+         "A price overlay makes on-demand cheaper than spot where a NodePool launches both",
+         "Karpenter ranks instance types by price; once an on-demand discount takes on-demand below spot for a "
+         "type the NodePool offers both ways, Karpenter picks types by the discounted on-demand price but still "
+         "launches spot, and the NodeClaims can fail with InsufficientCapacityError "
+         "(https://github.com/aws/karpenter-provider-aws/issues/8704).",
+         "Scope the discount to on-demand-only NodePools, add karpenter.sh/capacity-type NotIn [spot] to the "
+         "NodePool, or lower the discount so that spot stays the cheaper."),
+    Code("hugepages-below-nodepool-memory", _W,
+         "an overlay's hugepages leave a type less allocatable memory than the NodePool's memory floor (its "
+         "`instance-memory` Gt/Gte requirement) ([kubernetes-sigs/karpenter#3297]"
+         "(https://github.com/kubernetes-sigs/karpenter/issues/3297))",
+         "Hugepages leave a type less allocatable memory than the NodePool asks for",
+         "A NodePool that requires instance types with more than some memory (karpenter.k8s.aws/instance-memory "
+         "Gt or Gte) is sized for pods that need it; the hugepages in effect leave some of its types less "
+         "allocatable memory than that floor, so pods sized to it no longer fit there and Karpenter launches "
+         "larger types or none (https://github.com/kubernetes-sigs/karpenter/issues/3297).",
+         "Lower the hugepages, keep the overlay off the types named, or raise the NodePool's memory floor."),
+    Code("preview-price-by-name", _W,
+         "two single-requirement `node.kubernetes.io/instance-type In` overlays with an absolute price name one "
+         "type without a published price at different weights: the AWS provider takes the one last by name as the "
+         "type's base price ([aws/karpenter-provider-aws#9249]"
+         "(https://github.com/aws/karpenter-provider-aws/pull/9249))",
+         "The AWS provider prices a preview type by the overlay last in name order",
+         "For an instance type the pricing API does not list (a preview type), the AWS provider (v1.14 and later) "
+         "takes the price of NodeOverlays with only a node.kubernetes.io/instance-type In requirement and an "
+         "absolute price, listed by name, the last one winning whatever the weights; Karpenter then applies the "
+         "overlays by weight on top, so the type's base price is not the one the weights say "
+         "(https://github.com/aws/karpenter-provider-aws/pull/9249).",
+         "Price a preview type with one such overlay, or give the highest-weight one the name that sorts last."),
+    Code("price-metric-flips", Severity.INFO,
+         "a price overlay applies to an offering in some of the NodePools that launch it: Karpenter's "
+         "`offering_price_estimate` metric swings between their prices ([kubernetes-sigs/karpenter#3070]"
+         "(https://github.com/kubernetes-sigs/karpenter/issues/3070))",
+         "A NodePool-scoped price overlay makes Karpenter's price metric swing",
+         "Karpenter publishes one karpenter_cloudprovider_instance_type_offering_price_estimate per instance type, "
+         "zone and capacity type, written from each NodePool's instance types in turn; an overlay that prices an "
+         "offering in some NodePools only makes the series swing between their prices "
+         "(https://github.com/kubernetes-sigs/karpenter/issues/3070, "
+         "https://github.com/aws/karpenter-provider-aws/issues/9222).",
+         "Select the offering in every NodePool that launches it, or read prices per NodePool, not from the metric."),
     Code("ignored-values", _W,
          "Exists/DoesNotExist with values, which Karpenter ignores",
          "Exists/DoesNotExist with values, which Karpenter ignores",

@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, hugepages, incremental, unknowable
+from simulation.analysis import checks, dra, hints, hugepages, incremental, traps, unknowable
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
@@ -108,6 +108,7 @@ def _local(grid: cells.Grid, keys: frozenset[str], e: merge.Entry,
     found += checks.fractional_resources(e.overlay)
     if (everywhere := checks.price_on_every_type(grid, e)) is not None:
         found.append(everywhere)
+    found += [f for trap in (traps.below_spot, traps.metric_flips) if (f := trap(grid, e)) is not None]
     return tuple(found)
 
 
@@ -401,6 +402,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
                               for n, e in sorted(entries.items()) if snapshot.overlays[n].keys])
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, subjects, grid.catalog)
+    found += traps.preview_prices(grid, entries, outcome.status, subjects)
     if ties:
         found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
     status = _statuses(snapshot, outcome.status, outcome.verdicts)
@@ -417,6 +419,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         lambda n: snapshot.overlays[n].raw, _keyed(snapshot, prepared, changed))
     found: list[findings.Finding] = list(result.findings)
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, changed, snapshot.grid.catalog)
+    found += traps.preview_prices(snapshot.grid, entries, result.status, changed)
     for name in changed:
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -279,15 +280,36 @@ async def test_an_unchanged_snapshot_is_not_evaluated_again(monkeypatch: pytest.
     assert len(calls) == 2
 
 
+class Turns:
+    """The auditor's clock, counting its reads: each turn of its loop reads it, so a test lets the loop turn a
+    number of times (each a poll apart) rather than sleeping and hoping it turned."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self._read = asyncio.Event()
+
+    def __call__(self) -> float:
+        self.reads += 1
+        self._read.set()
+        return time.monotonic()
+
+    async def after(self, turns: int) -> None:
+        target = self.reads + turns
+        while self.reads < target:
+            self._read.clear()
+            await self._read.wait()
+
+
 async def test_the_loop_audits_after_a_change_settles_and_only_while_leading() -> None:
     cache = await cache_of(*CONFLICTING)
     api = FakeEvents()
     leases = FakeLeases()
     elector = leader.Elector(leases, "me", lease_duration=15, renew_deadline=10, retry_period=2)
-    auditor = audit.Auditor(cache, api, instance="me", debounce=0.05, poll=0.01, elector=elector)
+    turns = Turns()
+    auditor = audit.Auditor(cache, api, instance="me", debounce=0.05, poll=0.01, elector=elector, clock=turns)
     task = asyncio.create_task(auditor.run())
     try:
-        await asyncio.sleep(0.2)
+        await turns.after(20)
         assert auditor.audits == 0 and not api.created  # a follower writes nothing
         assert await elector.step()
         for _ in range(500):
@@ -302,7 +324,7 @@ async def test_the_loop_audits_after_a_change_settles_and_only_while_leading() -
                 break
             await asyncio.sleep(0.01)
         assert auditor.audits == 2  # the change, once settled
-        await asyncio.sleep(0.2)
+        await turns.after(20)  # well past the debounce: 20 turns a poll apart
         assert auditor.audits == 2  # nothing more until the next change or the interval
     finally:
         task.cancel()

@@ -31,10 +31,24 @@ def embedded() -> cat.Catalog:
 @pytest.mark.parametrize(("zone", "provider", "expected"), [
     ("us-east-1a", "AWS", "us-east-1"), ("eu-west-1c", "", "eu-west-1"), ("us-gov-west-1a", "AWS", "us-gov-west-1"),
     ("us-east-1-bos-1a", "AWS", "us-east-1"), ("us-central1-a", "GCP", "us-central1"), ("eastus-1", "Azure", "eastus"),
+    ("US-ASHBURN-AD-2", "OCI", "us-ashburn-1"), ("CA-TORONTO-1-AD-1", "", "ca-toronto-1"),
     ("us-central1-a", "AWS", None), ("test", "", None), ("test-zone-1", "AWS", None),
 ])
 def test_zone_region_follows_each_clouds_naming(zone: str, provider: str, expected: str | None) -> None:
     assert cat.zone_region(zone, provider) == expected
+
+
+@pytest.mark.parametrize(("zone", "provider", "expected"), [
+    ("us-east-1a", "AWS", ("AWS", "us-east-1")),
+    # Another cloud's zone is placed under an AWS catalog where its shape is that cloud's alone (issue 41 row 5);
+    # Azure's `<word>-<n>` only for Azure's published regions, so a fixture's `zone-1` places nothing there.
+    ("us-central1-a", "AWS", ("GCP", "us-central1")), ("westeurope-1", "AWS", ("Azure", "westeurope")),
+    ("zone-1", "AWS", None), ("US-ASHBURN-AD-1", "AWS", ("OCI", "us-ashburn-1")), ("zone-1", "", ("Azure", "zone")),
+    ("test-zone-1", "AWS", None),
+])
+def test_zone_place_hears_another_clouds_distinct_zone_names(zone: str, provider: str,
+                                                             expected: tuple[str, str] | None) -> None:
+    assert cat.zone_place(zone, provider) == expected
 
 
 def test_no_input_naming_a_place_keeps_the_catalogs_region_and_says_so(embedded: cat.Catalog) -> None:
@@ -105,6 +119,27 @@ def test_provider_of_label_keys(keys: list[str], provider: str) -> None:
     assert cat.provider_of(keys) == provider
 
 
+@pytest.mark.parametrize(("zone", "region_name", "zones"), [
+    ("westeurope-1", "westeurope", ("westeurope-1", "westeurope-2", "westeurope-3")),
+    ("us-central1-b", "us-central1", ("us-central1-a", "us-central1-b", "us-central1-c")),
+    ("US-ASHBURN-1-AD-2", "us-ashburn-1", ("US-ASHBURN-1-AD-1", "US-ASHBURN-1-AD-2", "US-ASHBURN-1-AD-3")),
+])
+def test_a_nodepool_zone_of_another_cloud_names_the_region_and_its_zones_shape(
+        embedded: cat.Catalog, zone: str, region_name: str, zones: tuple[str, ...]) -> None:
+    chosen = region.choose(embedded, [nodepool("p", zone=zone)]).catalog
+    assert (chosen.region, chosen.zones) == (region_name, zones)
+
+
+@pytest.mark.parametrize(("explicit", "zones"), [
+    ("westeurope", ("westeurope-1", "westeurope-2", "westeurope-3")),
+    ("us-central1", ("us-central1-a", "us-central1-b", "us-central1-c")),
+    ("eu-west-1", ("eu-west-1a", "eu-west-1b", "eu-west-1c")),
+])
+def test_explicit_region_builds_the_zones_of_the_cloud_its_name_is_shaped_as(
+        embedded: cat.Catalog, explicit: str, zones: tuple[str, ...]) -> None:
+    assert region.choose(embedded, [], explicit).catalog.zones == zones
+
+
 @pytest.mark.parametrize(("typo", "nearest"), [("eu-wset-1", "eu-west-1"), ("us-est-1", "us-east-1")])
 def test_a_region_the_provider_lacks_is_refused_naming_the_nearest(embedded: cat.Catalog, typo: str,
                                                                    nearest: str) -> None:
@@ -118,3 +153,10 @@ def test_a_catalog_laid_out_in_a_region_the_list_lacks_defines_it(embedded: cat.
     unknown_cloud = cat.from_json({"region": "moon-1", "instanceTypes": [
         {"name": "x", "labels": {}, "allocatable": {"cpu": "1"}, "onDemandPrice": 1}]})
     assert region.choose(unknown_cloud, [], "mars-2").catalog.region == "mars-2"
+
+
+def test_a_region_shaped_as_another_clouds_is_not_held_to_the_aws_list(embedded: cat.Catalog) -> None:
+    # Issue 41 row 5 with the known-region check: westeurope is Azure's, so the AWS list does not refuse it.
+    assert region.choose(embedded, [], "westeurope").catalog.zones == ("westeurope-1", "westeurope-2", "westeurope-3")
+    with pytest.raises(region.RegionError, match="eu-west-1"):
+        region.choose(embedded, [], "eu-wset-1")

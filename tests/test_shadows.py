@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import checks, shadows
+from simulation.analysis import checks, shadows, traps
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash, merge
@@ -114,9 +114,14 @@ def test_shadow_is_the_finding_findings_make_builds(catalog: cat.Catalog, existi
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is already set by "
                f"higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
                f"(e.g. {witness.describe() if witness else '-'})")
-    assert found == findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message,
+    # A price field says that price overlays never stack (traps.stacked), with a hint.
+    stack = traps.stacked(e.overlay, max(winners[:clash.LIMIT], key=lambda w: w.rank).overlay,
+                          traps.base_price(prepared.grid, witness)) \
+        if field == merge.PRICE and winners and witness is not None else None
+    said, hint = stack if stack is not None else ("", "")
+    assert found == findings.make("shadowed", e.overlay.ref, field.path(e.overlay), message + said,
                                   related=[w.overlay.ref for w in winners[:clash.LIMIT]], witness=witness,
-                                  source=e.overlay.source)
+                                  source=e.overlay.source, hint=hint)
 
 
 def test_first_few_changes_only_the_last_message_and_detail() -> None:

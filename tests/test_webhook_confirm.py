@@ -65,8 +65,17 @@ def conflicting(name: str, price: str) -> dict[str, Any]:
     return overlay(name, weight=50, price=price)
 
 
+async def cached(srv: Server, name: str, timeout: float = 10) -> None:
+    """Returns once the cache's snapshot holds NodeOverlay `name` (its rebuild is debounced)."""
+    deadline = time.monotonic() + timeout
+    while (NO, name) not in srv.cache.snapshot.basis:
+        assert time.monotonic() < deadline, f"NodeOverlay {name} not in the snapshot after {timeout}s"
+        await asyncio.sleep(0.01)
+
+
 async def test_a_forged_record_holds_until_its_deadline_and_no_longer(tmp_path: Path) -> None:
-    async with serving(tmp_path, [nodepool("p")], after=1.0) as srv:
+    wall = [time.time()]
+    async with serving(tmp_path, [nodepool("p")], after=1.0, wall=lambda: wall[0]) as srv:
         api = FakeApi([nodepool("p")])
         srv.cache.reader = api.read
         # Posted straight to the port: admitted and recorded, but the API server never stores it.
@@ -76,7 +85,7 @@ async def test_a_forged_record_holds_until_its_deadline_and_no_longer(tmp_path: 
         # Until its deadline the record counts, and the denial says it rests on an admission in flight.
         assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied_in_flight"
         assert "forged" in out["status"]["message"] and "being admitted right now" in out["status"]["message"]
-        await asyncio.sleep(1.0)
+        wall[0] += 1.5  # past its deadline
         assert (await post(srv, review(conflicting("real", "1"))))[0] is True
         assert (NO, "forged") in api.reads
         assert {r.name for r in srv.cache.view.records} == {"real"}
@@ -85,21 +94,20 @@ async def test_a_forged_record_holds_until_its_deadline_and_no_longer(tmp_path: 
 async def test_a_create_stored_later_than_a_second_still_wins_the_race(tmp_path: Path) -> None:
     """Another validating webhook answers after 3 s: the first overlay is stored 3 s after it was
     admitted; a conflicting one 1.5 s after it is denied (the deadline covers the whole chain)."""
-    async with serving(tmp_path, [nodepool("p")], after=4.0) as srv:
+    wall = [time.time()]
+    async with serving(tmp_path, [nodepool("p")], after=4.0, wall=lambda: wall[0]) as srv:
         api = FakeApi([nodepool("p")])
         srv.cache.reader = api.read
         first = stored(conflicting("first", "9"), "u1", "7")
         assert (await post(srv, review(first)))[0] is True
-
-        def persisted() -> None:
-            api.put(first)
-            srv.cache.apply_event(NO, {"type": "ADDED", "object": first, "raw_object": first})
-
-        asyncio.get_running_loop().call_later(3.0, persisted)
-        await asyncio.sleep(1.5)
+        wall[0] += 1.5
         out, _ = await answer(srv, review(conflicting("second", "1")))
         assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied_in_flight"
-        await asyncio.sleep(2.6)  # stored now, and the watch has it: an ordinary denial
+        wall[0] += 1.5  # 3 s after its admission the API server stores it, and the watch brings it
+        api.put(first)
+        srv.cache.apply_event(NO, {"type": "ADDED", "object": first, "raw_object": first})
+        await cached(srv, "first")
+        wall[0] += 1.1  # past its deadline: an ordinary denial
         out, _ = await answer(srv, review(conflicting("third", "1")))
         assert out["allowed"] is False and out["auditAnnotations"]["verdict"] == "denied"
         await srv.cache.sweep()
@@ -170,7 +178,8 @@ async def test_many_forged_records_cost_a_bounded_number_of_reads(tmp_path: Path
     types = [f"m5.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")]
     offerings = [(t, z, ct) for t in types for z in ("us-east-1a", "us-east-1b", "us-east-1c")
                  for ct in ("on-demand", "spot")][:30]
-    async with serving(tmp_path, [nodepool("p")], after=2.0) as srv:
+    wall = [time.time()]
+    async with serving(tmp_path, [nodepool("p")], after=2.0, wall=lambda: wall[0]) as srv:
         api = FakeApi([nodepool("p")])
         srv.cache.reader = api.read
         for i, (t, zone, ct) in enumerate(offerings):
@@ -180,7 +189,7 @@ async def test_many_forged_records_cost_a_bounded_number_of_reads(tmp_path: Path
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [ct]}])
             assert (await post(srv, review(forged)))[0] is True, i
         assert srv.cache.pending_count() == len(offerings) and not api.reads
-        await asyncio.sleep(2.1)  # past every deadline
+        wall[0] += 2.1  # past every deadline
         allowed, _ = await post(srv, review(overlay("real", weight=50, family="m5", price="1")))
         assert allowed is False and len(api.reads) <= state.MAX_READS
         for _ in range(5):
@@ -194,24 +203,28 @@ async def test_a_slow_confirmation_does_not_hold_up_other_decisions(tmp_path: Pa
     async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
         api = FakeApi([nodepool("p"), conflicting("stored", "9")])
 
+        reading, release = asyncio.Event(), asyncio.Event()
+
         async def slow(kind: str, name: str) -> Mapping[str, Any] | None:
-            await asyncio.sleep(1.0)
+            reading.set()
+            await release.wait()
             return await api.read(kind, name)
 
         srv.cache.reader = slow
         confirming = asyncio.create_task(post(srv, review(conflicting("real", "1"))))
-        await asyncio.sleep(0.3)
+        await reading.wait()
         # Answered while the confirmation still waits on its read: the order, not a stopwatch, says it was not held.
         assert (await post(srv, review(overlay("unrelated", weight=7, family="c5", price="1"))))[0] is True
         assert not confirming.done()
-        allowed, seconds = await confirming
-        assert allowed is False and seconds >= 1.0
+        release.set()
+        allowed, _ = await confirming
+        assert allowed is False
 
 
 async def test_a_decision_past_its_budget_is_refused_with_503(tmp_path: Path) -> None:
     async with serving(tmp_path, [nodepool("p"), conflicting("stored", "9")]) as srv:
         async def stuck(kind: str, name: str) -> Mapping[str, Any] | None:
-            await asyncio.sleep(5)
+            await asyncio.Event().wait()  # a read that never answers
             return None
 
         srv.cache.reader, srv.cache._budget = stuck, 0.5

@@ -49,13 +49,26 @@ async def webhook(tmp: Path, *flags: str) -> AsyncIterator[tuple[Process, Pki]]:
         assert proc.stop() == 0
 
 
-async def rejected(proc: Process, reason: str) -> float:
-    """overlay_guard_connections_rejected_total of the webhook port for `reason`."""
+async def _sample(proc: Process, needle: str) -> float:
+    """The value of the metrics line starting with `needle`."""
     async with aiohttp.ClientSession() as session, session.get(
             f"http://127.0.0.1:{proc.metrics_port}/metrics") as resp:
         text = await resp.text()
-    needle = f'overlay_guard_connections_rejected_total{{port="webhook",reason="{reason}"}} '
     return float(next(line for line in text.splitlines() if line.startswith(needle)).split()[-1])
+
+
+async def rejected(proc: Process, reason: str) -> float:
+    """overlay_guard_connections_rejected_total of the webhook port for `reason`."""
+    return await _sample(proc, f'overlay_guard_connections_rejected_total{{port="webhook",reason="{reason}"}} ')
+
+
+async def open_connections(proc: Process, count: int, timeout: float = 10) -> None:
+    """Returns once the webhook port counts `count` open connections (overlay_guard_connections): the server's own
+    word that it has accepted (or dropped) them, not a guess of how long that takes."""
+    deadline = time.monotonic() + timeout
+    while (now := await _sample(proc, 'overlay_guard_connections{port="webhook"} ')) != count:
+        assert time.monotonic() < deadline, f"{now:g} open connections, not {count}, after {timeout}s"
+        await asyncio.sleep(0.02)
 
 
 async def closed_after(reader: asyncio.StreamReader, limit: float, began: float | None = None) -> float:
@@ -123,14 +136,14 @@ async def test_connections_over_the_cap_are_refused_at_once(tmp_path: Path) -> N
     async with webhook(tmp_path, "--max-connections", "5", "--tls-handshake-timeout", "30") as (proc, keys):
         ctx = client_context(keys.ca)
         held = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(5)]
-        await asyncio.sleep(0.3)
+        await open_connections(proc, 5)
         began = time.monotonic()
         with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
             await asyncio.wait_for(asyncio.open_connection("127.0.0.1", proc.port, ssl=ctx), 10)
         # Well short of the 30 s handshake timeout a queued connection would wait.
         assert time.monotonic() - began < 8, "refused, not left waiting"
         held.pop().close()
-        await asyncio.sleep(0.3)
+        await open_connections(proc, 4)
         r, w = await asyncio.open_connection("127.0.0.1", proc.port, ssl=ctx)
         w.write(REQUEST)
         assert await response(r) == 200
@@ -158,7 +171,7 @@ async def test_at_the_open_files_limit_the_log_stays_small_and_service_resumes(t
         began = time.monotonic()
         # More connections than descriptors, held open and never saying hello.
         flood = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(400)]
-        await asyncio.sleep(1.0)
+        await proc.wait_for("cannot accept connections: out of resources; retrying")
         ctx = client_context(keys.ca)
         served = False
         while not served and time.monotonic() - began < 30:
@@ -199,7 +212,8 @@ async def test_a_flood_of_malformed_requests_is_counted_not_logged_one_by_one(tm
             async with session.post(url, data=BODY, ssl=client_context(keys.ca),
                                     headers={"Content-Type": "application/json"}) as resp:
                 assert resp.status == 200
-        await asyncio.sleep(0.2)
+        # The last request's own log line: everything before it is written.
+        await proc.wait_for("admission")
         logged = proc.log.stat().st_size - before
         elapsed = time.monotonic() - began
     lines = proc.lines()

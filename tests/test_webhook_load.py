@@ -81,15 +81,18 @@ async def test_a_slow_client_does_not_stall_others(tmp_path: Path) -> None:
         )
         await writer.drain()
 
+        trickling = asyncio.Event()
+
         async def trickle() -> bytes:
             for i in range(len(body)):
                 writer.write(body[i : i + 1])
                 await writer.drain()
-                await asyncio.sleep(0.004)
+                trickling.set()
+                await asyncio.sleep(0.004)  # the slow client's pace, not a wait for the server
             return await reader.read()
 
         slow = asyncio.create_task(trickle())
-        await asyncio.sleep(0.2)
+        await trickling.wait()
         latencies = []
         async with aiohttp.ClientSession() as session:
             while not slow.done():

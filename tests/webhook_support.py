@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,10 +224,12 @@ async def serving(
     client_ca: Path | None = None,
     pki: Pki | None = None,
     crd: crds.Crd | None = None,
+    wall: Callable[[], float] = time.time,
 ) -> AsyncIterator[Server]:
-    """The real app over real TLS on 127.0.0.1, state loaded as `--state` would (`crd`: as `--crd` pins)."""
+    """The real app over real TLS on 127.0.0.1, state loaded as `--state` would (`crd`: as `--crd` pins; `wall`:
+    the clock the ledger's deadlines are read on, which a test may move instead of sleeping)."""
     keys = pki or make_pki(tmp / "pki")
-    cache = Cache(debounce=0.01, after=after)
+    cache = Cache(debounce=0.01, after=after, wall=wall)
     cache.set_catalog(catalog or default_catalog(), crd)
     cache.load(objects)
     await cache.start()

@@ -28,7 +28,10 @@ CONFLICT, NO_MATCH, SHADOWED, INVALID, APPLIED = (
     "OverlayConflict", "OverlayNoMatch", "OverlayShadowed", "OverlayInvalid", "OverlayApplied")
 # The guard's prediction and Karpenter disagree (webhook/prediction.py).
 MISMATCH = "OverlayPredictionMismatch"
-REASONS = {"same-weight-conflict": CONFLICT, "no-match": NO_MATCH, "shadowed": SHADOWED}
+# A NodePool-scoped price overlay: Karpenter's offering price metric swings between NodePools (a Normal event).
+PRICE_METRIC = "OverlayPriceMetricSwings"
+REASONS = {"same-weight-conflict": CONFLICT, "no-match": NO_MATCH, "shadowed": SHADOWED,
+           "price-metric-flips": PRICE_METRIC}
 CONTROLLER = "overlay-guard.io/audit"
 # Cluster-scoped objects' events live here (where kubectl looks for them).
 NAMESPACE = "default"
@@ -91,9 +94,10 @@ def notes(found: Iterable[findings.Finding]) -> list[Note]:
         if reason is None or f.obj.kind != model.NODEOVERLAY:
             continue
         ident, line = identity_of(f), one_line(f)
-        for note in (Note(f.obj, reason, ident, line),
+        warning = f.severity >= findings.Severity.WARNING
+        for note in (Note(f.obj, reason, ident, line, warning),
                      *((Note(findings.ObjectRef(model.NODEPOOL, f.witness.nodepool), reason,
-                                  f"{f.obj}|{ident}", f"{f.obj}: {line}"[:NOTE_LIMIT], related=f.obj),)
+                                  f"{f.obj}|{ident}", f"{f.obj}: {line}"[:NOTE_LIMIT], warning, related=f.obj),)
                        if f.witness is not None and f.witness.nodepool else ())):
             out.setdefault(note.key, note)
     return list(out.values())

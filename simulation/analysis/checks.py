@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 
 from simulation import findings
-from simulation.analysis import effects, hints, unknowable
+from simulation.analysis import effects, hints, traps, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model, quantity
 from simulation.semantics import requirements as reqs
@@ -163,6 +163,13 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
                f"(e.g. {witness.describe() if witness else '-'})")
     # The overlays' own refs (built once each), not new ones per finding.
     related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
+    first = max(winners[:clash.LIMIT], key=operator.attrgetter("rank")).overlay if winners else None
+    if field.kind is merge.Kind.PRICE and first is not None and witness is not None and \
+            (stack := traps.stacked(overlay, first, traps.base_price(grid, witness))) is not None:
+        # Price overlays meant to stack (issue 41 row 3): the message and hint say how to charge both.
+        said, fix = stack
+        return findings.make("shadowed", overlay.ref, field.path(overlay), message + said, related=related,
+                             witness=witness, source=overlay.source, hint=fix)
     if len(set(names)) < len(names):
         # Two winners of one name (candidates so named): findings.make keeps one.
         return findings.make("shadowed", overlay.ref, field.path(overlay), message, related=related,
@@ -322,6 +329,12 @@ def _selects_nothing(grid: cells.Grid, r: model.ReqSpec, key: str) -> str:
         if outside:
             return (f"{_listed(outside)} is outside region {grid.region}, the region checked "
                     "(--region chooses; see the note)")
+    if key == reqs.ZONE:
+        # A zone is proposed only in the naming of the cloud the value has, where it has one: never an AWS-shaped
+        # zone for an Azure one.
+        place = cat.zone_place(missing[0], grid.provider)
+        if place is not None:
+            known = {z for z in known if (cat.zone_place(z, grid.provider) or ("",))[0] == place[0]}
     return said + _hint(missing[0], known)
 
 

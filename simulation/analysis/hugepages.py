@@ -1,24 +1,37 @@
-"""Hugepages that take an instance type's memory: `hugepages-exhaust-memory` and `hugepages-most-memory`.
+"""Hugepages that take an instance type's memory: `hugepages-exhaust-memory`, `hugepages-most-memory` and
+`hugepages-below-nodepool-memory`.
 
 Karpenter takes every hugepages resource of a type's effective capacity off its allocatable memory
 (`semantics/allocatable.py`). An overlay is judged on the cells where one of its hugepages values is
 in effect, with the whole effective capacity there: the hugepages other overlays hold on those cells,
 and the type's own, count too. Both paths ask this module with the overlay's claims and its
 neighbours, so the full run and one admission give the same findings.
+
+A NodePool carries no pod requests; the one size it states is a memory floor in its requirements
+(`karpenter.k8s.aws/instance-memory Gt/Gte`, MiB, the type's memory as its label gives it): it is there for
+pods that need that much (kubernetes-sigs/karpenter#3297). Where the hugepages in effect take a type the
+NodePool launches below that floor (its memory label less the hugepages), the type no longer has what the
+NodePool selected it for, and pods sized to it no longer fit on it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 
 from simulation import findings
 from simulation.analysis import hints
-from simulation.semantics import allocatable, cells, cellset, merge, quantity
+from simulation.semantics import allocatable, cells, cellset, merge, model, quantity
 from simulation.semantics import catalog as cat
+from simulation.semantics import requirements as reqs
 
 EXHAUST = "hugepages-exhaust-memory"
 MOST = "hugepages-most-memory"
+FLOOR = "hugepages-below-nodepool-memory"
+# The AWS provider's label of a type's memory in MiB: the one a NodePool states a memory floor with.
+MEMORY_LABEL = "karpenter.k8s.aws/instance-memory"
+_MIB = Decimal(2**20)
 
 # The overlays' hugepages values in effect on a set of cells: resource -> (quantity, overlay).
 _Held = Mapping[str, tuple[str, str]]
@@ -38,18 +51,47 @@ def check(grid: cells.Grid, e: merge.Entry, claims: Mapping[merge.Field, cellset
     """`claims`: where each of `e`'s hugepages values is in effect; `neighbours`: every overlay whose cells
     may meet `e`'s (more do no harm), read with `status`."""
     found: dict[str, _Hit] = {}
+    floors: dict[int, Decimal | None] = {}
     for bit, t, mem, held in _cells(grid, e, claims, neighbours, status):
         code = EXHAUST if mem.exhausted else MOST if mem.mostly_taken else None
-        if code is None:
-            continue
-        hit = found.get(code)
-        if hit is None:
-            found[code] = _Hit(bit, mem, held, {t})
-            continue
-        hit.types.add(t)
-        if bit < hit.bit:
-            hit.bit, hit.memory, hit.held = bit, mem, held
+        if not mem.exhausted and _below_floor(grid, bit, t, mem, floors):
+            _add(found, FLOOR, bit, t, mem, held)
+        if code is not None:
+            _add(found, code, bit, t, mem, held)
     return [_finding(grid, e, code, hit) for code, hit in sorted(found.items())]
+
+
+def _add(found: dict[str, _Hit], code: str, bit: int, t: int, mem: allocatable.Memory, held: _Held) -> None:
+    """Counts type `t` for `code`, the lowest cell being the witness."""
+    hit = found.get(code)
+    if hit is None:
+        found[code] = _Hit(bit, mem, held, {t})
+        return
+    hit.types.add(t)
+    if bit < hit.bit:
+        hit.bit, hit.memory, hit.held = bit, mem, held
+
+
+def _below_floor(grid: cells.Grid, bit: int, t: int, mem: allocatable.Memory,
+                 floors: dict[int, Decimal | None]) -> bool:
+    """The cell's NodePool launches the type and states a memory floor, and the type's memory (its label) less the
+    hugepages in effect falls below it: the type no longer has what the NodePool selected it for."""
+    pool = bit // grid.block
+    if pool not in floors:
+        floors[pool] = floor(grid.pools[pool])
+    least = floors[pool]
+    if least is None or not grid.launches(bit):
+        return False
+    mib = reqs.atoi(grid.types[t].labels.get(MEMORY_LABEL, ""))
+    return mib is not None and mib * _MIB - mem.hugepages < least
+
+
+def floor(pool: model.NodePool) -> Decimal | None:
+    """The least memory (bytes) the NodePool's requirements ask of a type (`instance-memory` Gt/Gte, MiB)."""
+    mib = [n + (r.operator == reqs.GT) for r in pool.requirements
+           if r.key == MEMORY_LABEL and r.operator in (reqs.GT, reqs.GTE) and len(r.values) == 1
+           and (n := reqs.atoi(r.values[0])) is not None]
+    return max(mib) * _MIB if mib else None
 
 
 def least(grid: cells.Grid, e: merge.Entry, claims: Mapping[merge.Field, cellset.Cells],
@@ -140,6 +182,20 @@ def _finding(grid: cells.Grid, e: merge.Entry, code: str, hit: _Hit) -> findings
     pages = quantity.canonical(mem.hugepages, quantity.BINARY_SI)
     more = len(hit.types) - 1
     others = f" (and {more} more instance types)" if more else ""
+    detail = {"capacity": capacity, "hugepages": pages, "allocatable": mem.text, "types": str(len(hit.types))}
+    if code == FLOOR:
+        pool = next(p for p in grid.pools if p.name == witness.nodepool)
+        least = floor(pool)
+        assert least is not None  # a floor finding's NodePool states one
+        mib = quantity.canonical(least, quantity.BINARY_SI)
+        message = (f"NodeOverlay {overlay.name}: hugepages ({pages}) take instance type {witness.instance_type}'s "
+                   f"memory below the {mib} NodePool {witness.nodepool} requires of its types ({MEMORY_LABEL}), "
+                   f"leaving {mem.text} allocatable: pods sized to that NodePool's types no longer fit there{others}")
+        return findings.make(code, overlay.ref, ("spec", "capacity", resource), message, witness=witness,
+                             source=overlay.source, detail={**detail, "floor": mib, "nodepool": witness.nodepool},
+                             hint=(f"Lower {resource}, keep the overlay off {witness.instance_type} and types of its "
+                                   f"size, or raise NodePool {witness.nodepool}'s {MEMORY_LABEL} floor above what "
+                                   "the hugepages take (kubernetes-sigs/karpenter#3297)."))
     if code == EXHAUST:
         message = (f"NodeOverlay {overlay.name}: hugepages ({pages}) leave instance type {witness.instance_type} no "
                    f"allocatable memory in NodePool {witness.nodepool} (memory {capacity}; Karpenter clamps it to 0)"
@@ -148,7 +204,6 @@ def _finding(grid: cells.Grid, e: merge.Entry, code: str, hit: _Hit) -> findings
         message = (f"NodeOverlay {overlay.name}: hugepages ({pages}) take more than half of instance type "
                    f"{witness.instance_type}'s memory ({capacity}) in NodePool {witness.nodepool}, leaving "
                    f"{mem.text} allocatable{others}")
-    detail = {"capacity": capacity, "hugepages": pages, "allocatable": mem.text, "types": str(len(hit.types))}
     return findings.make(code, overlay.ref, ("spec", "capacity", resource), message, witness=witness,
                          source=overlay.source, detail=detail,
                          hint=hints.hugepages(resource, witness.instance_type, capacity, pages))

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation import packagedata
@@ -60,26 +60,97 @@ class InstanceType:
 # Zone and region names of the clouds Karpenter runs on (a zone, then the region it belongs to):
 #   AWS   us-east-1a, us-gov-west-1b, us-east-1-bos-1a (Local Zones)  -> us-east-1
 #   GCP   us-central1-a                                               -> us-central1
-#   Azure eastus-1 (AKS zone labels are <region>-<n>)                 -> eastus
-_NAMING: Mapping[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
-    "AWS": (re.compile(r"([a-z]{2}(?:-[a-z]+)+-\d+)(?:-[a-z]+-\d+)?[a-z]"), re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")),
-    "GCP": (re.compile(r"([a-z]+-[a-z]+\d+)-[a-z]"), re.compile(r"[a-z]+-[a-z]+\d+")),
-    "Azure": (re.compile(r"([a-z][a-z0-9]+)-\d"), re.compile(r"[a-z][a-z0-9]+")),
+#   Azure westeurope-1 (AKS zone labels are <region>-<n>)             -> westeurope
+#   OCI   US-ASHBURN-AD-1, CA-TORONTO-1-AD-1 (availability domains; OKE's zone labels drop the tenancy prefix
+#         `Uocm:`, which no label value can hold)
+#                                                                     -> us-ashburn-1, ca-toronto-1
+@dataclasses.dataclass(frozen=True)
+class _Naming:
+    zone: re.Pattern[str]
+    region: re.Pattern[str]
+    # Zone names from a region's: the region's usual zones where nothing names them.
+    zones: Callable[[str], tuple[str, ...]]
+    # The names are this cloud's alone, so they place a zone even under a catalog of another cloud. Azure's
+    # `<word>-<n>` is not (`zone-1` is a test fixture's): only its published region names count there.
+    distinct: bool = True
+
+    def region_of(self, found: re.Match[str]) -> str:
+        return found.group(1)
+
+
+class _OciNaming(_Naming):
+    def region_of(self, found: re.Match[str]) -> str:
+        # Availability domains of the first regions omit the region's number: US-ASHBURN-AD-1 is us-ashburn-1's.
+        name = found.group(1).lower()
+        return name if name[-1].isdigit() else f"{name}-1"
+
+
+# Azure's public regions (az account list-locations): where a catalog of another cloud meets `<region>-<n>`,
+# only these are taken for Azure zones.
+_AZURE_REGIONS = frozenset({
+    "australiacentral", "australiacentral2", "australiaeast", "australiasoutheast", "austriaeast", "belgiumcentral",
+    "brazilsouth", "brazilsoutheast", "canadacentral", "canadaeast", "centralindia", "centralus", "chilecentral",
+    "denmarkeast", "eastasia", "eastus", "eastus2", "francecentral", "francesouth", "germanynorth",
+    "germanywestcentral", "indonesiacentral", "israelcentral", "italynorth", "japaneast", "japanwest",
+    "jioindiacentral", "jioindiawest", "koreacentral", "koreasouth", "malaysiawest", "mexicocentral",
+    "newzealandnorth", "northcentralus", "northeurope", "norwayeast", "norwaywest", "polandcentral", "qatarcentral",
+    "southafricanorth", "southafricawest", "southcentralus", "southeastasia", "southindia", "spaincentral",
+    "swedencentral", "swedensouth", "switzerlandnorth", "switzerlandwest", "uaecentral", "uaenorth", "uksouth",
+    "ukwest", "westcentralus", "westeurope", "westindia", "westus", "westus2", "westus3",
+})
+
+_NAMING: Mapping[str, _Naming] = {
+    "AWS": _Naming(re.compile(r"([a-z]{2}(?:-[a-z]+)+-\d+)(?:-[a-z]+-\d+)?[a-z]"),
+                   re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+"), lambda r: (f"{r}a", f"{r}b", f"{r}c")),
+    "GCP": _Naming(re.compile(r"([a-z]+-[a-z]+\d+)-[a-z]"), re.compile(r"[a-z]+-[a-z]+\d+"),
+                   lambda r: (f"{r}-a", f"{r}-b", f"{r}-c")),
+    "Azure": _Naming(re.compile(r"([a-z][a-z0-9]+)-\d"), re.compile(r"[a-z][a-z0-9]+"),
+                     lambda r: (f"{r}-1", f"{r}-2", f"{r}-3"), distinct=False),
+    # OCI's region names are shaped as AWS's (us-ashburn-1): only its availability domains tell it apart.
+    "OCI": _OciNaming(re.compile(r"([A-Z]{2}(?:-[A-Z]+)+(?:-\d+)?)-AD-\d"),
+                      re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+"),
+                      lambda r: tuple(f"{r.upper()}-AD-{n}" for n in (1, 2, 3))),
 }
+
+
+def _clouds(provider: str) -> list[str]:
+    """The clouds whose names to try: the provider's first."""
+    return sorted(_NAMING, key=lambda name: name != provider)
+
+
+def _takes(name: str, provider: str, region: str) -> bool:
+    """Whether `name`'s naming may place a region under a catalog of `provider`."""
+    return provider in ("", name) or _NAMING[name].distinct or region in _AZURE_REGIONS
+
+
+def zone_place(zone: str, provider: str = "") -> tuple[str, str] | None:
+    """The cloud and region a zone belongs to: by the provider's naming, else by another cloud's that is its
+    alone (a catalog of AWS still hears that `westeurope-1` is Azure's)."""
+    for name in _clouds(provider):
+        found = _NAMING[name].zone.fullmatch(zone)
+        if found and _takes(name, provider, region := _NAMING[name].region_of(found)):
+            return name, region
+    return None
 
 
 def zone_region(zone: str, provider: str = "") -> str | None:
     """The region a zone belongs to, where its cloud's naming (the provider's, else any) says so."""
-    for name, (zones, _) in _NAMING.items():
-        found = zones.fullmatch(zone) if provider in ("", name) else None
+    for name in _clouds(provider):
+        found = _NAMING[name].zone.fullmatch(zone) if provider in ("", name) else None
         if found:
-            return found.group(1)
+            return _NAMING[name].region_of(found)
     return None
+
+
+def region_cloud(region: str, provider: str = "") -> str | None:
+    """The cloud whose region names `region` is shaped as: the provider's first."""
+    return next((name for name in _clouds(provider)
+                 if _NAMING[name].region.fullmatch(region) and _takes(name, provider, region)), None)
 
 
 def is_region(name: str, provider: str = "") -> bool:
     """Whether `name` is shaped as a region of the provider (of any cloud where the provider is unknown)."""
-    return any(regions.fullmatch(name) for p, (_, regions) in _NAMING.items() if provider in ("", p))
+    return any(n.region.fullmatch(name) for p, n in _NAMING.items() if provider in ("", p))
 
 
 # Label domains of Karpenter's cloud providers: a key in one names the cloud a catalog (or an overlay) is for.
@@ -87,13 +158,6 @@ PROVIDER_DOMAINS: Mapping[str, str] = {
     "karpenter.k8s.aws": "AWS", "karpenter.azure.com": "Azure", "karpenter.k8s.gcp": "GCP",
     "karpenter.k8s.oracle": "OCI",
 }
-# The zones a provider's region usually has, where nothing names them: AWS us-east-1a, GCP us-central1-a,
-# Azure (AKS zone labels) eastus-1.
-_USUAL_ZONES: Mapping[str, tuple[str, ...]] = {
-    "GCP": ("-a", "-b", "-c"), "Azure": ("-1", "-2", "-3"),
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class Catalog:
     types: tuple[InstanceType, ...]
@@ -130,7 +194,9 @@ def provider_of(keys: Iterable[str]) -> str:
 
 
 def usual_zones(provider: str, region: str) -> tuple[str, ...]:
-    return tuple(region + suffix for suffix in _USUAL_ZONES.get(provider, ("a", "b", "c")))
+    """The zones a region usually has, where nothing names them, in the naming of the cloud the region's name is
+    shaped as (the provider's first): us-east-1a, us-central1-a, westeurope-1, US-ASHBURN-1-AD-1."""
+    return _NAMING.get(region_cloud(region, provider) or provider, _NAMING["AWS"]).zones(region)
 
 
 def in_region(catalog: Catalog, region: str, zones: Sequence[str]) -> Catalog:

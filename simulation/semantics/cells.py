@@ -142,6 +142,19 @@ class Grid:
             prefix.append(prefix[-1] | 1 << slot)
         return tuple(p for p, _ in priced), tuple(prefix)
 
+    @once.Once
+    def spot_pairs(self) -> Mapping[int, int]:
+        """Per on-demand offering slot of the block, the spot offering slot of the same type and zone, where both
+        are available and both prices were read from data, not estimated (the embedded catalog's spot prices
+        are): the offerings whose two prices can be compared (analysis/traps.py)."""
+        pairs: dict[int, int] = {}
+        for t, it in enumerate(self.types):
+            real = {(o.zone, o.capacity_type): t * self.slots + s for s, o in enumerate(it.offerings)
+                    if o.price is not None and not o.estimated and o.available}
+            pairs.update((slot, spot) for (zone, ct), slot in real.items()
+                         if ct == "on-demand" and (spot := real.get((zone, "spot"))) is not None)
+        return pairs
+
     def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
         define only passes for NotIn/DoesNotExist, a defined one must intersect."""

@@ -55,9 +55,11 @@ def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
         for key, value in pairs:
             key = reqs.NORMALIZED_LABELS.get(key, key)
             # Only names shaped as the provider's count: `region In [test]` names no region.
-            if key == reqs.REGION and cat.is_region(value, provider):
+            # Another cloud's names count where their shape is that cloud's alone (cat.zone_place).
+            if key == reqs.REGION and cat.region_cloud(value, provider) is not None:
                 sink.append(value)
-            elif key == reqs.ZONE and (region := cat.zone_region(value, provider)) is not None:
+            elif key == reqs.ZONE and (place := cat.zone_place(value, provider)) is not None:
+                region = place[1]
                 if zones is not None:
                     zones.append(value)
                 sink.append(region)
@@ -105,13 +107,15 @@ KNOWN_REGIONS: Mapping[str, frozenset[str]] = {"AWS": frozenset({
 def check_known(explicit: str, catalog: cat.Catalog) -> None:
     """`--region` must be one of the catalog's provider's regions, unless the catalog itself is laid out there
     (a `--catalog` of a region this list lacks). Raises RegionError naming the nearest real ones."""
-    known = KNOWN_REGIONS.get(catalog.provider)
+    # A name shaped as another cloud's region (westeurope under the AWS catalog) is checked against that cloud's.
+    cloud = cat.region_cloud(explicit, catalog.provider) or catalog.provider
+    known = KNOWN_REGIONS.get(cloud)
     if known is None or explicit in known or explicit == catalog.region \
             or any(cat.zone_region(z, catalog.provider) == explicit for z in catalog.zones):
         return
     near = difflib.get_close_matches(explicit, sorted(known), n=3)
     hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-    raise RegionError(f"--region {explicit}: {catalog.provider} has no region of that name{hint}; a --catalog laid "
+    raise RegionError(f"--region {explicit}: {cloud} has no region of that name{hint}; a --catalog laid "
                       "out in that region defines it")
 
 
@@ -163,6 +167,11 @@ def _zones(seen: Named, region: str, catalog: cat.Catalog) -> tuple[str, ...]:
     """The region's usual zones (the catalog's, in its own region) and the zones of the region the NodePools (or
     Nodes) name: more zones than the cluster has only add witnesses, fewer would hide a conflict. An overlay's
     zone selects among them; it says nothing of where the cluster launches."""
-    named = (z for z in seen.pool_zones if cat.zone_region(z, catalog.provider) == region)
-    usual = catalog.zones if region == catalog.region else cat.usual_zones(catalog.provider, region)
+    places = {z: cat.zone_place(z, catalog.provider) for z in seen.pool_zones}
+    named = [z for z, place in places.items() if place is not None and place[1] == region]
+    # The usual zones are named as the cloud of the zones the NodePools name there (OCI's us-ashburn-1 is shaped
+    # as an AWS region), else as the region's name is shaped.
+    clouds = {place[0] for z in named if (place := places[z]) is not None}
+    cloud = clouds.pop() if len(clouds) == 1 else catalog.provider
+    usual = catalog.zones if region == catalog.region else cat.usual_zones(cloud, region)
     return tuple(sorted({*usual, *named}))
