@@ -11,6 +11,8 @@ import shutil
 
 import pytest
 
+from sources import objects
+from sources.positions import Table
 from tests import tools
 from tests.lint_support import GOLDEN, ROOT, matches_golden, run
 
@@ -68,3 +70,22 @@ def test_no_location_names_a_build() -> None:
     for name in CASES:
         text = (GOLDEN / name).read_text()
         assert "kustomize build" not in text and "%20%28kustomize" not in text
+
+
+def test_patches_of_one_kustomization_are_told_apart_by_what_they_wrote(kubectl_on_path: None,
+                                                                         tmp_path: pathlib.Path) -> None:
+    """Two patches selecting by label (which this side does not evaluate): each object's weight is at the patch
+    that wrote the value it holds."""
+    overlays = "\n---\n".join(
+        f"apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {{name: {team}, labels: {{team: {team}}}}}\n"
+        f"spec: {{weight: 1, priceAdjustment: '-1%', requirements: []}}" for team in ("a", "b"))
+    (tmp_path / "overlays.yaml").write_text(overlays)
+    patches = "".join(f"  - target: {{kind: NodeOverlay, labelSelector: team={team}}}\n"
+                      f"    patch: |-\n      - op: replace\n        path: /spec/weight\n        value: {weight}\n"
+                      for team, weight in (("a", 11), ("b", 12)))
+    (tmp_path / "kustomization.yaml").write_text(f"resources: [overlays.yaml]\npatches:\n{patches}")
+    table = Table()
+    loaded = objects.Loader(table).load([str(tmp_path)])
+    where = {d.obj["metadata"]["name"]: table[d.source].where(("spec", "weight")) for d in loaded.documents}
+    kustomization = str(tmp_path / "kustomization.yaml")
+    assert where == {"a": (kustomization, (7, 9)), "b": (kustomization, (12, 9))}
