@@ -89,3 +89,14 @@ def test_patches_of_one_kustomization_are_told_apart_by_what_they_wrote(kubectl_
     where = {d.obj["metadata"]["name"]: table[d.source].where(("spec", "weight")) for d in loaded.documents}
     kustomization = str(tmp_path / "kustomization.yaml")
     assert where == {"a": (kustomization, (7, 9)), "b": (kustomization, (12, 9))}
+
+
+def test_a_kustomization_kustomize_refuses_is_reported_with_the_users_paths(kubectl_on_path: None,
+                                                                            tmp_path: pathlib.Path) -> None:
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
+    table = Table()
+    loaded = objects.Loader(table).load([str(tmp_path / "k")])
+    [problem] = loaded.problems
+    assert problem.code == "parse-error" and table.locate(problem).file == str(tmp_path / "k" / "kustomization.yaml")
+    assert "overlay-lint-build-" not in problem.message and str(tmp_path / "k") in problem.message
