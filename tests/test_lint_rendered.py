@@ -100,3 +100,22 @@ def test_a_kustomization_kustomize_refuses_is_reported_with_the_users_paths(kube
     [problem] = loaded.problems
     assert problem.code == "parse-error" and table.locate(problem).file == str(tmp_path / "k" / "kustomization.yaml")
     assert "overlay-lint-build-" not in problem.message and str(tmp_path / "k") in problem.message
+
+
+@pytest.mark.parametrize("name", ["kustomization.yaml", "kustomization.yml", "Kustomization"])
+def test_every_kustomization_file_name_is_traced(name: str, kubectl_on_path: None, tmp_path: pathlib.Path) -> None:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / name).write_text("resources: [pool.yaml]\n")
+    (tmp_path / "base" / "pool.yaml").write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: p\nspec:\n  weight: 0\n")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / name).write_text("resources: [../base]\ncomponents: [../component]\n")
+    (tmp_path / "component").mkdir()
+    (tmp_path / "component" / name).write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\npatches:\n  - target: {kind: NodePool}\n"
+        "    patch: |-\n      - op: add\n        path: /spec/limits\n        value: {cpu: 100}\n")
+    table = Table()
+    [pool] = objects.Loader(table).load([str(tmp_path / "env")]).documents
+    origin = table[pool.source]
+    assert origin.where(("spec", "weight")) == (str(tmp_path / "base" / "pool.yaml"), (6, 3))
+    assert origin.where(("spec", "limits", "cpu")) == (str(tmp_path / "component" / name), (8, 17))
