@@ -63,12 +63,21 @@ class Traced:
 def build(directory: str, amendment: Amendment, command: Sequence[str], root: str | None = None) -> str:
     """The rendered YAML stream of `directory` with the amendment, with the tracing annotations in it. `root`
     is the tree references may reach (a repository's root; by default the git work tree holding `directory`)."""
+    real = os.path.realpath(directory)
+    reach = os.path.realpath(root or _top(directory))
+    if os.path.relpath(real, reach).startswith(os.pardir):
+        reach = os.sep
     scratch = tempfile.mkdtemp(prefix="overlay-lint-build-")
     try:
-        mirrored = _mirror(os.path.realpath(directory), os.path.realpath(root or _top(directory)), scratch)
+        mirrored = _mirror(real, reach, scratch)
         _write_kustomization(mirrored, amendment)
         restrictor = ["--load-restrictor", "LoadRestrictionsNone"] if amendment.unrestricted else []
-        return _run([*command, *restrictor, mirrored], shown=f"{' '.join(command)} {directory}")
+        try:
+            return _run([*command, *restrictor, mirrored], shown=f"{' '.join(command)} {directory}")
+        except templates.RenderError as err:
+            # kustomize names the paths it read: the user's, not the mirror's.
+            mirror_root = os.path.join(scratch, "root")
+            raise templates.RenderError(str(err).replace(mirror_root, reach.rstrip(os.sep))) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -129,8 +138,11 @@ def _write_kustomization(mirrored: str, amendment: Amendment) -> None:
                                    "resources": list(amendment.resources or ())}
         target = os.path.join(mirrored, templates.KUSTOMIZATION_FILES[0])
     else:
-        content = read_kustomization(existing) or {}
-        target = existing
+        read = read_kustomization(existing)
+        if read is None:
+            # Not a kustomization kustomize can read either: left as written, for kustomize to say why.
+            return
+        content, target = read, existing
     if amendment.namespace is not None:
         content["namespace"] = amendment.namespace
     if amendment.name_prefix is not None:

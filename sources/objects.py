@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import os
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from simulation import findings
@@ -173,9 +173,9 @@ class Loader:
             return out
         return self.load_traced(render.documents, source.name, candidate)
 
-    def load_rendered(self, rendered: flux.Rendered, candidate: bool = True) -> Loaded:
+    def load_rendered(self, rendered: flux.Rendered, candidate: bool | Collection[str] = True) -> Loaded:
         """What a Flux Kustomization renders: its objects at their files, its notes, and what kept it from
-        rendering as a `parse-error` at the Kustomization's field."""
+        rendering as a `parse-error` at the Kustomization's field. `candidate` as for `load_traced`."""
         out = self.load_traced(rendered.documents, rendered.directory, candidate, rendered.patches)
         out.notes += rendered.notes
         for error in rendered.errors:
@@ -183,18 +183,24 @@ class Loader:
             out.problems.append(self._problem(name, 0, error.message, (error.line or 1, 1)))
         return out
 
-    def load_traced(self, documents: Sequence[kustomize.Traced], directory: str, candidate: bool = True,
+    def load_traced(self, documents: Sequence[kustomize.Traced], directory: str,
+                    candidate: bool | Collection[str] = True,
                     extra: Mapping[str, Sequence[origins.Patch]] | None = None) -> Loaded:
         """Objects kustomize rendered from `directory`, each reported at the file (and the patch) it came from.
-        `extra`: patches the directory's kustomization gained outside its file (a Flux Kustomization's)."""
+        `candidate`: all of them or none, or (files) those whose resource or a patch of theirs is one of these
+        files (a hook's staged files). `extra`: patches the directory's kustomization gained outside its file (a
+        Flux Kustomization's)."""
         from sources import origins
 
         out = Loaded()
         fallback = origins.kustomization_of(directory)
         self._locator = self._locator or origins.Locator()
+        staged = None if isinstance(candidate, bool) else {os.path.realpath(f) for f in candidate}
         for traced in documents:
             origin = self._locator.origin(traced, fallback, extra)
-            self._object(out, origin.file or fallback, traced.obj, origin, traced.plain, candidate)
+            made_of = {origin.file or fallback, *(p for p, _ in origin.patched.values())}
+            chosen = candidate if staged is None else any(os.path.realpath(f) in staged for f in made_of)
+            self._object(out, origin.file or fallback, traced.obj, origin, traced.plain, bool(chosen))
         return out
 
     def load_text(self, text: files.Text, candidate: bool = True) -> Loaded:

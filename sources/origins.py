@@ -58,7 +58,7 @@ class Locator:
             if kfile not in self._patch_lists:
                 self._patch_lists[kfile] = list(self._patches(kfile))
             for patch in [*self._patch_lists[kfile], *(extra or {}).get(os.path.normpath(kfile), ())]:
-                patched.update(self._claims(patch, kind, name))
+                patched.update(self._claims(patch, traced.obj))
         return Origin(traced.origin, index, positions or {(): (1, 1)}, patched=patched)
 
     def _documents(self, path: str) -> list[tree.Parsed]:
@@ -139,7 +139,10 @@ class Locator:
             return Patch(text, file, key_line, len(following) - len(following.lstrip(" ")), target)
         return Patch(text, file, key_line - 1, where[1] - 1, target)
 
-    def _claims(self, patch: Patch, kind: Any, name: str) -> dict[tree.Path, tuple[str, Position]]:
+    def _claims(self, patch: Patch, obj: Mapping[str, Any]) -> dict[tree.Path, tuple[str, Position]]:
+        """The fields `patch` set on `obj`: those it writes whose value `obj` still holds (a kustomization's
+        patches are told apart by what they wrote, not by re-running their selectors)."""
+        kind, name = obj.get("kind"), _name(obj)
         if patch.target is not None and not _targets(patch.target, kind, name):
             return {}
         out: dict[tree.Path, tuple[str, Position]] = {}
@@ -157,13 +160,29 @@ class Locator:
                     if isinstance(op, Mapping) and op.get("op") in ("add", "replace") and \
                             isinstance(op.get("path"), str):
                         field = _pointer(op["path"])
+                        if _value_at(obj, field) != op.get("value", _MISSING):
+                            continue
                         out[field] = at(parsed.positions.get((i, "value"), parsed.positions.get((i,), (1, 1))))
                         out.update({(*field, *p[2:]): at(pos) for p, pos in parsed.positions.items()
                                     if len(p) > 2 and p[:2] == (i, "value")})
             elif isinstance(value, dict) and (patch.target is not None or
                                               (value.get("kind") == kind and _name(value) in name)):
-                out.update({p: at(parsed.positions[p]) for p in _set(value, ()) if p in parsed.positions})
+                out.update({p: at(parsed.positions[p]) for p in _set(value, ())
+                            if p in parsed.positions and _value_at(obj, p) == _value_at(value, p)})
         return out
+
+
+_MISSING = object()
+
+
+def _value_at(value: Any, path: tree.Path) -> Any:
+    for step in path:
+        present = step in value if isinstance(value, Mapping) else \
+            isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value)
+        if not present:
+            return _MISSING
+        value = value[step]
+    return value
 
 
 def _name(obj: Mapping[str, Any]) -> str:

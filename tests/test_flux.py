@@ -204,3 +204,20 @@ def test_a_generated_kustomization_lists_what_flux_would(tmp_path: pathlib.Path)
     rendered = flux.render_kustomization(tmp_path, {"spec": {"path": "p"}}, command=shows_kustomization)
     assert rendered.documents[0].obj["resources"] == ["./a.yaml", "./b.yml", "./kust", "./sub/d.yaml"]
     assert len(rendered.notes) == 1 and ".sourceignore" in rendered.notes[0]
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize(("staged", "candidates"), [
+    ("infrastructure/karpenter/overlays/production/savings-plan.yaml", ["savings-plan"]),   # a patch of it
+    ("infrastructure/karpenter/base/overlays.yaml", ["savings-plan", "spot-discount"]),     # their resource file
+    ("clusters/production/karpenter.yaml", ["spot-discount"]),                              # its inline patch
+    ("infrastructure/karpenter/nodepools/production/default.yaml", []),
+])
+def test_the_objects_a_staged_file_makes_are_the_candidates(staged: str, candidates: list[str]) -> None:
+    repo = REPOS / "layout"
+    _, origin, obj = next(c for c in kustomizations(repo) if c[2]["metadata"]["name"] == "karpenter-overlays"
+                          and c[0].parent.name == "production")
+    rendered = flux.render_kustomization(repo, obj, defined_at=origin, command=kubectl_kustomize())
+    loaded = objects.Loader(Table()).load_rendered(rendered, candidate=[str(repo / staged)])
+    assert sorted(d.obj["metadata"]["name"] for d in loaded.documents if d.candidate) == candidates
+    assert len(loaded.documents) == 2

@@ -11,6 +11,8 @@ import shutil
 
 import pytest
 
+from sources import objects
+from sources.positions import Table
 from tests import tools
 from tests.lint_support import GOLDEN, ROOT, matches_golden, run
 
@@ -68,3 +70,52 @@ def test_no_location_names_a_build() -> None:
     for name in CASES:
         text = (GOLDEN / name).read_text()
         assert "kustomize build" not in text and "%20%28kustomize" not in text
+
+
+def test_patches_of_one_kustomization_are_told_apart_by_what_they_wrote(kubectl_on_path: None,
+                                                                         tmp_path: pathlib.Path) -> None:
+    """Two patches selecting by label (which this side does not evaluate): each object's weight is at the patch
+    that wrote the value it holds."""
+    overlays = "\n---\n".join(
+        f"apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {{name: {team}, labels: {{team: {team}}}}}\n"
+        f"spec: {{weight: 1, priceAdjustment: '-1%', requirements: []}}" for team in ("a", "b"))
+    (tmp_path / "overlays.yaml").write_text(overlays)
+    patches = "".join(f"  - target: {{kind: NodeOverlay, labelSelector: team={team}}}\n"
+                      f"    patch: |-\n      - op: replace\n        path: /spec/weight\n        value: {weight}\n"
+                      for team, weight in (("a", 11), ("b", 12)))
+    (tmp_path / "kustomization.yaml").write_text(f"resources: [overlays.yaml]\npatches:\n{patches}")
+    table = Table()
+    loaded = objects.Loader(table).load([str(tmp_path)])
+    where = {d.obj["metadata"]["name"]: table[d.source].where(("spec", "weight")) for d in loaded.documents}
+    kustomization = str(tmp_path / "kustomization.yaml")
+    assert where == {"a": (kustomization, (7, 9)), "b": (kustomization, (12, 9))}
+
+
+def test_a_kustomization_kustomize_refuses_is_reported_with_the_users_paths(kubectl_on_path: None,
+                                                                            tmp_path: pathlib.Path) -> None:
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
+    table = Table()
+    loaded = objects.Loader(table).load([str(tmp_path / "k")])
+    [problem] = loaded.problems
+    assert problem.code == "parse-error" and table.locate(problem).file == str(tmp_path / "k" / "kustomization.yaml")
+    assert "overlay-lint-build-" not in problem.message and str(tmp_path / "k") in problem.message
+
+
+@pytest.mark.parametrize("name", ["kustomization.yaml", "kustomization.yml", "Kustomization"])
+def test_every_kustomization_file_name_is_traced(name: str, kubectl_on_path: None, tmp_path: pathlib.Path) -> None:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / name).write_text("resources: [pool.yaml]\n")
+    (tmp_path / "base" / "pool.yaml").write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: p\nspec:\n  weight: 0\n")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / name).write_text("resources: [../base]\ncomponents: [../component]\n")
+    (tmp_path / "component").mkdir()
+    (tmp_path / "component" / name).write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\npatches:\n  - target: {kind: NodePool}\n"
+        "    patch: |-\n      - op: add\n        path: /spec/limits\n        value: {cpu: 100}\n")
+    table = Table()
+    [pool] = objects.Loader(table).load([str(tmp_path / "env")]).documents
+    origin = table[pool.source]
+    assert origin.where(("spec", "weight")) == (str(tmp_path / "base" / "pool.yaml"), (6, 3))
+    assert origin.where(("spec", "limits", "cpu")) == (str(tmp_path / "component" / name), (8, 17))

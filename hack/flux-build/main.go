@@ -77,7 +77,7 @@ func build(repo, objectFile string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build: %w", err)
 	}
-	if _, ok := obj["spec"].(map[string]interface{})["postBuild"]; ok {
+	if _, ok, _ := unstructured.NestedFieldNoCopy(obj, "spec", "postBuild"); ok {
 		for _, res := range resources.Resources() {
 			// Dry run: substituteFrom's ConfigMaps and Secrets live in a cluster, and only the literal
 			// spec.postBuild.substitute is compared.
