@@ -16,6 +16,9 @@ from . import _crds
 from ._cluster import REPO_ROOT
 from ._guard import Guard, Webhook, forge, overlay, unique
 
+# Where the webhook keeps its Leases outside a pod (webhook.audit.pod_namespace), as the session fixture creates it.
+LEDGER_NAMESPACE = "overlay-guard"
+
 pytestmark = pytest.mark.e2e
 
 GPU = {"resourceSliceTemplates": [{"metadata": {"name": "gpu-slice"}, "spec": {
@@ -74,7 +77,16 @@ def _service_account_kubeconfig(guard: Guard, name: str, rules: list[dict[str, A
             "rules": rules}
     plane.kubectl("create", "namespace", name)
     plane.kubectl("create", "serviceaccount", "guard", "-n", name)
-    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+    # The deployment's Role in the guard's namespace too: without its Leases the ledger is unusable and the
+    # webhook never ready.
+    lease_role = {**_deployed(guard, "Role", "overlay-guard"),
+                  "metadata": {"name": name, "namespace": LEDGER_NAMESPACE}}
+    lease_binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                     "metadata": {"name": name, "namespace": LEDGER_NAMESPACE},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                     "subjects": binding["subjects"]}
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                        "items": [role, binding, lease_role, lease_binding]}))
     token = plane.kubectl("create", "token", "guard", "-n", name, "--duration=1h").stdout.strip()
     config = json.loads(plane.kubeconfig.read_text())
     config["users"] = [{"name": name, "user": {"token": token}}]
@@ -84,9 +96,14 @@ def _service_account_kubeconfig(guard: Guard, name: str, rules: list[dict[str, A
     return path
 
 
-def _deployed_rules(guard: Guard) -> list[dict[str, Any]]:
+def _deployed(guard: Guard, kind: str, name: str) -> dict[str, Any]:
     docs = YAML(typ="safe", pure=True).load_all(guard.plane.kubectl("kustomize", str(REPO_ROOT / "manifests")).stdout)
-    return list(next(d for d in docs if isinstance(d, dict) and d.get("kind") == "ClusterRole")["rules"])
+    return next(d for d in docs if isinstance(d, dict) and d.get("kind") == kind
+                and d.get("metadata", {}).get("name") == name)
+
+
+def _deployed_rules(guard: Guard) -> list[dict[str, Any]]:
+    return list(_deployed(guard, "ClusterRole", "overlay-guard")["rules"])
 
 
 @pytest.mark.parametrize("crd_rule", [True, False], ids=["deployed-rbac", "without-crd-rbac"])
@@ -115,3 +132,5 @@ def test_the_deployed_rbac_lets_the_webhook_follow_the_crd(guard: Guard, crds: _
     finally:
         guard.plane.kubectl("delete", f"clusterrolebinding/{name}", f"clusterrole/{name}", f"namespace/{name}",
                             "--ignore-not-found", "--wait=false")
+        guard.plane.kubectl("delete", "-n", LEDGER_NAMESPACE, f"rolebinding/{name}", f"role/{name}",
+                            "--ignore-not-found")

@@ -227,9 +227,15 @@ def test_catalog_captured_from_karpenters_metrics_has_the_files_cells_and_base_p
     an adjustment is in effect in every NodePool the published (effective) price is undone to the file's base."""
     prices, _, _ = publish_adjusted(guard, harness, label, "e2e-k-capture")
     adjusted_cells = [c for c in prices if c[0] == ADJUSTED_TYPE]
-    # What is in effect in the cluster, as the capture recovers base prices against it.
-    in_effect = tmp_path / "cluster.yaml"
-    in_effect.write_text(guard.plane.kubectl("get", "nodepools,nodeoverlays", "-o", "yaml").stdout)
+    # What is in effect in the cluster, as the capture recovers base prices against it, written as a repository
+    # holds it: without the write times that would (rightly, seconds after the change) keep every base estimated
+    # until Karpenter's next publish (live.REPUBLISH_SECONDS; tests/test_live_catalog.py covers that rule).
+    in_effect = tmp_path / "cluster.json"
+    listed = json.loads(guard.plane.kubectl("get", "nodepools,nodeoverlays", "-o", "json").stdout)
+    for item in listed["items"]:
+        item["metadata"].pop("managedFields", None)
+        item["metadata"].pop("creationTimestamp", None)
+    in_effect.write_text(json.dumps(listed))
     out = tmp_path / "catalog.json"
     done = subprocess.run([sys.executable, "-m", "lint", "catalog", "--karpenter-metrics",
                            harness.karpenter.metrics_url, str(in_effect), "-o", str(out)],
