@@ -225,6 +225,82 @@ def test_clusters_lists_discovery_as_json(inside: pathlib.Path) -> None:
     assert data["unclaimed"] == [str(root / "karpenter" / "stray.yaml")] and data["errors"] == []
 
 
+def _fleet_history(root: pathlib.Path) -> None:
+    """Two commits of a config fleet: the head adds a same-weight conflict to `a` and a new cluster `c`, and leaves
+    `b` as it was."""
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    write(root / "a", "pair.yaml", overlay("x", 7))
+    write(root / "b", "one.yaml", overlay("x", 7))
+    (root / ".overlay-lint.yaml").write_text("clusters:\n  - {name: a, paths: [a]}\n  - {name: b, paths: [b]}\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    write(root / "a", "pair.yaml", overlay("x", 7), overlay("y", 7))
+    (root / "c").mkdir()
+    write(root / "c", "one.yaml", overlay("z", 3))
+    with (root / ".overlay-lint.yaml").open("a") as config:
+        config.write("  - {name: c, paths: [c]}\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "head")
+
+
+def test_diff_in_a_fleet_shows_only_the_clusters_the_change_touches(inside: pathlib.Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root = inside / "repo"
+    _fleet_history(root)
+    monkeypatch.chdir(root)
+    code, report, _ = _json("diff", "HEAD~1..HEAD", catalog=True)
+    assert code == 1
+    assert [(c["cluster"], c["change"]) for c in report["clusters"]] == [("a", "changed"), ("c", "added")]
+    assert report["unchanged"] == ["b"]
+    a, c = (c["diff"] for c in report["clusters"])
+    assert [(f["code"], f["file"]) for f in a["introduced"]] == [("same-weight-conflict", "a/pair.yaml")]
+    assert {(o["name"], o["change"]) for o in a["overlays"]} == {("x", "unchanged"), ("y", "added")}
+    assert [(o["name"], o["change"]) for o in c["overlays"]] == [("z", "added")] and c["introduced"] == []
+
+    code, out, _ = run("diff", "HEAD~1..HEAD")
+    prefixes = {line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")}
+    assert code == 1 and prefixes == {"[a]", "[c (added)]", "[c]"}
+    assert "unchanged: b" in out.splitlines()
+
+    code, out, _ = run("diff", "HEAD~1..HEAD", "--format", "markdown")
+    sections = re.findall(r"^## Cluster `([^`]*)`", out, re.MULTILINE)
+    assert (code, sections) == (1, ["a", "c (added)"]) and out.startswith("<!-- overlay-lint:diff changes=")
+
+    # The worst over the clusters shown; a removed cluster is said.
+    assert _json("diff", "HEAD~1..HEAD", "--only-cluster", "c", catalog=True)[0] == 0
+    code, report, _ = _json("diff", "HEAD..HEAD~1", catalog=True)
+    assert code == 0 and [(c["cluster"], c["change"]) for c in report["clusters"]] == [("a", "changed"),
+                                                                                      ("c", "removed")]
+    code, report, _ = _json("diff", "HEAD~1..HEAD", "--only-cluster", "b", catalog=True)
+    assert (code, report["clusters"], report["unchanged"]) == (0, [], ["b"])
+    code, _, err = run("diff", "HEAD~1..HEAD", "--only-cluster", "d")
+    assert code == 2 and "--only-cluster d: no such cluster" in err
+
+
+@kustomize
+def test_diff_in_a_flux_fleet_compares_each_environment_alone(inside: pathlib.Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _copy("flux", inside)
+    monkeypatch.chdir(root)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    added = _production_conflict(root)
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "head")
+    code, report, _ = _json("diff", "HEAD~1..HEAD")
+    assert code == 1 and report["unchanged"] == ["staging"]
+    [production] = report["clusters"]
+    assert (production["cluster"], production["change"]) == ("production", "changed")
+    introduced = production["diff"]["introduced"]
+    assert {f["code"] for f in introduced} == {"same-weight-conflict"}
+    # Named as in the work tree, never in the revision's scratch copy.
+    assert any(f["file"] == added for f in introduced), introduced
+    assert not any("overlay-lint-diff-" in n for n in production["diff"]["notes"])
+
+
 def test_one_cluster_output_is_unchanged(inside: pathlib.Path) -> None:
     """No fleet: the same bytes whether discovery ran (a directory) or could not (the files named)."""
     write(inside, "pair.yaml", overlay("x", 7), overlay("y", 7))
