@@ -16,13 +16,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
+import jsonschema
 import pytest
 from ruamel import yaml
 
+from lint import reference
 from sources import templates
 from tests.lint_support import overlay, run, write
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fleet_fixtures"
+DIFF_SCHEMA = jsonschema.Draft202012Validator(json.loads(reference.DIFF_SCHEMA.read_text(encoding="utf-8")))
 kustomize = pytest.mark.skipif(templates.renderer() is None, reason="neither kustomize nor kubectl on PATH")
 
 
@@ -251,6 +254,7 @@ def test_diff_in_a_fleet_shows_only_the_clusters_the_change_touches(inside: path
     _fleet_history(root)
     monkeypatch.chdir(root)
     code, report, _ = _json("diff", "HEAD~1..HEAD", catalog=True)
+    DIFF_SCHEMA.validate(report)
     assert code == 1
     assert [(c["cluster"], c["change"]) for c in report["clusters"]] == [("a", "changed"), ("c", "added")]
     assert report["unchanged"] == ["b"]
