@@ -759,8 +759,12 @@ def _diff(run: _Run) -> int:
 
 
 def _fleet_span(args: argparse.Namespace) -> git.Range | None:
-    """The revisions of `diff BASE..HEAD` where discovery applies (not a live cluster, not two paths)."""
+    """The revisions of `diff BASE..HEAD` where discovery may find several clusters: one directory (the
+    repository's root) or a config, as for `check`; files named, or several paths, are one cluster."""
     if args.cluster or not args.paths or os.path.exists(args.paths[0]) or "-" in args.paths:
+        return None
+    roots = args.paths[1:] or ["."]
+    if getattr(args, "config", None) is None and not (len(roots) == 1 and os.path.isdir(roots[0])):
         return None
     from sources import git
 
