@@ -547,6 +547,7 @@ def _judged_apart(run: _Run, planned: fleets.Fleet) -> list[formats.Output]:
     jobs = [(plan, [p for p in planned.problems if p.cluster == plan.cluster]) for plan in planned.plans]
     # Read before any worker starts, so that forked workers share it: the catalog is read once a run.
     run.catalog(Loaded())
+    fleets.render_ahead(planned.plans)
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         import concurrent.futures
