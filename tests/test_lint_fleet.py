@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 from ruamel import yaml
 
-from lint import reference
+from lint import cli, fleets, reference
 from sources import templates
 from tests.lint_support import overlay, run, write
 
@@ -155,6 +155,23 @@ def test_row_5_the_hook_judges_a_staged_file_in_its_own_clusters(inside: pathlib
     code, report, _ = _json("check", "--changed-since", "HEAD", ".")
     assert code == 1 and set(_clusters(report)) == {"production"}
     assert report["notes"][0].startswith("[production] 1 file(s) changed since HEAD")
+
+
+@kustomize
+@pytest.mark.parametrize("cached", [True, False])
+def test_every_clusters_flux_paths_render_ahead_into_the_cache(inside: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                                              cached: bool) -> None:
+    root = _copy("flux", inside)
+    cache = inside / "renders"
+    monkeypatch.setenv("OVERLAY_GUARD_RENDER_CACHE", str(cache) if cached else "off")
+    args = cli.parse(cli.build_parser(), ["check", str(root)])
+    planned = fleets.whole(args, fleets.discover(args, args.paths))
+    applied = {os.path.realpath(p) for plan in planned.plans for p in plan.args.paths
+               if os.path.realpath(p) in plan.args.flux_paths}
+    fleets.render_ahead(planned.plans)
+    # One entry per Flux path of every cluster; without a cache nothing is rendered ahead (nothing would keep it).
+    assert len([p for p in cache.rglob("*") if p.is_file()]) == (len(applied) if cached else 0)
+    assert len(applied) >= 2
 
 
 def _two_clusters(root: pathlib.Path) -> pathlib.Path:
