@@ -30,8 +30,9 @@ from sources.objects import Loaded, Loader
 from sources.positions import Location, Table
 
 if TYPE_CHECKING:
-    from lint import sides
+    from lint import fleetsides, sides
     from simulation.analysis import diff
+    from sources import git
 
 # A command imports the modules only it uses where it runs (simulate's views, diff's sides, --changed-since's git):
 # a pre-commit hook pays a one-file check's start-up on every commit (benchmarks/startup_bench.py).
@@ -546,6 +547,7 @@ def _judged_apart(run: _Run, planned: fleets.Fleet) -> list[formats.Output]:
     jobs = [(plan, [p for p in planned.problems if p.cluster == plan.cluster]) for plan in planned.plans]
     # Read before any worker starts, so that forked workers share it: the catalog is read once a run.
     run.catalog(Loaded())
+    fleets.render_ahead(planned.plans)
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         import concurrent.futures
@@ -697,7 +699,6 @@ def _report(run: _Run) -> int:
 def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
     """Both sides of a change through the one core, compared (docs/design.md §3.5)."""
     from lint import sides
-    from simulation.analysis import diff
 
     args = run.args
     if (args.kubeconfig or args.context) and not args.cluster:
@@ -706,6 +707,13 @@ def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
         two = sides.load(run.loader, args.paths, args.cluster, args.kubeconfig, args.context)
     except sides.UsageError as usage:
         raise UsageError(str(usage)) from None
+    result, notes = _compare(run, two)
+    return result, two, notes
+
+
+def _compare(run: _Run, two: sides.Sides) -> tuple[diff.Diff, list[str]]:
+    from simulation.analysis import diff
+
     notes = list(two.notes)
     crd = run.crd(notes)
     reports: list[ev.Report] = []
@@ -723,13 +731,22 @@ def _compared(run: _Run) -> tuple[diff.Diff, sides.Sides, list[str]]:
         found = findings.ordered(hints.attach([*side.problems, *report.findings]))
         reports.append(dataclasses.replace(report, findings=tuple(found)))
         notes += [n for n in report.notes if n not in notes]
-    return diff.compare(*reports), two, notes
+    return diff.compare(*reports), notes
 
 
 def _diff(run: _Run) -> int:
     from lint import diffview
 
     args = run.args
+    span = _fleet_span(args)
+    if span is not None:
+        from lint import fleetsides
+
+        with fleetsides.revisions(span, args.paths[1:] or ["."], getattr(args, "config", None)) as revisions:
+            if revisions.split:
+                return _fleet_diff(run, revisions)
+            if args.only_cluster:
+                fleets.chosen(revisions.found[1], args.only_cluster)  # the one cluster's name, or a usage error
     result, two, notes = _compared(run)
     page = diffview.Page(result, run.table, two.base_label, two.head_label, notes)
     if args.format == "json":
@@ -740,6 +757,55 @@ def _diff(run: _Run) -> int:
         run.notes(notes)
         diffview.write_text(page, run.out)
     return _diff_status(run, result, two)
+
+
+def _fleet_span(args: argparse.Namespace) -> git.Range | None:
+    """The revisions of `diff BASE..HEAD` where discovery may find several clusters: one directory (the
+    repository's root) or a config, as for `check`; files named, or several paths, are one cluster."""
+    if args.cluster or not args.paths or os.path.exists(args.paths[0]) or "-" in args.paths:
+        return None
+    roots = args.paths[1:] or ["."]
+    if getattr(args, "config", None) is None and not (len(roots) == 1 and os.path.isdir(roots[0])):
+        return None
+    from sources import git
+
+    return git.parse_range(args.paths[0])
+
+
+def _fleet_diff(run: _Run, revisions: fleetsides.Revisions) -> int:
+    """Each cluster's two sides compared alone; only the clusters the change touches are shown (docs/diff.md)."""
+    from lint import diffview, fleetsides, sides
+
+    shown: list[diffview.ClusterPage] = []
+    unchanged: list[str] = []
+    status = 0
+    for pair in revisions.pairs(run.args.only_cluster):
+        cluster = pair.head or pair.base
+        assert cluster is not None
+        judged = run.fork(fleetsides.side_args(run.args, cluster))
+        base = Loaded() if pair.base is None else \
+            run.fork(fleetsides.side_args(run.args, pair.base)).loader.load(list(pair.base.paths))
+        head = Loaded() if pair.head is None else judged.loader.load(list(pair.head.paths))
+        two = sides.Sides(base, head, revisions.base.label, revisions.head.label, [])
+        result, notes = _compare(judged, two)
+        if pair.change == fleetsides.CHANGED and result.empty:
+            unchanged.append(pair.name)
+            continue
+        shown.append(diffview.ClusterPage(pair.name, pair.change, diffview.Page(
+            result, run.table, two.base_label, two.head_label, [revisions.said(n) for n in notes])))
+        status = max(status, _diff_status(judged, result, two))
+    table = fleetsides.relabelled(run.table, revisions)
+    fleet_page = diffview.FleetPage([dataclasses.replace(c, page=dataclasses.replace(c.page, table=table))
+                                     for c in shown], unchanged, revisions.base.label, revisions.head.label,
+                                    revisions.problems())
+    if run.args.format == "json":
+        run.out.write(json.dumps(diffview.fleet_json(fleet_page), indent=2) + "\n")
+    elif run.args.format == "markdown":
+        run.out.write(diffview.fleet_markdown(fleet_page))
+    else:
+        run.notes([*fleet_page.notes, *(f"[{c.cluster}] {n}" for c in shown for n in c.page.notes)])
+        diffview.write_fleet_text(fleet_page, run.out)
+    return status
 
 
 def _diff_status(run: _Run, result: diff.Diff, two: sides.Sides) -> int:

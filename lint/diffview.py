@@ -10,6 +10,7 @@ section) and, when too long, blocks are left out from the middle with a count.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -38,6 +39,36 @@ class Page:
     base: str
     head: str
     notes: Sequence[str] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPage:
+    """One cluster of a fleet the change touches; `change`: changed, added or removed (lint/fleetsides.py)."""
+
+    cluster: str
+    change: str
+    page: Page
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetPage:
+    """A change to a repository of many clusters: the clusters it touches, each compared alone."""
+
+    clusters: Sequence[ClusterPage]
+    # Clusters on both sides that the change leaves as they were.
+    unchanged: Sequence[str]
+    base: str
+    head: str
+    notes: Sequence[str] = ()
+
+
+def _fleet_headline(fleet: FleetPage) -> str:
+    total = len(fleet.clusters) + len(fleet.unchanged)
+    return f"{_plural(len(fleet.clusters), 'cluster')} of {total} changed"
+
+
+def _cluster_title(c: ClusterPage) -> str:
+    return c.cluster if c.change == "changed" else f"{c.cluster} ({c.change})"
 
 
 def _pct(value: float | None) -> str:
@@ -324,17 +355,29 @@ def _md_price(value: float | None, estimated: bool) -> str:
     return "-" if value is None else f"${views.price(value, estimated)}"
 
 
-def markdown(page: Page, limit: int = COMMENT_LIMIT) -> str:
-    d = page.diff
-    changes = 0 if d.empty else len(d.overlays) + len(d.prices) + len(d.resources) + len(d.templates) \
+def _changes(d: diff.Diff) -> int:
+    return 0 if d.empty else len(d.overlays) + len(d.prices) + len(d.resources) + len(d.templates) \
         + len(d.introduced) + len(d.resolved) + len(d.nodepools_added) + len(d.nodepools_removed) \
         + len(d.nodepools_changed)
-    head = (f"{MARKER} changes={changes} -->\n### overlay-lint diff: {_md(headline(d))}\n\n"
+
+
+def markdown(page: Page, limit: int = COMMENT_LIMIT) -> str:
+    d = page.diff
+    head = (f"{MARKER} changes={_changes(d)} -->\n### overlay-lint diff: {_md(headline(d))}\n\n"
             f"`{_md(page.base)}` → `{_md(page.head)}`\n")
+    return _fit(head, _md_blocks(page), limit)
+
+
+def _md_blocks(page: Page) -> list[str]:
+    d = page.diff
     blocks = [*_md_overlays(d), *_md_nodepools(d), *_md_prices(d), *_md_resources(d), *_md_findings(page)]
     if page.notes:
-        blocks.append(_details(f"Notes ({len(page.notes)})", "\n".join(f"- {_md(n)}" for n in page.notes)))
-    return _fit(head, blocks, limit)
+        blocks.append(_notes(page.notes))
+    return blocks
+
+
+def _notes(notes: Sequence[str]) -> str:
+    return _details(f"Notes ({len(notes)})", "\n".join(f"- {_md(n)}" for n in notes))
 
 
 def _fit(head: str, blocks: list[str], limit: int) -> str:
@@ -436,3 +479,37 @@ def _md_findings(page: Page) -> list[str]:
         errors = sum(1 for f in found if f.severity == Severity.ERROR)
         out.append(_details(f"Findings {title}: {len(found)} ({_plural(errors, 'error')})", "\n".join(lines)))
     return out
+
+
+# --- a fleet: one section per cluster the change touches ------------------------------------------------------
+
+def write_fleet_text(fleet: FleetPage, out: TextIO) -> None:
+    out.write(f"overlay-lint diff {fleet.base} -> {fleet.head}\n{_fleet_headline(fleet)}\n")
+    if fleet.unchanged:
+        out.write(f"unchanged: {', '.join(fleet.unchanged)}\n")
+    for c in fleet.clusters:
+        out.write(f"\n[{_cluster_title(c)}] {headline(c.page.diff)}\n")
+        body = io.StringIO()
+        write_text(c.page, body)
+        # The first two lines are the sides and the headline, said above.
+        out.writelines(f"[{c.cluster}] {line}\n" if line else "\n" for line in body.getvalue().splitlines()[2:])
+
+
+def fleet_json(fleet: FleetPage) -> dict[str, Any]:
+    return {"base": fleet.base, "head": fleet.head, "headline": _fleet_headline(fleet),
+            "clusters": [{"cluster": c.cluster, "change": c.change, "diff": to_json(c.page)}
+                         for c in fleet.clusters],
+            "unchanged": list(fleet.unchanged), "notes": list(fleet.notes)}
+
+
+def fleet_markdown(fleet: FleetPage, limit: int = COMMENT_LIMIT) -> str:
+    changes = sum(_changes(c.page.diff) or 1 for c in fleet.clusters)
+    head = (f"{MARKER} changes={changes} -->\n### overlay-lint diff: {_md(_fleet_headline(fleet))}\n\n"
+            f"`{_md(fleet.base)}` → `{_md(fleet.head)}`\n")
+    if fleet.unchanged:
+        head += f"\nUnchanged: {', '.join(f'`{_md(n)}`' for n in fleet.unchanged)}\n"
+    blocks = [_notes(fleet.notes)] if fleet.notes else []
+    for c in fleet.clusters:
+        blocks.append(f"## Cluster `{_md(_cluster_title(c))}`: {_md(headline(c.page.diff))}\n")
+        blocks += _md_blocks(c.page)
+    return _fit(head, blocks, limit)

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from simulation import findings
 from simulation.semantics import model
 from sources import fleet, templates
-from sources.objects import FILE_KIND, Loader
+from sources.objects import FILE_KIND, FluxPath, Loader
 from sources.positions import Origin, Table
 
 DISCOVERY = "cluster-discovery"
@@ -118,6 +118,32 @@ def changed(args: argparse.Namespace, found: fleet.Fleet, paths: Sequence[str], 
         plans.append(Plan(None, _for_rest(args, unclaimed, against), (note,)))
     touched = [c for c in clusters if candidates[c.name]]
     return Fleet(found, tuple(plans), _problems(found, touched))
+
+
+def render_ahead(plans: Sequence[Plan]) -> None:
+    """Every Flux path the plans apply, rendered into the render cache before any cluster is judged: kustomize
+    processes spend most of their time starting up rather than computing, so twice as many as cores run at once,
+    where judging workers would each run one after another. Nothing is kept here (the workers read the cache), and
+    nothing is done without a cache or a renderer; a failed render is left for its cluster's judgement to report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sources import flux, rendercache
+
+    if rendercache.location() is None or templates.renderer() is None:
+        return
+    wanted: dict[str, FluxPath] = {}
+    for plan in plans:
+        applied = getattr(plan.args, "flux_paths", None) or {}
+        for path in plan.args.paths:
+            real = os.path.realpath(path)
+            if real in applied:
+                wanted.setdefault(real, applied[real])
+    if len(wanted) < 2:
+        return
+    with ThreadPoolExecutor(max_workers=min(len(wanted), 2 * (os.cpu_count() or 1))) as pool:
+        for _ in pool.map(lambda f: flux.render_kustomization(f.repo_root, f.kustomization, defined_at=f.defined_at),
+                          wanted.values()):
+            pass
 
 
 def _for_rest(args: argparse.Namespace, paths: Sequence[str], roots: Sequence[str]) -> argparse.Namespace:

@@ -235,10 +235,7 @@ def diff_output_schema() -> dict[str, Any]:
     overlay = _nullable("string", "the overlay whose value is in effect on that side")
     percent = _nullable("number", "the change in percent; null when a side has no price")
     findings = {"type": "array", "items": {"$ref": "#/$defs/finding"}}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "overlay-lint diff --format json",
-        **_object({
+    one = _object({
             "base": {"type": "string", "description": "what the base side is read from"},
             "head": {"type": "string", "description": "what the head side is read from"},
             "headline": {"type": "string"},
@@ -279,8 +276,23 @@ def diff_output_schema() -> dict[str, Any]:
             "introduced": findings,
             "resolved": findings,
             "notes": {"type": "array", "items": {"type": "string"}},
-        }),
-        "$defs": {"finding": _finding(), "object": _strings("kind", "name")},
+        })
+    # A repository of several clusters (docs/cli.md "Fleets"): the clusters the change touches, each as one.
+    fleet = _object({
+        "base": {"type": "string"}, "head": {"type": "string"}, "headline": {"type": "string"},
+        "clusters": {"type": "array", "items": _object({
+            "cluster": {"type": "string", "minLength": 1},
+            "change": {"enum": ["changed", "added", "removed"]},
+            "diff": {"$ref": "#/$defs/diff"}})},
+        "unchanged": {"type": "array", "items": {"type": "string"},
+                      "description": "clusters on both sides the change leaves as they were"},
+        "notes": {"type": "array", "items": {"type": "string"}},
+    })
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "overlay-lint diff --format json",
+        "oneOf": [{"$ref": "#/$defs/diff"}, fleet],
+        "$defs": {"diff": one, "finding": _finding(), "object": _strings("kind", "name")},
     }
 
 

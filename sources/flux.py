@@ -125,6 +125,17 @@ def _directory(root: str, path: Any) -> tuple[str, str | None]:
     return directory, None
 
 
+def render_all(repo_root: Path | str, kustomizations: Sequence[tuple[Mapping[str, Any], Origin | None]],
+               command: Sequence[str] | None = None) -> list[Rendered]:
+    """`render_kustomization` of each (object, where it was read), several at once (each build is its own
+    kustomize process), in the order given."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(kustomizations), os.cpu_count() or 1))) as pool:
+        return list(pool.map(lambda k: render_kustomization(repo_root, k[0], defined_at=k[1], command=command),
+                             kustomizations))
+
+
 def _name(kustomization: Mapping[str, Any]) -> str:
     meta = kustomization.get("metadata")
     if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):

@@ -104,17 +104,17 @@ class Loader:
         """`rest`: the files of `args` not read already (the rest of a repository)."""
         out = Loaded()
         plain = []
+        applied: list[FluxPath] = []
         for arg in args:
             real = os.path.realpath(arg) if arg != files.STDIN else ""
             given = self.flux_paths.get(real)
             if given is None:
                 plain.append(arg)
             elif not (rest and (real in self.read or self._holds_read(real))):
-                from sources import flux
-
                 self.read.add(real)
-                out.extend(self.load_rendered(flux.render_kustomization(
-                    given.repo_root, given.kustomization, defined_at=given.defined_at), candidate))
+                applied.append(given)
+        if applied:
+            out.extend(self._flux(applied, candidate))
         sources = list(files.discover(plain))
         ahead = self._render_ahead([s for s in sources if s.kustomization and s.path is not None and not (
             rest and self._holds_read(os.path.realpath(s.path)))])
@@ -132,6 +132,17 @@ class Loader:
                 out.extend(self._kustomization(source, candidate, ahead.get(source.name)))
                 continue
             out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
+        return out
+
+    def _flux(self, applied: Sequence[FluxPath], candidate: bool) -> Loaded:
+        """Flux paths, rendered at once (each its own kustomize process), read in the order given."""
+        from sources import flux
+
+        out = Loaded()
+        for root in dict.fromkeys(f.repo_root for f in applied):
+            group = [(f.kustomization, f.defined_at) for f in applied if f.repo_root == root]
+            for rendered in flux.render_all(root, group):
+                out.extend(self.load_rendered(rendered, candidate))
         return out
 
     def _holds_read(self, directory: str) -> bool:

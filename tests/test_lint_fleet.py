@@ -16,13 +16,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
+import jsonschema
 import pytest
 from ruamel import yaml
 
+from lint import cli, fleets, reference
 from sources import templates
 from tests.lint_support import overlay, run, write
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fleet_fixtures"
+DIFF_SCHEMA = jsonschema.Draft202012Validator(json.loads(reference.DIFF_SCHEMA.read_text(encoding="utf-8")))
 kustomize = pytest.mark.skipif(templates.renderer() is None, reason="neither kustomize nor kubectl on PATH")
 
 
@@ -154,6 +157,23 @@ def test_row_5_the_hook_judges_a_staged_file_in_its_own_clusters(inside: pathlib
     assert report["notes"][0].startswith("[production] 1 file(s) changed since HEAD")
 
 
+@kustomize
+@pytest.mark.parametrize("cached", [True, False])
+def test_every_clusters_flux_paths_render_ahead_into_the_cache(inside: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                                              cached: bool) -> None:
+    root = _copy("flux", inside)
+    cache = inside / "renders"
+    monkeypatch.setenv("OVERLAY_GUARD_RENDER_CACHE", str(cache) if cached else "off")
+    args = cli.parse(cli.build_parser(), ["check", str(root)])
+    planned = fleets.whole(args, fleets.discover(args, args.paths))
+    applied = {os.path.realpath(p) for plan in planned.plans for p in plan.args.paths
+               if os.path.realpath(p) in plan.args.flux_paths}
+    fleets.render_ahead(planned.plans)
+    # One entry per Flux path of every cluster; without a cache nothing is rendered ahead (nothing would keep it).
+    assert len([p for p in cache.rglob("*") if p.is_file()]) == (len(applied) if cached else 0)
+    assert len(applied) >= 2
+
+
 def _two_clusters(root: pathlib.Path) -> pathlib.Path:
     """A config fleet (no renderer needed): cluster `a` holds a same-weight conflict, `b` is clean."""
     (root / "a").mkdir(parents=True)
@@ -223,6 +243,83 @@ def test_clusters_lists_discovery_as_json(inside: pathlib.Path) -> None:
     assert [(c["name"], c["origin"], c["nodeOverlays"], c["nodePools"]) for c in data["clusters"]] == [
         ("dev", "argocd", 1, 1), ("prod-eu", "argocd", 1, 1), ("prod-us", "argocd", 1, 1)]
     assert data["unclaimed"] == [str(root / "karpenter" / "stray.yaml")] and data["errors"] == []
+
+
+def _fleet_history(root: pathlib.Path) -> None:
+    """Two commits of a config fleet: the head adds a same-weight conflict to `a` and a new cluster `c`, and leaves
+    `b` as it was."""
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    write(root / "a", "pair.yaml", overlay("x", 7))
+    write(root / "b", "one.yaml", overlay("x", 7))
+    (root / ".overlay-lint.yaml").write_text("clusters:\n  - {name: a, paths: [a]}\n  - {name: b, paths: [b]}\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    write(root / "a", "pair.yaml", overlay("x", 7), overlay("y", 7))
+    (root / "c").mkdir()
+    write(root / "c", "one.yaml", overlay("z", 3))
+    with (root / ".overlay-lint.yaml").open("a") as config:
+        config.write("  - {name: c, paths: [c]}\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "head")
+
+
+def test_diff_in_a_fleet_shows_only_the_clusters_the_change_touches(inside: pathlib.Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root = inside / "repo"
+    _fleet_history(root)
+    monkeypatch.chdir(root)
+    code, report, _ = _json("diff", "HEAD~1..HEAD", catalog=True)
+    DIFF_SCHEMA.validate(report)
+    assert code == 1
+    assert [(c["cluster"], c["change"]) for c in report["clusters"]] == [("a", "changed"), ("c", "added")]
+    assert report["unchanged"] == ["b"]
+    a, c = (c["diff"] for c in report["clusters"])
+    assert [(f["code"], f["file"]) for f in a["introduced"]] == [("same-weight-conflict", "a/pair.yaml")]
+    assert {(o["name"], o["change"]) for o in a["overlays"]} == {("x", "unchanged"), ("y", "added")}
+    assert [(o["name"], o["change"]) for o in c["overlays"]] == [("z", "added")] and c["introduced"] == []
+
+    code, out, _ = run("diff", "HEAD~1..HEAD")
+    prefixes = {line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")}
+    assert code == 1 and prefixes == {"[a]", "[c (added)]", "[c]"}
+    assert "unchanged: b" in out.splitlines()
+
+    code, out, _ = run("diff", "HEAD~1..HEAD", "--format", "markdown")
+    sections = re.findall(r"^## Cluster `([^`]*)`", out, re.MULTILINE)
+    assert (code, sections) == (1, ["a", "c (added)"]) and out.startswith("<!-- overlay-lint:diff changes=")
+
+    # The worst over the clusters shown; a removed cluster is said.
+    assert _json("diff", "HEAD~1..HEAD", "--only-cluster", "c", catalog=True)[0] == 0
+    code, report, _ = _json("diff", "HEAD..HEAD~1", catalog=True)
+    assert code == 0 and [(c["cluster"], c["change"]) for c in report["clusters"]] == [("a", "changed"),
+                                                                                      ("c", "removed")]
+    code, report, _ = _json("diff", "HEAD~1..HEAD", "--only-cluster", "b", catalog=True)
+    assert (code, report["clusters"], report["unchanged"]) == (0, [], ["b"])
+    code, _, err = run("diff", "HEAD~1..HEAD", "--only-cluster", "d")
+    assert code == 2 and "--only-cluster d: no such cluster" in err
+
+
+@kustomize
+def test_diff_in_a_flux_fleet_compares_each_environment_alone(inside: pathlib.Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _copy("flux", inside)
+    monkeypatch.chdir(root)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    added = _production_conflict(root)
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "head")
+    code, report, _ = _json("diff", "HEAD~1..HEAD")
+    assert code == 1 and report["unchanged"] == ["staging"]
+    [production] = report["clusters"]
+    assert (production["cluster"], production["change"]) == ("production", "changed")
+    introduced = production["diff"]["introduced"]
+    assert {f["code"] for f in introduced} == {"same-weight-conflict"}
+    # Named as in the work tree, never in the revision's scratch copy.
+    assert any(f["file"] == added for f in introduced), introduced
+    assert not any("overlay-lint-diff-" in n for n in production["diff"]["notes"])
 
 
 def test_one_cluster_output_is_unchanged(inside: pathlib.Path) -> None:
