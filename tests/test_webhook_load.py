@@ -84,11 +84,15 @@ async def test_a_slow_client_does_not_stall_others(tmp_path: Path) -> None:
         trickling = asyncio.Event()
 
         async def trickle() -> bytes:
-            for i in range(len(body)):
-                writer.write(body[i : i + 1])
+            # The body in 30 pieces over about 1.5 s: slow enough that many requests are served meanwhile, and,
+            # since the server shares this event loop, well inside its first-request timeout (10 s) however long a
+            # loaded machine delays each piece (one byte per 4 ms took over 10 s at load 5: a 408, not a stall).
+            piece = -(-len(body) // 30)
+            for i in range(0, len(body), piece):
+                writer.write(body[i : i + piece])
                 await writer.drain()
                 trickling.set()
-                await asyncio.sleep(0.004)  # the slow client's pace, not a wait for the server
+                await asyncio.sleep(0.05)  # the slow client's pace, not a wait for the server
             return await reader.read()
 
         slow = asyncio.create_task(trickle())
