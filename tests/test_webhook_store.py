@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -313,10 +314,12 @@ async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None
         await cache.close()
 
 
+@pytest.mark.parametrize("busy", [True, False], ids=["cpu", "waiting"])
 async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
-        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch, busy: bool) -> None:
     """A thread hand-off costs more CPU than the rest of the webhook's own work per request, so
-    evaluations run on the loop until they turn slow, and return there once quick again."""
+    evaluations run on the loop until they turn slow, and return there once quick again. Slow means
+    CPU: time spent waiting (for a core on a loaded machine, for the GIL) moves nothing to a thread."""
     from webhook import admission, judging
 
     monkeypatch.setattr(judging, "INLINE_SECONDS", 0.05)
@@ -326,7 +329,11 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
 
     def timed(*args: Any) -> Any:
         threads.append(threading.get_ident())
-        if delay[0]:
+        if delay[0] and busy:
+            ends = time.thread_time() + delay[0]
+            while time.thread_time() < ends:
+                pass
+        elif delay[0]:
             threading.Event().wait(delay[0])
         return judge(*args)
 
@@ -346,8 +353,11 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         for i in range(5):  # the first evaluations compile and index what later ones reuse
             await decide(f"w{i}")
         assert await decide("a")
-        delay[0] = 0.5  # the estimate moves past INLINE_SECONDS at once
+        delay[0] = 0.25  # the estimate moves past INLINE_SECONDS at once
         assert await decide("b")  # decided on the loop before it was known to be slow
+        if not busy:
+            assert await decide("c")
+            return
         assert not await decide("c")
         delay[0] = 0.0
         on_loop = [await decide(f"d{i}") for i in range(12)]
