@@ -194,7 +194,8 @@ async def _servers(tmp: Path, size: workload.Size = workload.DEFAULT) -> AsyncIt
     pinned = (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
     affinity = os.sched_getaffinity(0) if pinned else set()
     try:
-        await _wait_ready(f"https://127.0.0.1:{hook_port}/readyz", ctx, hook, 120)
+        # The first snapshot grows with the overlays: 100,000 take minutes on a loaded machine.
+        await _wait_ready(f"https://127.0.0.1:{hook_port}/readyz", ctx, hook, max(120.0, size.overlays / 100))
         ready_s = time.perf_counter() - spawned
         # Started only now, so that it does not compete with the webhook's start on the same core.
         echo, echo_port, _ = _start(["-m", "benchmarks.echo", *tls], tmp / "echo.log")

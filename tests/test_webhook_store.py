@@ -381,3 +381,66 @@ def test_only_a_candidate_of_usual_size_is_judged_on_the_loop() -> None:
     deep = overlay("d", price="1")
     deep["spec"]["capacity"] = {f"example.com/r{i}": "1" for i in range(judging.INLINE_ITEMS)}
     assert not judging.usual(deep)
+
+
+async def test_validate_takes_the_report_mutate_made_of_the_same_object(
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An apply goes to /mutate, then to /validate with what the API server added (uid, creationTimestamp): one
+    judgement. Anything that could change the answer (the object, the snapshot, the ledger) judges again, and a
+    report serves one /validate only."""
+    from webhook import admission
+
+    judge = admission.judge
+    judged: list[str] = []
+
+    def counted(prepared: Any, candidate: Mapping[str, Any], *rest: Any) -> Any:
+        judged.append(candidate["metadata"]["name"])
+        return judge(prepared, candidate, *rest)
+
+    monkeypatch.setattr(admission, "judge", counted)
+    cache = Cache(debounce=0.01)
+    cache.set_catalog(small_catalog)
+    cache.load([nodepool("p"), overlay("stored", price="1")])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+
+        async def apply(obj: Mapping[str, Any], *, dry_run: bool = True) -> int:
+            """Judgements one /mutate + /validate pair costs, and whether /validate's report is /mutate's."""
+            before = len(judged)
+            mutated = await cache.simulate(obj, "CREATE", None)
+            stored = with_rv(obj, "", uid="u-" + obj["metadata"]["name"], creationTimestamp="2026-12-06T00:00:00Z")
+            decided = await cache.decide(stored, "CREATE", None, dry_run=dry_run, admits=lambda r: True)
+            assert [f.code for f in decided.report.findings] == [f.code for f in mutated.findings]
+            return len(judged) - before
+
+        a = overlay("a", weight=10, price="2")
+        assert await apply(a) == 1
+        # The same object again: the first /validate took the report, so /mutate judges anew and keeps it.
+        assert await apply(a) == 1
+        before = len(judged)
+        await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 1  # a /validate with no /mutate before it
+        # /mutate's object differs from /validate's (a spec change): judged twice.
+        before = len(judged)
+        await cache.simulate(a, "CREATE", None)
+        await cache.decide(overlay("a", weight=11, price="2"), "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 2
+        # The ledger changes between the two (another admission recorded): judged twice.
+        before = len(judged)
+        await cache.simulate(a, "CREATE", None)
+        await cache.decide(overlay("held", weight=3, price="1"), "CREATE", None, dry_run=False,
+                           admits=lambda r: True)
+        await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 3
+        # The snapshot is rebuilt between the two: judged twice.
+        before = len(judged)
+        await cache.simulate(a, "CREATE", None)
+        generation = cache.snapshot.generation
+        cache.apply_event(NO, event("ADDED", with_rv(overlay("new", price="1"), "200")))
+        await cache.rebuild()
+        assert cache.snapshot.generation > generation
+        await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 2
+    finally:
+        await cache.close()
