@@ -47,6 +47,8 @@ MIXED_SHAPES = 1000
 HELD_OBJECTS = 8
 # Where only the time to ready and the memory are measured.
 LARGE = workload.Size(10_000, 100)
+# Objects per --state file.
+STATE_FILE_OBJECTS = 10_000
 # The same at distinct capacity fields (an extended resource per capacity overlay): what memory grows with.
 DISTINCT = (workload.Size(2000, 20, distinct=True), workload.Size(10_000, 100, distinct=True))
 
@@ -186,9 +188,9 @@ class _Servers:
 async def _servers(tmp: Path, size: workload.Size = workload.DEFAULT) -> AsyncIterator[_Servers]:
     """The webhook on the workload of `size` (`--state`) and the echo handler, each pinned to core 0, this
     process (the clients) to core 1 while they run."""
-    ctx, state, tls = _setup(tmp, size)
+    ctx, states, tls = _setup(tmp, size)
     hook, hook_port, spawned = _start(
-        ["-m", "webhook", *tls, "--metrics-port", "0", "--state", str(state)], tmp / "webhook.log"
+        ["-m", "webhook", *tls, "--metrics-port", "0", "--state", *states], tmp / "webhook.log"
     )
     procs = [hook]
     pinned = (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
@@ -218,16 +220,20 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
-def _setup(tmp: Path, size: workload.Size) -> tuple[ssl.SSLContext, Path, list[str]]:
-    """Keys, the client's TLS context, the `--state` file of `size` and the servers' TLS arguments."""
+def _setup(tmp: Path, size: workload.Size) -> tuple[ssl.SSLContext, list[str], list[str]]:
+    """Keys, the client's TLS context, the `--state` files of `size` and the servers' TLS arguments."""
     keys = tmp / "pki"
     generate.write_bundle(keys, "overlay-guard")
     ctx = ssl.create_default_context(cafile=str(keys / "ca.crt"))
-    state = tmp / "state.json"
-    state.write_text(
-        json.dumps({"apiVersion": "v1", "kind": "List", "items": workload.documents(size)})
-    )
-    return ctx, state, [
+    documents = workload.documents(size)
+    states = []
+    # Files under the webhook's --max-file-size (10 MiB): 50,000 overlays are about 21 MB.
+    for start in range(0, len(documents), STATE_FILE_OBJECTS):
+        state = tmp / f"state-{start}.json"
+        state.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                     "items": documents[start:start + STATE_FILE_OBJECTS]}))
+        states.append(str(state))
+    return ctx, states, [
         "--tls-cert-file",
         str(keys / "tls.crt"),
         "--tls-private-key-file",
@@ -431,7 +437,7 @@ async def _versus(tmp: Path, trees: dict[str, Path], rounds: int, seconds: float
     """Each tree's webhook on VERSUS, all started before any load and pinned to core 0, loaded in turn
     within each round (the order rotating by round, so that drift in the machine's load falls on both):
     the broad load (a conflicting and a clean candidate alternating) and its conflicting candidates alone."""
-    ctx, state, tls = _setup(tmp, VERSUS)
+    ctx, states, tls = _setup(tmp, VERSUS)
     mixed = _reviews(400, True, broad=True)
     conflicting = https_load.Shapes(mixed.templates[1::2], mixed.weights[1::2])
     servers: dict[str, tuple[subprocess.Popen[bytes], int, float]] = {}
@@ -439,7 +445,7 @@ async def _versus(tmp: Path, trees: dict[str, Path], rounds: int, seconds: float
     affinity = os.sched_getaffinity(0) if pinned else set()
     try:
         for name, root in trees.items():
-            proc, port, spawned = _start(["-m", "webhook", *tls, "--metrics-port", "0", "--state", str(state)],
+            proc, port, spawned = _start(["-m", "webhook", *tls, "--metrics-port", "0", "--state", *states],
                                          tmp / f"{name}.log", root)
             servers[name] = (proc, port, spawned)
             await _wait_ready(f"https://127.0.0.1:{port}/readyz", ctx, proc, 300)
