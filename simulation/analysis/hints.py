@@ -33,10 +33,6 @@ _STRING = json.encoder.encode_basestring_ascii
 
 # --- conflicts ------------------------------------------------------------------------------------
 
-# Weights tried one by one before the taken ones are found all at once (Taken.free).
-_TRIED = 16
-
-
 class Taken:
     """The overlays by weight: a weight is free for an overlay when no other overlay of that
     weight sets one of its fields on one of its cells. Only the weights tried are looked at, so a
@@ -74,37 +70,12 @@ class Taken:
         return False
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
-        weight, tried = start, 0
+        weight = start
         while MIN_WEIGHT <= weight <= MAX_WEIGHT:
-            if tried == _TRIED:
-                # Many taken in a row (a price ladder has an overlay at every weight): the weights taken, found in
-                # one pass over the overlays, then a walk over a set.
-                blocked = self._blocking(e)
-                while MIN_WEIGHT <= weight <= MAX_WEIGHT and weight in blocked:
-                    weight += step
-                return weight if MIN_WEIGHT <= weight <= MAX_WEIGHT else None
             if not self._collides(e, weight):
                 return weight
-            weight, tried = weight + step, tried + 1
+            weight += step
         return None
-
-    def _blocking(self, e: merge.Entry) -> set[int]:
-        """The weights at which `_collides` holds: those of another overlay setting a field of `e` on a common
-        cell."""
-        fields = e.fields()
-        out: set[int] = set()
-        for weights, gone in ((self._stored, self._gone), (self._fresh, frozenset[str]())):
-            for weight, others in weights.items():
-                if weight in out:
-                    continue
-                for other in others:
-                    if other.name == e.name or other.name in gone or not e.may_overlap(other):
-                        continue
-                    theirs = other.fields()
-                    if any(f in theirs and theirs[f].intersects(cells) for f, cells in fields.items()):
-                        out.add(weight)
-                        break
-        return out
 
 
 @dataclasses.dataclass(frozen=True)
