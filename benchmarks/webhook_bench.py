@@ -47,6 +47,8 @@ MIXED_SHAPES = 1000
 HELD_OBJECTS = 8
 # Where only the time to ready and the memory are measured.
 LARGE = workload.Size(10_000, 100)
+# Objects per --state file.
+STATE_FILE_OBJECTS = 10_000
 # The same at distinct capacity fields (an extended resource per capacity overlay): what memory grows with.
 DISTINCT = (workload.Size(2000, 20, distinct=True), workload.Size(10_000, 100, distinct=True))
 
@@ -148,16 +150,17 @@ async def _wait_ready(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen[byte
     raise RuntimeError(f"not ready within {timeout}s")
 
 
-def _start(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int, float]:
-    """Start a server; returns it, its HTTPS port, and the moment it was spawned."""
+def _start(args: list[str], log: Path, root: Path = ROOT) -> tuple[subprocess.Popen[bytes], int, float]:
+    """Start a server of the tree at `root` (on this interpreter: the tree's modules come first on its path);
+    returns it, its HTTPS port, and the moment it was spawned."""
     spawned = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, *args],
-        cwd=ROOT,
+        cwd=root,
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
         preexec_fn=_pin(0),
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
     while time.perf_counter() - spawned < 60:
         for line in log.read_text(errors="replace").splitlines():
@@ -185,31 +188,16 @@ class _Servers:
 async def _servers(tmp: Path, size: workload.Size = workload.DEFAULT) -> AsyncIterator[_Servers]:
     """The webhook on the workload of `size` (`--state`) and the echo handler, each pinned to core 0, this
     process (the clients) to core 1 while they run."""
-    keys = tmp / "pki"
-    generate.write_bundle(keys, "overlay-guard")
-    ctx = ssl.create_default_context(cafile=str(keys / "ca.crt"))
-    state = tmp / "state.json"
-    state.write_text(
-        json.dumps({"apiVersion": "v1", "kind": "List", "items": workload.documents(size)})
-    )
-    tls = [
-        "--tls-cert-file",
-        str(keys / "tls.crt"),
-        "--tls-private-key-file",
-        str(keys / "tls.key"),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-    ]
+    ctx, states, tls = _setup(tmp, size)
     hook, hook_port, spawned = _start(
-        ["-m", "webhook", *tls, "--metrics-port", "0", "--state", str(state)], tmp / "webhook.log"
+        ["-m", "webhook", *tls, "--metrics-port", "0", "--state", *states], tmp / "webhook.log"
     )
     procs = [hook]
     pinned = (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
     affinity = os.sched_getaffinity(0) if pinned else set()
     try:
-        await _wait_ready(f"https://127.0.0.1:{hook_port}/readyz", ctx, hook, 120)
+        # The first snapshot grows with the overlays: 100,000 take minutes on a loaded machine.
+        await _wait_ready(f"https://127.0.0.1:{hook_port}/readyz", ctx, hook, max(120.0, size.overlays / 100))
         ready_s = time.perf_counter() - spawned
         # Started only now, so that it does not compete with the webhook's start on the same core.
         echo, echo_port, _ = _start(["-m", "benchmarks.echo", *tls], tmp / "echo.log")
@@ -220,12 +208,41 @@ async def _servers(tmp: Path, size: workload.Size = workload.DEFAULT) -> AsyncIt
     finally:
         if pinned:
             os.sched_setaffinity(0, affinity)
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _stop(procs)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _setup(tmp: Path, size: workload.Size) -> tuple[ssl.SSLContext, list[str], list[str]]:
+    """Keys, the client's TLS context, the `--state` files of `size` and the servers' TLS arguments."""
+    keys = tmp / "pki"
+    generate.write_bundle(keys, "overlay-guard")
+    ctx = ssl.create_default_context(cafile=str(keys / "ca.crt"))
+    documents = workload.documents(size)
+    states = []
+    # Files under the webhook's --max-file-size (10 MiB): 50,000 overlays are about 21 MB.
+    for start in range(0, len(documents), STATE_FILE_OBJECTS):
+        state = tmp / f"state-{start}.json"
+        state.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                     "items": documents[start:start + STATE_FILE_OBJECTS]}))
+        states.append(str(state))
+    return ctx, states, [
+        "--tls-cert-file",
+        str(keys / "tls.crt"),
+        "--tls-private-key-file",
+        str(keys / "tls.key"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
 
 
 async def _broad_round(s: _Servers, r: int, seconds: float) -> dict[str, Any]:
@@ -410,9 +427,81 @@ def quick(rounds: int = 3, seconds: float = 4.0) -> dict[str, Any]:
         return asyncio.run(_quick(Path(tmp), rounds, seconds))
 
 
+# Issue 38's row 5: the broad load at 2,000 / 20 with a distinct capacity field per capacity overlay, at this
+# concurrency, against the tree before the rule consolidation.
+VERSUS = workload.Size(2000, 20, distinct=True)
+VERSUS_CONCURRENCY = 16
+
+
+async def _versus(tmp: Path, trees: dict[str, Path], rounds: int, seconds: float) -> dict[str, Any]:
+    """Each tree's webhook on VERSUS, all started before any load and pinned to core 0, loaded in turn
+    within each round (the order rotating by round, so that drift in the machine's load falls on both):
+    the broad load (a conflicting and a clean candidate alternating) and its conflicting candidates alone."""
+    ctx, states, tls = _setup(tmp, VERSUS)
+    mixed = _reviews(400, True, broad=True)
+    conflicting = https_load.Shapes(mixed.templates[1::2], mixed.weights[1::2])
+    servers: dict[str, tuple[subprocess.Popen[bytes], int, float]] = {}
+    pinned = (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
+    affinity = os.sched_getaffinity(0) if pinned else set()
+    try:
+        for name, root in trees.items():
+            proc, port, spawned = _start(["-m", "webhook", *tls, "--metrics-port", "0", "--state", *states],
+                                         tmp / f"{name}.log", root)
+            servers[name] = (proc, port, spawned)
+            await _wait_ready(f"https://127.0.0.1:{port}/readyz", ctx, proc, 300)
+        if pinned:
+            os.sched_setaffinity(0, {1})
+        for name, (_, port, _) in servers.items():
+            await https_load.load(port, ctx, mixed, f"warm{name}", 2.0, VERSUS_CONCURRENCY)
+        measured: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+        names = list(trees)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                proc, port, _ = servers[name]
+                load_before = os.getloadavg()[0]
+                both = await https_load.load(port, ctx, mixed, f"m{name}{r}", seconds, VERSUS_CONCURRENCY,
+                                             pid=proc.pid)
+                alone = await https_load.load(port, ctx, conflicting, f"c{name}{r}", seconds, VERSUS_CONCURRENCY,
+                                              pid=proc.pid)
+                measured[name].append({"mixed": both, "conflicting": alone, "load": load_before})
+    finally:
+        if pinned:
+            os.sched_setaffinity(0, affinity)
+        _stop([proc for proc, _, _ in servers.values()])
+
+    def med(xs: list[dict[str, Any]], key: str, field: str) -> float:
+        return round(float(statistics.median(x[key][field] for x in xs)), 1)
+
+    return {
+        "workload": VERSUS.label, "concurrency": VERSUS_CONCURRENCY, "rounds": rounds, "round_s": seconds,
+        "trees": {name: str(root) for name, root in trees.items()},
+        "load_average": [round(x["load"], 1) for xs in measured.values() for x in xs],
+        **{name: {
+            "mixed_per_s": med(xs, "mixed", "per_s"), "mixed_p99_ms": med(xs, "mixed", "p99_ms"),
+            "conflicting_per_s": med(xs, "conflicting", "per_s"),
+            "conflicting_p50_ms": med(xs, "conflicting", "median_ms"),
+            "conflicting_p99_ms": med(xs, "conflicting", "p99_ms"),
+            "mixed_cpu_ms": med(xs, "mixed", "server_cpu_ms"),
+            "conflicting_cpu_ms": med(xs, "conflicting", "server_cpu_ms"),
+            "rounds": [{"mixed_per_s": round(x["mixed"]["per_s"], 1), "mixed_p99_ms": round(x["mixed"]["p99_ms"], 1),
+                        "conflicting_p99_ms": round(x["conflicting"]["p99_ms"], 1)} for x in xs],
+            "failures": sum(x[k]["failures"] for x in xs for k in ("mixed", "conflicting")),
+        } for name, xs in measured.items()},
+    }
+
+
+def versus(old: Path, rounds: int = 4, seconds: float = 6.0) -> dict[str, Any]:
+    """This tree's webhook against the tree at `old` (e.g. an export of 26a1135^) on issue 38's row 5
+    (`python -m benchmarks.webhook_bench versus OLD_TREE`)."""
+    with tempfile.TemporaryDirectory(prefix="overlay-guard-bench-") as tmp:
+        return asyncio.run(_versus(Path(tmp), {"this": ROOT, "old": old.resolve()}, rounds, seconds))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["broad"]:
         print(json.dumps(quick(), indent=2))
+    elif sys.argv[1:2] == ["versus"] and len(sys.argv) == 3:
+        print(json.dumps(versus(Path(sys.argv[2])), indent=2))
     elif sys.argv[1:2] == ["ready"]:
         print(json.dumps(ready(tuple(workload.Size.parse(a) for a in sys.argv[2:]) or DISTINCT), indent=2))
     else:

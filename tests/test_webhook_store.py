@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -314,10 +315,12 @@ async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None
         await cache.close()
 
 
+@pytest.mark.parametrize("busy", [True, False], ids=["cpu", "waiting"])
 async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
-        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch, busy: bool) -> None:
     """A thread hand-off costs more CPU than the rest of the webhook's own work per request, so
-    evaluations run on the loop until they turn slow, and return there once quick again."""
+    evaluations run on the loop until they turn slow, and return there once quick again. Slow means
+    CPU: time spent waiting (for a core on a loaded machine, for the GIL) moves nothing to a thread."""
     from webhook import admission, judging
 
     monkeypatch.setattr(judging, "INLINE_SECONDS", 0.05)
@@ -327,7 +330,11 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
 
     def timed(*args: Any) -> Any:
         threads.append(threading.get_ident())
-        if delay[0]:
+        if delay[0] and busy:
+            ends = time.thread_time() + delay[0]
+            while time.thread_time() < ends:
+                pass
+        elif delay[0]:
             threading.Event().wait(delay[0])
         return judge(*args)
 
@@ -347,8 +354,11 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         for i in range(5):  # the first evaluations compile and index what later ones reuse
             await decide(f"w{i}")
         assert await decide("a")
-        delay[0] = 0.5  # the estimate moves past INLINE_SECONDS at once
+        delay[0] = 0.25  # the estimate moves past INLINE_SECONDS at once
         assert await decide("b")  # decided on the loop before it was known to be slow
+        if not busy:
+            assert await decide("c")
+            return
         assert not await decide("c")
         delay[0] = 0.0
         on_loop = [await decide(f"d{i}") for i in range(12)]
@@ -372,3 +382,66 @@ def test_only_a_candidate_of_usual_size_is_judged_on_the_loop() -> None:
     deep = overlay("d", price="1")
     deep["spec"]["capacity"] = {f"example.com/r{i}": "1" for i in range(judging.INLINE_ITEMS)}
     assert not judging.usual(deep)
+
+
+async def test_validate_takes_the_report_mutate_made_of_the_same_object(
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An apply goes to /mutate, then to /validate with what the API server added (uid, creationTimestamp): one
+    judgement. Anything that could change the answer (the object, the snapshot, the ledger) judges again, and a
+    report serves one /validate only."""
+    from webhook import admission
+
+    judge = admission.judge
+    judged: list[str] = []
+
+    def counted(prepared: Any, candidate: Mapping[str, Any], *rest: Any) -> Any:
+        judged.append(candidate["metadata"]["name"])
+        return judge(prepared, candidate, *rest)
+
+    monkeypatch.setattr(admission, "judge", counted)
+    cache = Cache(debounce=0.01)
+    cache.set_catalog(small_catalog)
+    cache.load([nodepool("p"), overlay("stored", price="1")])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+
+        async def apply(obj: Mapping[str, Any], *, dry_run: bool = True) -> int:
+            """Judgements one /mutate + /validate pair costs, and whether /validate's report is /mutate's."""
+            before = len(judged)
+            mutated = await cache.simulate(obj, "CREATE", None)
+            stored = with_rv(obj, "", uid="u-" + obj["metadata"]["name"], creationTimestamp="2026-12-06T00:00:00Z")
+            decided = await cache.decide(stored, "CREATE", None, dry_run=dry_run, admits=lambda r: True)
+            assert [f.code for f in decided.report.findings] == [f.code for f in mutated.findings]
+            return len(judged) - before
+
+        a = overlay("a", weight=10, price="2")
+        assert await apply(a) == 1
+        # The same object again: the first /validate took the report, so /mutate judges anew and keeps it.
+        assert await apply(a) == 1
+        before = len(judged)
+        await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 1  # a /validate with no /mutate before it
+        # /mutate's object differs from /validate's (a spec change): judged twice.
+        before = len(judged)
+        await cache.simulate(a, "CREATE", None)
+        await cache.decide(overlay("a", weight=11, price="2"), "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 2
+        # The ledger changes between the two (another admission recorded): judged twice.
+        before = len(judged)
+        await cache.simulate(a, "CREATE", None)
+        await cache.decide(overlay("held", weight=3, price="1"), "CREATE", None, dry_run=False,
+                           admits=lambda r: True)
+        await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 3
+        # The snapshot is rebuilt between the two: judged twice.
+        before = len(judged)
+        await cache.simulate(a, "CREATE", None)
+        generation = cache.snapshot.generation
+        cache.apply_event(NO, event("ADDED", with_rv(overlay("new", price="1"), "200")))
+        await cache.rebuild()
+        assert cache.snapshot.generation > generation
+        await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert len(judged) == before + 2
+    finally:
+        await cache.close()

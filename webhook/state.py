@@ -25,6 +25,11 @@ snapshot does not reach within CATCH_UP is held against a fresh list of NodeOver
 current resourceVersion), which also brings the cache up to it. A record this replica wrote or read counts
 until its watch delivers the object (or its deadline passes): taken out of the Lease before that, it is
 written back.
+
+The API server sends every apply to /mutate and then, with the object /mutate left, to /validate: the
+same question twice. A /mutate report is kept (`_judged`) for the /validate of the same object on the
+same snapshot, ledger view and catalog, which takes it instead of judging again. "The same object" leaves
+out what the API server sets between the two calls (uid, creationTimestamp; the core reads none of it).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import random
@@ -69,6 +75,10 @@ CRD = "CustomResourceDefinition"
 # How long a decision waits for the snapshot to reach the ledger's horizon before it lists NodeOverlays
 # to learn whether the horizon is one the API server has issued at all.
 CATCH_UP = 1.0
+# /mutate reports kept for the /validate that follows (module docstring): more than the requests in flight.
+JUDGED_KEPT = 64
+# Metadata the API server sets or changes between /mutate and /validate.
+SYSTEM_METADATA = frozenset(("uid", "creationTimestamp", "generation", "resourceVersion", "managedFields"))
 
 # Reads one object from the API server: the object, None when it does not exist; raises when
 # that cannot be told (the denial then stands).
@@ -192,6 +202,8 @@ class Cache:
         self._rebasing: dict[tuple[int, Key, str | None], asyncio.Future[ev.Prepared]] = {}
         self._closing = False
         self._judge = judging.Judge()
+        # /mutate's reports by what they judged; each value holds the ledger view and catalog it was judged with.
+        self._judged: dict[tuple[Any, ...], tuple[lg.Ledger, cat.Catalog, ev.Report]] = {}
         self.last_sync: float | None = None
         self.rebuild_seconds: list[float] = []
         self.on_rebuild: Callable[[float], None] | None = None
@@ -585,19 +597,26 @@ class Cache:
         self._derived = {tag: task.result()}
 
     async def _evaluate(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
-                        held: store.Holds, ends: float, without: frozenset[Key] = frozenset(),
-                        small: bool = False) -> tuple[ev.Report, store.Plan]:
-        """The verdict on the current snapshot plus `held` (the ledger's records); `without`: cached
-        objects the API server no longer has, judged as absent; `small`: as judging.Judge takes it."""
+                        view: lg.Ledger, ends: float, without: frozenset[Key] = frozenset(),
+                        small: bool = False, keep: bool = False) -> tuple[ev.Report, store.Plan]:
+        """The verdict on the current snapshot plus `view`'s records; `without`: cached objects the API
+        server no longer has, judged as absent; `small`: as judging.Judge takes it; `keep`: a /mutate report,
+        kept for the /validate of the same object (module docstring), which takes it."""
         snap = self._snapshot
-        if snap.prepared is None or self._catalog is None or not self.synced:
+        catalog = self._catalog
+        if snap.prepared is None or catalog is None or not self.synced:
             raise NotReady("the cluster state has not been synced yet")
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
         basis = {k: v for k, v in snap.basis.items() if k not in without} if without else snap.basis
-        plan = store.plan(basis, held, key, operation, old)
+        plan = store.plan(basis, lg.holds(view), key, operation, old)
+        asked = (snap.generation, without, operation, _judged_form(candidate), _judged_form(old))
+        if not keep:
+            kept = self._judged.pop(asked, None)
+            if kept is not None and kept[0] is view and kept[1] is catalog:
+                return kept[2], plan
         if without:
             prepared, note = await self._within(asyncio.to_thread(
-                admission.rebased, basis, key, plan, self._catalog, snap.prepared, snap.prepared.crd), ends), ""
+                admission.rebased, basis, key, plan, catalog, snap.prepared, snap.prepared.crd), ends), ""
         elif plan.rebase:
             prepared, note = await self._prepared_for(snap, key, plan, ends)
         else:
@@ -608,13 +627,18 @@ class Cache:
             if found is not None:
                 checks[model.name_of(extra) or ""] = found
         report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
+        if keep and not note:
+            # A note says the judgement was not the exact one: /validate asks again.
+            if len(self._judged) >= JUDGED_KEPT:
+                del self._judged[next(iter(self._judged))]
+            self._judged[asked] = (view, catalog, report)
         return (dataclasses.replace(report, notes=(*report.notes, note)) if note else report), plan
 
     async def simulate(self, candidate: Mapping[str, Any], operation: str,
                        old: Mapping[str, Any] | None, small: bool = False) -> ev.Report:
         """The verdict without a record (/mutate and anything else that must not change state)."""
         ends = self._clock() + self.budget
-        return (await self._evaluate(candidate, operation, old, lg.holds(self.view), ends, small=small))[0]
+        return (await self._evaluate(candidate, operation, old, self.view, ends, small=small, keep=True))[0]
 
     async def decide(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
                      *, dry_run: bool, admits: Callable[[ev.Report], bool], small: bool = False) -> Decision:
@@ -626,7 +650,7 @@ class Cache:
         attempt = _Attempt(self.view)
         while True:
             attempt.view = await self._caught_up(attempt.view, ends)
-            report, plan = await self._evaluate(candidate, operation, old, lg.holds(attempt.view), ends,
+            report, plan = await self._evaluate(candidate, operation, old, attempt.view, ends,
                                                 attempt.gone, small)
             if admits(report):
                 if dry_run:
@@ -789,3 +813,14 @@ class Cache:
             prepared = await asyncio.to_thread(ev.prepare, store.documents(basis), self._catalog, prepared,
                                                crd=prepared.crd)
         return await asyncio.to_thread(admission.assess, prepared, pool)
+
+
+def _judged_form(obj: Mapping[str, Any] | None) -> str | None:
+    """What of `obj` a judgement can depend on, as text: all but the metadata the API server sets between
+    /mutate and /validate."""
+    if obj is None:
+        return None
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping) and not SYSTEM_METADATA.isdisjoint(meta):
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k not in SYSTEM_METADATA}}
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
