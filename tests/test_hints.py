@@ -276,8 +276,8 @@ def test_the_disjoint_requirement_is_written_as_json_writes_it(target: str, key:
 
 
 def test_a_free_weight_past_a_run_of_taken_ones() -> None:
-    """Past hints._TRIED taken weights in a row the rest are found in one pass: the first weight no overlay on common
-    cells holds, either way, or none within the API's bounds."""
+    """The first weight no overlay on common cells holds, either way, however many are taken in a row, or none
+    within the API's bounds."""
     from simulation.semantics import catalog as cat
     from simulation.semantics import cells, merge, model
 
@@ -296,3 +296,44 @@ def test_a_free_weight_past_a_run_of_taken_ones() -> None:
     assert taken.free(new, 61, 1) == 61
     top = hints.Taken([entry(f"t{w}", w) for w in range(hints.MAX_WEIGHT - 40, hints.MAX_WEIGHT + 1)])
     assert top.free(new, hints.MAX_WEIGHT - 40, 1) is None
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 6), st.booleans()),
+                min_size=20, max_size=80),
+       st.integers(0, 5), st.integers(1, 6), st.sets(st.integers(0, 79), max_size=6), st.integers(1, 6))
+def test_free_weights_over_crowds_are_the_ones_a_scan_finds(
+        placed: list[tuple[int, int, int, bool]], family: int, start: int, gone: set[int], fresh_weight: int) -> None:
+    """Crowded weights (more than hints._FEW overlays) are tested through their unions: the weight found is the one
+    testing clash.meets against every overlay there finds, also with overlays left out and added by a request."""
+    from simulation.semantics import catalog as cat
+    from simulation.semantics import cells, clash, merge, model
+
+    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"},
+                                   (cat.Offering("z-a", "spot", 1.0), cat.Offering("z-a", "on-demand", 1.0)))
+                  for i in range(8))
+    grid = cells.build(cat.Catalog(types, "eight"), [model.IMPLICIT_NODEPOOL])
+
+    def entry(name: str, first: int, width: int, weight: int, price: bool) -> merge.Entry:
+        field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
+        values = [f"f{first + k}" for k in range(width)]
+        return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
+            "weight": weight, **field, "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
+
+    stored = [entry(f"o{i}", first, width, weight, price) for i, (first, width, weight, price) in enumerate(placed)]
+    new = entry("new", family, 2, 1, True)
+    left_out = {f"o{i}" for i in gone if i < len(stored)}
+    added = [entry("fresh", family, 1, fresh_weight, True)]
+
+    def scan(among: list[merge.Entry], step: int) -> int | None:
+        weight = start
+        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+            if not any(o.name != new.name and o.overlay.weight == weight and clash.meets(new, o) for o in among):
+                return weight
+            weight += step
+        return None
+
+    taken = hints.Taken(stored)
+    changed = taken.changed(added, left_out)
+    for step in (1, -1):
+        assert taken.free(new, start, step) == scan(stored, step)
+        assert changed.free(new, start, step) == scan([o for o in stored if o.name not in left_out] + added, step)

@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from simulation import findings
-from simulation.semantics import clash, merge, model
+from simulation.semantics import cellset, clash, merge, model
 from simulation.semantics import requirements as reqs
 from simulation.validation import crds, legacy
 
@@ -39,18 +39,30 @@ class Taken:
     hint costs a few overlays' cells, not the whole set's."""
 
     def __init__(self, entries: Iterable[merge.Entry], gone: frozenset[str] = frozenset(),
-                 stored: Mapping[int, Sequence[merge.Entry]] | None = None) -> None:
+                 stored: Mapping[int, Sequence[merge.Entry]] | None = None,
+                 unions: dict[int, _Crowd] | None = None) -> None:
         by_weight: dict[int, list[merge.Entry]] = {}
         for e in entries:
             by_weight.setdefault(e.overlay.weight, []).append(e)
         self._stored: Mapping[int, Sequence[merge.Entry]] = by_weight if stored is None else stored
         self._fresh: Mapping[int, Sequence[merge.Entry]] = {} if stored is None else by_weight
         self._gone = gone
+        # The stored overlays of a crowded weight as one union per field, made on a weight's first test and
+        # shared with every Taken made from this one (they hold the same stored overlays): walking past a
+        # crowded weight costs a few set tests, not one clash.meets per overlay there, so the hints of many
+        # conflicts among crowded weights (sliding windows of families) stay linear.
+        self._unions: dict[int, _Crowd] = {} if unions is None else unions
 
     def changed(self, fresh: Iterable[merge.Entry], gone: Iterable[str]) -> Taken:
         """These overlays with `gone` left out and `fresh` added; the index itself is shared, so a
         snapshot builds it once and each request pays for its own changes only."""
-        return Taken(fresh, frozenset(gone), self._stored)
+        return Taken(fresh, frozenset(gone), self._stored, self._unions)
+
+    def warm(self) -> None:
+        """Make every crowded weight's unions now (a snapshot's warm-up), not on the first hint that walks past."""
+        for weight, stored in self._stored.items():
+            if len(stored) > _FEW and weight not in self._unions:
+                self._unions[weight] = _Crowd(stored)
 
     def _at(self, weight: int) -> Iterator[merge.Entry]:
         yield from (e for e in self._stored.get(weight, ()) if e.name not in self._gone)
@@ -60,7 +72,17 @@ class Taken:
         # Most weights a hint tries hold no overlay at all (the maps keep no empty lists).
         if weight not in self._stored and weight not in self._fresh:
             return False
-        return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
+        stored = self._stored.get(weight, ())
+        if len(stored) <= _FEW:
+            return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
+        crowd = self._unions.get(weight)
+        if crowd is None:
+            crowd = self._unions[weight] = _Crowd(stored)
+        # The union answers for the stored overlays only while none of them is left out or is `e` itself.
+        if e.name in crowd.names or any(name in crowd.names for name in self._gone):
+            return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
+        return crowd.meets(e) or any(other.name != e.name and clash.meets(e, other)
+                                     for other in self._fresh.get(weight, ()))
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
         weight = start
@@ -69,6 +91,29 @@ class Taken:
                 return weight
             weight += step
         return None
+
+
+# Up to this many stored overlays at a weight are tested one by one: a union costs more to build than they do.
+_FEW = 8
+
+
+class _Crowd:
+    """The overlays stored at one weight: their names, and per field the union of the cells they set it on.
+    `meets(e)` is clash.meets(e, any of them)."""
+
+    def __init__(self, entries: Sequence[merge.Entry]) -> None:
+        self.names = frozenset(e.name for e in entries)
+        self._fields: dict[merge.Field, cellset.Dense] = {}
+        for e in entries:
+            for field, cells in e.fields().items():
+                union = self._fields.get(field)
+                if union is None:
+                    union = self._fields[field] = cellset.Dense(cells.block)
+                union.add(cells)
+
+    def meets(self, e: merge.Entry) -> bool:
+        fields = self._fields
+        return any(field in fields and fields[field].intersects(cells) for field, cells in e.fields().items())
 
 
 @dataclasses.dataclass(frozen=True)

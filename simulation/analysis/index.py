@@ -176,6 +176,7 @@ class Index:
                             (self.by_kind, "of_array")):
             getattr(owner, name)
         self.claims(merge.PRICE)
+        self.taken.warm()
 
     def claims(self, field: merge.Field) -> tuple[int, overlaps.Overlaps]:
         """The entries with a baseline claim on `field` (a mask), and every entry's claim packed (empty where none)."""
