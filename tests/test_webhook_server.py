@@ -101,6 +101,13 @@ def _parse(raw: bytes) -> tuple[int, Any]:
     return int(head.split(b" ", 2)[1]), json.loads(payload)
 
 
+async def _in_flight(proc: Process) -> float:
+    status, text = await _get(f"http://127.0.0.1:{proc.metrics_port}/metrics")
+    assert status == 200
+    return float(next(line.split()[-1] for line in text.splitlines()
+                      if line.startswith("overlay_guard_admissions_in_flight ")))
+
+
 async def test_sigterm_answers_requests_in_flight_then_exits_zero(tmp_path: Path) -> None:
     keys = make_pki(tmp_path / "pki")
     proc = await Process(server_args(keys, "--state", str(ADMISSION)), tmp_path / "log").start()
@@ -115,7 +122,11 @@ async def test_sigterm_answers_requests_in_flight_then_exits_zero(tmp_path: Path
         writer.write(body[:10])  # the handlers are running, waiting for the rest
         await writer.drain()
         conns.append((reader, writer, body))
-    await asyncio.sleep(0.3)
+    # Signalled once the server's own gauge says all eight handlers are running (each waiting for its body).
+    deadline = time.monotonic() + 10
+    while (now := await _in_flight(proc)) != len(bodies):
+        assert time.monotonic() < deadline, f"{now:g} admissions in flight, not {len(bodies)}, after 10s"
+        await asyncio.sleep(0.02)
     proc.signal()
     await proc.wait_for("shutting down: no new connections, finishing requests in flight")
     # The listener closes right after that line: tried until refused, within a bound.

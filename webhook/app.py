@@ -32,6 +32,7 @@ class Handlers:
         self._malformed = listener.Throttle("malformed admission requests refused", config.limits.warn_interval,
                                             logging.INFO, log)
         self.inflight = 0
+        metrics.in_flight.set_function(lambda: self.inflight)
         self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()

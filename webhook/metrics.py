@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -120,6 +120,9 @@ class Metrics:
         self.rebuild = Histogram(
             "overlay_guard_snapshot_rebuild_seconds", "Time to rebuild the prepared snapshot.",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=self.registry)
+        # Set to the handlers' count (Handlers): what a SIGTERM waits for before the process exits.
+        self.in_flight = Gauge("overlay_guard_admissions_in_flight",
+                               "AdmissionReviews being read or judged now.", registry=self.registry)
         self.registry.register(_CacheCollector(cache, clock))
         cache.on_rebuild = self.rebuild.observe
         # Each request's two series, looked up once per label set (labels() costs more than the update);
