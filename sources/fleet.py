@@ -291,12 +291,8 @@ def _reach(path: str) -> tuple[str, ...]:
             directories = [current] if templates.kustomization_file(current) else _kustomization_dirs(current)
             for directory in directories:
                 pending += [os.path.join(directory, ref) for ref in templates.references(directory)
-                            if not _remote(ref)]
+                            if not templates.is_remote(ref)]
     return tuple(out)
-
-
-def _remote(ref: str) -> bool:
-    return "://" in ref or ref.startswith(("github.com/", "git@"))
 
 
 def _kustomization_dirs(root: str) -> list[str]:
@@ -567,7 +563,7 @@ def _files(reached: Iterable[str]) -> Iterator[str]:
 def _cycles(root: str, directories: Sequence[str]) -> list[tuple[str, list[str]]]:
     """Kustomization directories on a cycle of includes, with the cycle as paths from the root."""
     edges = {os.path.realpath(d): [os.path.realpath(os.path.join(d, r)) for r in templates.references(d)
-                                   if not _remote(r)] for d in directories}
+                                   if not templates.is_remote(r)] for d in directories}
     out = []
     for start in edges:
         path, seen = [start], {start}

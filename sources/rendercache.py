@@ -30,7 +30,6 @@ _SUFFIX = ".json"
 _PATH_LISTS = ("resources", "bases", "components", "crds", "patchesStrategicMerge")
 _PATH_ENTRIES = ("patches", "patchesJson6902")
 _GENERATORS = ("configMapGenerator", "secretGenerator")
-_REMOTE = ("git@", "github.com/", "gh:", "git::")
 
 
 def location() -> Path | None:
@@ -115,7 +114,7 @@ def read_files(root: str, extra: Sequence[str] = ()) -> list[str] | None:
             if content is None:
                 continue
             named = list(_named(content))
-            if any("://" in n or n.startswith(_REMOTE) for n in named):
+            if any(templates.is_remote(n) for n in named):
                 return None
             pending += [os.path.join(here, n) for n in named if os.path.exists(os.path.join(here, n))]
     return sorted(found)

@@ -65,6 +65,15 @@ def roots(directories: Sequence[str]) -> list[str]:
     return [d for real, d in found.items() if real not in named]
 
 
+# How kustomize names a remote base (a go-getter URL, a git host path): never a file of this repository.
+_REMOTE_PREFIXES = ("git@", "github.com/", "gh:", "git::")
+
+
+def is_remote(reference: str) -> bool:
+    """Whether a kustomization's reference names a remote base rather than a path."""
+    return "://" in reference or reference.startswith(_REMOTE_PREFIXES)
+
+
 def references(directory: str) -> Iterable[str]:
     path = kustomization_file(directory)
     if path is None:
