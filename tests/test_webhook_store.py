@@ -14,7 +14,7 @@ import pytest
 from simulation.semantics import catalog as cat
 from sources import kube
 from tests.webhook_support import default_catalog, nodepool, overlay
-from webhook import informer, store
+from webhook import informer, patch, store
 from webhook.state import Cache
 
 NO, NP = "NodeOverlay", "NodePool"
@@ -410,7 +410,10 @@ async def test_validate_takes_the_report_mutate_made_of_the_same_object(
             """Judgements one /mutate + /validate pair costs, and whether /validate's report is /mutate's."""
             before = len(judged)
             mutated = await cache.simulate(obj, "CREATE", None)
-            stored = with_rv(obj, "", uid="u-" + obj["metadata"]["name"], creationTimestamp="2026-12-06T00:00:00Z")
+            # What the API server sends /validate: /mutate's annotations applied, its own metadata set.
+            annotations = {**obj["metadata"].get("annotations", {}), patch.STATUS: "applied", patch.CELLS: "6"}
+            stored = with_rv(obj, "", uid="u-" + obj["metadata"]["name"], creationTimestamp="2026-12-06T00:00:00Z",
+                             annotations=annotations)
             decided = await cache.decide(stored, "CREATE", None, dry_run=dry_run, admits=lambda r: True)
             assert [f.code for f in decided.report.findings] == [f.code for f in mutated.findings]
             return len(judged) - before

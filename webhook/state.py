@@ -50,7 +50,7 @@ from simulation import findings
 from simulation.semantics import catalog as cat
 from simulation.semantics import model
 from simulation.validation import crds
-from webhook import admission, chain, judging, store, verdict
+from webhook import admission, chain, judging, patch, store, verdict
 from webhook import ledger as lg
 from webhook.leader import Conflict
 from webhook.ledgerstore import LedgerStore, MemoryLedger
@@ -817,10 +817,22 @@ class Cache:
 
 def _judged_form(obj: Mapping[str, Any] | None) -> str | None:
     """What of `obj` a judgement can depend on, as text: all but the metadata the API server sets between
-    /mutate and /validate."""
+    /mutate and /validate, and the string annotations /mutate itself adds (patch.PREFIX): /validate sees the
+    object with them, and valid string annotations give no finding, so without this no apply would match."""
     if obj is None:
         return None
     meta = obj.get("metadata")
-    if isinstance(meta, Mapping) and not SYSTEM_METADATA.isdisjoint(meta):
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k not in SYSTEM_METADATA}}
+    if isinstance(meta, Mapping):
+        kept = {k: v for k, v in meta.items() if k not in SYSTEM_METADATA}
+        notes = kept.get("annotations")
+        if isinstance(notes, Mapping):
+            ours = [k for k, v in notes.items() if isinstance(k, str) and k.startswith(patch.PREFIX)
+                    and isinstance(v, str)]
+            if ours:
+                rest = {k: v for k, v in notes.items() if k not in ours}
+                if rest:
+                    kept["annotations"] = rest
+                else:
+                    del kept["annotations"]
+        obj = {**obj, "metadata": kept}
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
