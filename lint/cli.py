@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from lint import completion, fleets, formats, junit, sarif, streams
+from lint import completion, fleets, formats, junit, streams
 from simulation import evaluate as ev
 from simulation import findings
 from simulation.analysis import hints
@@ -25,7 +25,7 @@ from simulation.findings import Severity
 from simulation.semantics import catalog as cat
 from simulation.semantics import model, region
 from simulation.validation import crds
-from sources import context, files, fleet, karpenter, kube
+from sources import context, files, fleet
 from sources.objects import Loaded, Loader
 from sources.positions import Location, Table
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from lint import fleetsides, sides
     from simulation.analysis import diff
     from sources import git
+
+    _Subparsers = argparse._SubParsersAction["_Parser"]
 
 # A command imports the modules only it uses where it runs (simulate's views, diff's sides, --changed-since's git):
 # a pre-commit hook pays a one-file check's start-up on every commit (benchmarks/startup_bench.py).
@@ -92,6 +94,8 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
+        from lint import sarif  # the version's home, only for --version
+
         sys.stdout.write(f"{parser.prog} {sarif.version()}\n")
         parser.exit()
 
@@ -159,11 +163,7 @@ def _fleet_options(p: argparse.ArgumentParser) -> None:
                         "`overlay-lint clusters` lists them)")
 
 
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description="Lint and simulate Karpenter NodeOverlays offline or in a cluster.")
-    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _check_parser(sub: _Subparsers) -> None:
     check = sub.add_parser("check", help="report conflicts and invalid overlays",
                            description="Report what the webhook would deny or warn about.")
     _common(check)
@@ -181,6 +181,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     check.add_argument("--fail-on", choices=("error", "warning"), default="error",
                        help="lowest severity that makes the exit status 1 (default error)")
 
+
+def _simulate_parser(sub: _Subparsers) -> None:
     simulate = sub.add_parser("simulate", help="show what Karpenter does with the overlays",
                               description="Effective prices, capacities and templates per NodePool and "
                                           "instance type.")
@@ -194,6 +196,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                                "overlay and NodePool)")
     simulate.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
+
+def _explain_parser(sub: _Subparsers) -> None:
     explain_ = sub.add_parser("explain", help="who sets each field of one instance type, and why",
                               description="For one instance type: every overlay that matched or nearly "
                                           "matched, per field, who won and why.")
@@ -201,6 +205,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     explain_.add_argument("--instance-type", required=True, metavar="NAME", help="the instance type to explain")
     explain_.add_argument("--nodepool", metavar="NAME", help="only this NodePool")
 
+
+def _report_parser(sub: _Subparsers) -> None:
     page = sub.add_parser("report", help="write one self-contained HTML page for people",
                           description="Overlays by verdict, conflicts with witnesses, price effect per "
                                       "NodePool and matched cells, as one offline HTML page (-o FILE.html).")
@@ -209,6 +215,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                       help="the page of a change instead: the paths are diff's (BASE..HEAD [PATH...], OLD NEW, "
                            "or --cluster NEW...)")
 
+
+def _diff_parser(sub: _Subparsers) -> None:
     change = sub.add_parser("diff", help="what a change does to statuses, prices and capacity",
                             description="Compare two sides through the one core: BASE..HEAD [PATH...] (two git "
                                         "revisions, read without a checkout), OLD NEW (files or directories), "
@@ -221,6 +229,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "(default error)")
     change.add_argument("--fail-on-increase", type=_percent, metavar="PERCENT",
                         help="also exit 1 when an effective price rises by more than PERCENT (e.g. 10)")
+
+
+def _catalog_parser(sub: _Subparsers) -> None:
+    from sources import karpenter  # the metrics reader (and its HTTP client): only the runs that read metrics
 
     live_ = sub.add_parser("catalog", help="capture the cluster's live catalog from Karpenter's metrics",
                            description="Write the catalog Karpenter publishes (its instance types, zones, capacity "
@@ -246,6 +258,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                        help="refuse input files larger than this (default 10Mi)")
     live_.add_argument("-o", "--output", metavar="FILE", required=True, help="the JSON catalog to write")
 
+
+def _clusters_parser(sub: _Subparsers) -> None:
     listing = sub.add_parser("clusters", help="list the clusters a repository holds",
                              description="The clusters discovery finds under PATH (default .): where each is "
                                          "declared, its paths, region, catalog, NodeOverlays and NodePools, and the "
@@ -257,9 +271,28 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     listing.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
     _fleet_options(listing)
 
+
+def _completion_parser(sub: _Subparsers) -> None:
     shells = sub.add_parser("completion", help="print a shell completion script",
                             description="Print a completion script: source <(overlay-lint completion bash)")
     shells.add_argument("shell", choices=completion.SHELLS)
+
+
+# Each subcommand's parser, in --help's order.
+_PARSERS = {"check": _check_parser, "simulate": _simulate_parser, "explain": _explain_parser, "report": _report_parser,
+            "diff": _diff_parser, "catalog": _catalog_parser, "clusters": _clusters_parser,
+            "completion": _completion_parser}
+
+
+def build_parser(prog: str = PROG, command: str | None = None) -> argparse.ArgumentParser:
+    """`command`: only that subcommand's parser is built, what a run of it parses with (all of them cost a
+    one-file check 5 ms of its start-up); None or no such command: all (--help, completion, docs)."""
+    parser = _Parser(prog=prog, description="Lint and simulate Karpenter NodeOverlays offline or in a cluster.")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, add in _PARSERS.items():
+        if command not in _PARSERS or command == name:
+            add(sub)
     return parser
 
 
@@ -356,6 +389,8 @@ class _Run:
                              "not both")
         if metrics == files.STDIN and files.STDIN in self.args.paths:
             raise UsageError("standard input (-) can be --karpenter-metrics or a PATH, not both")
+        from sources import karpenter
+
         live = karpenter.read_live(karpenter.where_of(metrics), cat.default(), in_effect, at=_now(), crd=crd,
                                    stdin=self.stdin)
         self.notes(live.notes)
@@ -414,6 +449,8 @@ class _Run:
         if against:
             self.rest = _rest(candidates, existing, self.loader.load(against, candidate=False, rest=True))
         if args.cluster:
+            from sources import kube  # the API client: only the runs that read a cluster
+
             objects, unread = kube.read(args.kubeconfig, args.context)
             notes += unread
             audit = not args.paths and getattr(args, "changed_since", None) is None
@@ -424,6 +461,8 @@ class _Run:
         """The catalog laid out in the run's region (semantics/region.py)."""
         places = None
         if self.args.cluster and self.args.region is None:
+            from sources import kube
+
             places, unread = kube.read_places(self.args.kubeconfig, self.args.context)
             notes += unread
         try:
@@ -436,6 +475,8 @@ class _Run:
     def crd(self, notes: list[str]) -> crds.Crd:
         raw = None
         if self.args.cluster and self.args.crd is None:
+            from sources import kube
+
             raw, unread = kube.read_crd(self.args.kubeconfig, self.args.context)
             notes += unread
         crd = context.choose_crd(self.args.crd, raw)
@@ -827,6 +868,8 @@ def _now() -> str:
 
 def _catalog(run: _Run) -> int:
     """`catalog`: the live catalog, captured as JSON."""
+    from sources import karpenter, kube
+
     args = run.args
     if args.cluster == (args.karpenter_metrics is not None):
         raise UsageError("give one of --cluster and --karpenter-metrics URL|FILE|-")
@@ -918,8 +961,10 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None,
     collecting = gc.get_threshold()
     gc.set_threshold(RUN_GC_THRESHOLD, *collecting[1:])
     try:
-        parser = build_parser(prog)
-        args = parse(parser, list(argv) if argv is not None else sys.argv[1:])
+        words = list(argv) if argv is not None else sys.argv[1:]
+        # The completion script describes every command; any other run parses with its command's parser alone.
+        parser = build_parser(prog, words[0] if words and words[0] != "completion" else None)
+        args = parse(parser, words)
         return _dispatch(args, parser, stdin, out, err)
     except _Exit as done:
         return done.status

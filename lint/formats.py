@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from lint import jsonstream, junit, sarif
+from lint import junit
 from simulation.findings import Finding, Severity
 from sources.positions import Location, Table
 
@@ -45,7 +45,10 @@ def render(fmt: str, result: Output, out: TextIO, err: TextIO) -> None:
 
 def render_all(fmt: str, results: Sequence[Output], out: TextIO, err: TextIO) -> None:
     """One report of the judgements of a run: one per cluster in a fleet, each naming its cluster."""
+    # The JSON writer and SARIF's rules are imported by the formats that write them (a hook's text run pays neither).
     if fmt == "json":
+        from lint import jsonstream
+
         jsonstream.write(out, _skeleton(results), (finding_json(f, loc, r.cluster) for r in results
                                                    for f, loc in r.located()))
         return
@@ -58,6 +61,8 @@ def render_all(fmt: str, results: Sequence[Output], out: TextIO, err: TextIO) ->
             write_text(result, out, color=color)
         _fleet_line(results, out)
     elif fmt == "sarif":
+        from lint import jsonstream, sarif
+
         jsonstream.write(out, *sarif.document(((f, loc, r.cluster) for r in results for f, loc in r.located()),
                                               os.getcwd(), [f"{r.prefix}{n}" for r in results for n in r.notes]))
     elif fmt == "github":
@@ -156,6 +161,8 @@ def _counts(result: Output) -> dict[str, int]:
 def _skeleton(results: Sequence[Output]) -> dict[str, Any]:
     """The JSON report with its findings streamed in place of jsonstream.SLOT; a fleet's summary also counts per
     cluster."""
+    from lint import jsonstream
+
     summary = {key: sum(_counts(r)[key] for r in results) for key in ("errors", "warnings", "objects")}
     named = [r for r in results if r.cluster is not None]
     if named:
@@ -180,6 +187,8 @@ _COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO
 
 
 def github_line(finding: Finding, loc: Location, prefix: str = "") -> str:
+    from lint import sarif  # its file names relative to the root, as GitHub's annotations take them
+
     props = []
     if loc.file is not None and not loc.file.startswith("<"):
         props.append(f"file={_escape_property(sarif.relative(loc.file, os.getcwd()))}")

@@ -19,7 +19,8 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, hugepages, incremental, traps, unknowable
+from simulation.analysis import checks, dra, hints, hugepages, traps, unknowable
+from simulation.analysis import index as ix
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model
@@ -50,7 +51,7 @@ class Prepared:
     baseline: tuple[findings.Finding, ...] = ()
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
-    index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index({}))
+    index: ix.Index = dataclasses.field(default_factory=lambda: ix.Index({}))
     # Identities of the baseline's error findings, for ratcheting.
     ratchet: frozenset[tuple[Any, ...]] = frozenset()
     # The NodeOverlay CRD the schema layer checks against (None: Karpenter's own, embedded).
@@ -223,7 +224,7 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd, every_nodepool=every)
     snapshot = _digest(snapshot, reusable, changed)
     snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
-    index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
+    index = ix.Index.build(list(snapshot.entries.values()), len(pools))
     report, index = _full(snapshot, index, ties=True, notes=())
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
     ratchet = frozenset(_identity(f) for f in report.findings if f.severity == finding_types.Severity.ERROR)
@@ -286,7 +287,7 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     if snapshot.pools[0].implicit:
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
     if whole:
-        index = incremental.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
+        index = ix.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
         report, _ = _full(snapshot, index, ties=bool(pool_docs), notes=notes, subjects=changed)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
@@ -371,8 +372,8 @@ def _unknowable(snapshot: Prepared, names: Iterable[str]) -> frozenset[str]:
                                                             snapshot.every_nodepool))
 
 
-def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...],
-          subjects: Sequence[str] | None = None) -> tuple[Report, incremental.Index]:
+def _full(snapshot: Prepared, index: ix.Index, ties: bool, notes: tuple[str, ...],
+          subjects: Sequence[str] | None = None) -> tuple[Report, ix.Index]:
     """The whole run, and the index settled by its outcome."""
     grid, entries = snapshot.grid, snapshot.entries
     found: list[findings.Finding] = []
@@ -411,6 +412,8 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
 
 def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
                  notes: tuple[str, ...]) -> Report:
+    from simulation.analysis import incremental  # a request's path: a one-shot check judges everything at once
+
     entries = snapshot.entries
     old = [prepared.entries[n] for n in changed if n in prepared.entries]
     fresh = [entries[n] for n in changed if n in entries]
