@@ -1005,6 +1005,9 @@ def prepare_streams() -> None:
 def finish(status: int) -> NoReturn:
     """Exit with `status`, whatever became of stdout's reader (lint/streams.py)."""
     streams.Guarded(sys.stdout).flush()
+    # The interpreter collects once more on its way out, scanning every object of the run (the catalog, the grid,
+    # the modules) to free nothing that exit would not: 10 ms of a one-file check. Frozen, they are not scanned.
+    gc.freeze()
     raise SystemExit(status)
 
 
