@@ -16,6 +16,8 @@ _FILE_METAVARS = frozenset({"FILE", "PATH"})
 
 @dataclasses.dataclass(frozen=True)
 class Option:
+    """One option of a command, as a completion script offers it."""
+
     strings: tuple[str, ...]
     help: str
     takes_value: bool
@@ -30,6 +32,8 @@ class Option:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
+    """One subcommand: its options and what its positional arguments complete to."""
+
     name: str
     help: str
     options: tuple[Option, ...]

@@ -34,6 +34,8 @@ class Plan:
 
 @dataclasses.dataclass(frozen=True)
 class Fleet:
+    """A run's plan over a repository's clusters: what discovery found and each judgement to make."""
+
     found: fleet.Fleet
     plans: tuple[Plan, ...]
     # Discovery errors, by cluster (None: none of the judged ones).

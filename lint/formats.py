@@ -16,6 +16,8 @@ FORMATS = ("text", "json", "sarif", "github", "junit")
 
 @dataclasses.dataclass(frozen=True)
 class Output:
+    """One judgement as the formats write it: its findings, where they are, and the counts."""
+
     findings: Sequence[Finding]
     table: Table
     objects: int

@@ -39,6 +39,8 @@ INCREMENTAL_LIMIT = 32
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
+    """The snapshot of what is in the cluster, judged once, that candidates are evaluated against."""
+
     catalog: cat.Catalog
     grid: cells.Grid
     pools: tuple[model.NodePool, ...]

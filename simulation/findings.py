@@ -23,6 +23,8 @@ CODES: Mapping[str, Severity] = {c.code: c.severity for c in codes.ALL}
 
 @dataclasses.dataclass(frozen=True, order=True)
 class ObjectRef:
+    """The object a finding is about: kind and name."""
+
     kind: str
     name: str
 
@@ -32,12 +34,16 @@ class ObjectRef:
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Offering:
+    """A zone and capacity type of an instance type, in a witness."""
+
     zone: str
     capacity_type: str
 
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Witness:
+    """A cell (NodePool, instance type, maybe offering) where a finding shows."""
+
     nodepool: str
     instance_type: str
     offering: Offering | None = None

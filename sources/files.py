@@ -43,6 +43,8 @@ class Source:
 
 @dataclasses.dataclass(frozen=True)
 class Text:
+    """A file's text, or why it was refused."""
+
     source: Source
     text: str | None
     # Why the file was refused before parsing, and where.

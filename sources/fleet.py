@@ -59,6 +59,8 @@ class Origin:
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
+    """One cluster of a repository: where it is declared, the paths read for it and its options."""
+
     name: str
     origins: tuple[Origin, ...]
     # What is read for it, as the loader reads paths: a directory with a kustomization is rendered.
@@ -94,6 +96,8 @@ class Problem:
 
 @dataclasses.dataclass(frozen=True)
 class Fleet:
+    """The clusters discovery found, how, and the files none reads."""
+
     how: str
     clusters: tuple[Cluster, ...]
     # Files that may hold our kinds and that no cluster reads.
@@ -118,6 +122,8 @@ def _within(real: str, reached: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class _Doc:
+    """A document read during discovery, with the positions of its keys."""
+
     obj: Mapping[str, Any]
     file: str
     positions: Mapping[tree.Path, tree.Position]

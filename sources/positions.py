@@ -48,6 +48,8 @@ class Origin:
 
 @dataclasses.dataclass(frozen=True)
 class Location:
+    """Where in a file a finding points: file, line and column (None where unknown)."""
+
     file: str | None
     line: int | None
     column: int | None

@@ -59,6 +59,8 @@ _INSTANCETYPE = _object(metadata=_METADATA, spec=_object(
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
+    """A field whose type the object's kind does not allow."""
+
     path: Path
     message: str
 

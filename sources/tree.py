@@ -39,6 +39,8 @@ _BRACKET_RUN = re.compile(r"[\[{](?:[ \t\r\n]*[\[{]){7,}")
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
+    """Why a document was refused, and where."""
+
     message: str
     position: Position
 
@@ -67,6 +69,8 @@ class _Refused(Exception):
 
 @dataclasses.dataclass(slots=True)
 class _Frame:
+    """An open mapping or sequence while events are folded into a tree."""
+
     container: dict[str, Any] | list[Any]
     path: Path
     anchor: str | None

@@ -26,6 +26,8 @@ _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclasses.dataclass(frozen=True)
 class _Device:
+    """One device of a ResourceSlice template, with its place in the overlay."""
+
     template: int
     index: int
     template_label: str
@@ -38,6 +40,8 @@ class _Device:
 
 @dataclasses.dataclass(frozen=True)
 class _Attr:
+    """One attribute of a device: its name, its bindingKey, its value."""
+
     device: _Device
     name: str
     key: str | None
@@ -56,6 +60,8 @@ class _Attr:
 
 @dataclasses.dataclass
 class _Template:
+    """One ResourceSlice template of an overlay, as far as its fields can be read."""
+
     index: int
     name: str | None
     # False when a malformed field hides a name: a reference to it cannot be judged.

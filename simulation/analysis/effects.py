@@ -56,6 +56,8 @@ def unadjusted(price: float, change: str) -> float | None:
 
 @dataclasses.dataclass(frozen=True)
 class CellEffect:
+    """What the overlays make of one NodePool and instance type: capacity, prices, templates."""
+
     pool: str
     instance_type: str
     # The catalog's resources (net of the kubelet and system overhead) with the overlays' applied.

@@ -74,6 +74,8 @@ class Statuses(Mapping[str, Status]):
 
 @dataclasses.dataclass(frozen=True)
 class Report:
+    """The core's answer: findings, each overlay's status, and the merge they come from."""
+
     findings: tuple[finding_types.Finding, ...]
     status: Mapping[str, Status]
     outcome: merge.Merged

@@ -27,6 +27,8 @@ class CatalogError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Offering:
+    """One zone and capacity type an instance type is offered in, and its price."""
+
     zone: str
     capacity_type: str
     price: float | None
@@ -39,6 +41,8 @@ class Offering:
 
 @dataclasses.dataclass(frozen=True)
 class InstanceType:
+    """One instance type of a catalog: labels, capacity and offerings."""
+
     name: str
     labels: Mapping[str, str]
     # resource -> quantity in canonical Kubernetes form
@@ -66,6 +70,8 @@ class InstanceType:
 #                                                                     -> us-ashburn-1, ca-toronto-1
 @dataclasses.dataclass(frozen=True)
 class _Naming:
+    """How a cloud names its zones and regions."""
+
     zone: re.Pattern[str]
     region: re.Pattern[str]
     # Zone names from a region's: the region's usual zones where nothing names them.
@@ -160,6 +166,8 @@ PROVIDER_DOMAINS: Mapping[str, str] = {
 }
 @dataclasses.dataclass(frozen=True)
 class Catalog:
+    """The instance types Karpenter chooses from, and where their figures come from."""
+
     types: tuple[InstanceType, ...]
     description: str
     assumptions: tuple[str, ...] = ()

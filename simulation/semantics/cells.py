@@ -46,6 +46,8 @@ class LabelIndex:
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
+    """Every (NodePool, instance type, offering) cell, with label indexes to select them by requirement."""
+
     pools: tuple[model.NodePool, ...]
     types: tuple[cat.InstanceType, ...]
     slots: int

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 @dataclasses.dataclass(frozen=True)
 class Cells:
+    """A set of grid cells: per set of NodePools, a bit mask of the slots they hold."""
+
     parts: tuple[tuple[int, int], ...] = ()
     # Bits per NodePool block; only read to turn a (pool, slot) into a flat index.
     block: int = 0

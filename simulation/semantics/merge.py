@@ -324,6 +324,8 @@ class Claim:
 
 @dataclasses.dataclass(frozen=True)
 class Merged:
+    """Karpenter's loop over the overlays: each one's state, why any was dropped, and the cells each claimed."""
+
     # Karpenter's order of the overlays: the full run's (karpenter_in_order leaves it empty).
     order: tuple[str, ...]
     status: Mapping[str, State]

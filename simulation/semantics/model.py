@@ -23,6 +23,8 @@ NODEPOOL_API = "karpenter.sh/v1"
 
 @dataclasses.dataclass(frozen=True)
 class ReqSpec:
+    """One requirement as written: key, operator and values."""
+
     key: str
     operator: str
     values: tuple[str, ...]
@@ -30,6 +32,8 @@ class ReqSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Template:
+    """One ResourceSlice template an overlay adds: its index, name and driver."""
+
     index: int
     name: str
     driver: str
@@ -37,6 +41,8 @@ class Template:
 
 @dataclasses.dataclass(frozen=True)
 class Overlay:
+    """A NodeOverlay's fields that Karpenter reads."""
+
     name: str
     weight: int
     requirements: tuple[ReqSpec, ...]
@@ -72,6 +78,8 @@ class Overlay:
 
 @dataclasses.dataclass(frozen=True)
 class NodePool:
+    """A NodePool's fields that choose instance types: weight, labels and requirements."""
+
     name: str
     weight: int
     labels: Mapping[str, str]

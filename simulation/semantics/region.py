@@ -83,6 +83,8 @@ def from_labels(labels: Iterable[Mapping[str, Any]]) -> Named:
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
+    """The catalog laid out in the chosen region, and the notes that say why there."""
+
     catalog: cat.Catalog
     notes: tuple[str, ...]
 
