@@ -254,7 +254,10 @@ def from_json(data: Any, *, canonical: bool = False) -> Catalog:
         provider = provider_of(k for e in data["instanceTypes"][:50] if isinstance(e, Mapping)
                                and isinstance(e.get("labels"), Mapping) for k in e["labels"])
     zones = usual_zones(provider, region)
-    types = [_json_type(i, entry, region, zones, canonical) for i, entry in enumerate(data["instanceTypes"])]
+    # Offerings laid out in the usual zones differ by price alone: types of one price share them (the embedded
+    # catalog's 1,363 types have 1,029 prices). Keyed by the price's hex, which tells -0.0 from 0.0.
+    laid_out: dict[str | None, tuple[Offering, ...]] = {}
+    types = [_json_type(i, entry, region, zones, canonical, laid_out) for i, entry in enumerate(data["instanceTypes"])]
     source = data.get("source")
     description = f"{len(types)} instance types, region {region}"
     if isinstance(source, Mapping):
@@ -290,7 +293,8 @@ def _captured(raw: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in raw.items())
 
 
-def _json_type(index: int, entry: Any, region: str, zones: Sequence[str], canonical: bool) -> InstanceType:
+def _json_type(index: int, entry: Any, region: str, zones: Sequence[str], canonical: bool,
+               laid_out: dict[str | None, tuple[Offering, ...]]) -> InstanceType:
     where = f"instanceTypes[{index}]"
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         raise CatalogError(f"{where}: an instance type needs a string 'name'")
@@ -309,10 +313,13 @@ def _json_type(index: int, entry: Any, region: str, zones: Sequence[str], canoni
                           for j, o in enumerate(entry["offerings"]))
     else:
         price = _price(entry.get("onDemandPrice"), f"{where} ({name}).onDemandPrice")
-        offerings = tuple(
-            Offering(zone, ct, price, estimated=(ct != "on-demand" and price is not None),
-                     available=price is not None)
-            for ct in CAPACITY_TYPES for zone in zones)
+        key = None if price is None else price.hex()
+        offerings = laid_out.get(key, ())
+        if not offerings:
+            offerings = laid_out[key] = tuple(
+                Offering(zone, ct, price, estimated=(ct != "on-demand" and price is not None),
+                         available=price is not None)
+                for ct in CAPACITY_TYPES for zone in zones)
     return InstanceType(name, labels, capacity, offerings)
 
 
