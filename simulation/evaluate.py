@@ -19,7 +19,7 @@ from simulation import findings
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, dra, hints, hugepages, traps, unknowable
+from simulation.analysis import checks, hints, hugepages, traps, unknowable
 from simulation.analysis import index as ix
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
@@ -75,12 +75,16 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
     # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
     validated = schema.as_validated(obj, crd)
     layer = schema.check(obj, ref, doc.source, crd, validated=validated)
-    # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies.
-    extended = crd.extended
-    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated),
-             *(dra.check_overlay(obj, ref, doc.source) if extended else ())]
-    return Checked(overlay, obj, tuple(hints.attach(found, obj)) if found else (), doc.candidate,
-                   dra.binding_keys(obj) if extended else frozenset())
+    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated)]
+    keys: frozenset[str] = frozenset()
+    # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies: the
+    # DRA analysis is imported by the runs that use the extension.
+    if crd.extended:
+        from simulation.analysis import dra
+
+        found += dra.check_overlay(obj, ref, doc.source)
+        keys = dra.binding_keys(obj)
+    return Checked(overlay, obj, tuple(hints.attach(found, obj)) if found else (), doc.candidate, keys)
 
 
 def _moved(checked: Checked, source: int) -> Checked:
@@ -402,8 +406,12 @@ def _full(snapshot: Prepared, index: ix.Index, ties: bool, notes: tuple[str, ...
     for name, mine in pages.items():
         e = entries[name]
         found += hugepages.check(grid, e, mine, index.near(e, set(), ()), outcome.status)
-    found += dra.check_scope([(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
-                              for n, e in sorted(entries.items()) if snapshot.overlays[n].keys])
+    keyed = [(e.overlay.ref, snapshot.overlays[n].raw, e.overlay.source)
+             for n, e in sorted(entries.items()) if snapshot.overlays[n].keys]
+    if keyed:  # bindingKeys: only under the DRA extension
+        from simulation.analysis import dra
+
+        found += dra.check_scope(keyed)
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, subjects, grid.catalog)
     found += traps.preview_prices(grid, entries, outcome.status, subjects)
     if ties:

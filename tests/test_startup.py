@@ -24,7 +24,7 @@ watched = ("prompt_toolkit", "pygments", "jsonschema", "importlib.metadata", "li
            "lint.sides", "lint.changes", "xml.etree.ElementTree", "subprocess", "ruamel", "urllib.request", "ssl",
            "http.client", "kubernetes", "aiohttp", "sources.karpenter", "sources.kube", "simulation.live",
            "lint.sarif", "lint.jsonstream", "simulation.analysis.incremental", "simulation.analysis.candidate",
-           "simulation.analysis.shadows")
+           "simulation.analysis.shadows", "simulation.analysis.dra")
 print(json.dumps({"status": status, "loaded": [m for m in watched if m in sys.modules]}))
 """
 
@@ -39,7 +39,8 @@ def _probe(path: pathlib.Path) -> dict[str, object]:
 def test_a_clean_one_file_check_loads_no_prompt_library_no_jsonschema_no_numpy(tmp_path: pathlib.Path) -> None:
     """Nor ruamel (YAML is read by libyaml), nor an HTTP client or the metrics reader (only --karpenter-metrics
     fetches a URL), nor the API client (only --cluster), nor the writers of formats not chosen, nor the core's
-    incremental path (a one-shot check judges everything at once)."""
+    incremental path (a one-shot check judges everything at once), nor the DRA analysis (Karpenter's CRD has no
+    dynamicResources)."""
     one = tmp_path / "one.yaml"
     one.write_text(ONE_FILE, encoding="utf-8")
     assert _probe(one) == {"status": 0, "loaded": []}
