@@ -107,17 +107,15 @@ class Taken:
         return None
 
     def _held(self, e: merge.Entry) -> _Runs:
-        """The weights of the overlays meeting `e`: the crowd's in a few mask steps per field, the fresh ones one
-        by one."""
+        """The weights of the overlays meeting `e` (clash.meets): the crowd's in a few mask steps per field, the
+        fresh ones one by one."""
         key = tuple(e.fields().items())
         runs = self._runs.get(key)
         if runs is None:
             assert self._crowd is not None
-            crowd, met = self._crowd, 0
-            for field, cells in key:
-                met |= crowd.meeting(field, cells, crowd.setting(field))
+            crowd = self._crowd
             fresh = (other for added in self._fresh.values() for other in added if clash.meets(e, other))
-            runs = self._runs[key] = _Runs([*crowd.entries(met), *fresh])
+            runs = self._runs[key] = _Runs([*crowd.entries(clash.met_at_any_weight(crowd, e)), *fresh])
         return runs
 
 
