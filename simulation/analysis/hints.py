@@ -37,8 +37,9 @@ _STRING = json.encoder.encode_basestring_ascii
 
 class Taken:
     """The overlays by weight: a weight is free for an overlay when no other overlay of that
-    weight sets one of its fields on one of its cells. Only the weights tried are looked at, so a
-    hint costs a few overlays' cells, not the whole set's."""
+    weight sets one of its fields on one of its cells. The first weights tried are looked at one by one,
+    so a near free weight costs a few overlays' cells; past them, the weights of every overlay meeting the
+    one placed are read from the index's crowd at once, so a far one costs a few mask steps, not a walk."""
 
     def __init__(self, entries: Iterable[merge.Entry], gone: frozenset[str] = frozenset(),
                  stored: Mapping[int, Sequence[merge.Entry]] | None = None,
