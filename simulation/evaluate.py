@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from simulation import findings
+from simulation import findings, once
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
@@ -65,6 +65,11 @@ class Prepared:
     # Every NodePool is among the objects (the webhook's cache, `--cluster`, `--all-nodepools`): a label key no
     # NodePool defines is then one none will (checks.unknown_labels).
     every_nodepool: bool = False
+
+    @once.Once
+    def preview_names(self) -> traps.PreviewNames:
+        """traps.preview_names of the entries: a request reads the preview types its candidates name."""
+        return traps.preview_names(self.grid, self.entries)
 
 
 def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
@@ -242,6 +247,7 @@ def warmed(prepared: Prepared) -> Prepared:
     """The snapshot with the tables a request makes on first need already made (a server's snapshots; a one-shot
     check leaves them to the requests that need them)."""
     prepared.index.warm()
+    prepared.preview_names  # noqa: B018 - made now, as the index's tables are
     return prepared
 
 
@@ -388,7 +394,8 @@ def _full(snapshot: Prepared, index: ix.Index, ties: bool, notes: tuple[str, ...
         found += snapshot.local.get(name, ())
     everything = list(entries.values())
     outcome = merge.karpenter(everything)
-    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything))
+    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything),
+                              index.taken.changed((), (), index.crowd(set())))
     pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
     index = index.settled(outcome)
     # Every entry as one crowd with the applied ones: the shadow test's questions are a few masks each.
@@ -432,7 +439,7 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
         lambda n: snapshot.overlays[n].raw, _keyed(snapshot, prepared, changed))
     found: list[findings.Finding] = list(result.findings)
     found += unknowable.possible_conflicts(entries, snapshot.unknowable, changed, snapshot.grid.catalog)
-    found += traps.preview_prices(snapshot.grid, entries, result.status, changed)
+    found += traps.preview_prices(snapshot.grid, entries, result.status, changed, prepared.preview_names)
     for name in changed:
         found += snapshot.overlays[name].findings
         found += snapshot.local.get(name, ())

@@ -337,3 +337,56 @@ def test_free_weights_over_crowds_are_the_ones_a_scan_finds(
     for step in (1, -1):
         assert taken.free(new, start, step) == scan(stored, step)
         assert changed.free(new, start, step) == scan([o for o in stored if o.name not in left_out] + added, step)
+
+
+@given(st.sampled_from([hints.MIN_WEIGHT, 200, hints.MAX_WEIGHT - 50]),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(0, 59), st.booleans()),
+                min_size=20, max_size=120),
+       st.integers(0, 5), st.integers(0, 59), st.booleans(), st.integers(0, 59),
+       st.sets(st.integers(0, 119), max_size=8), st.lists(st.integers(0, 59), max_size=3),
+       st.integers(0, 59), st.integers(0, 60), st.sets(st.integers(0, 59), max_size=3))
+def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
+        low: int, placed: list[tuple[int, int, int, bool]], family: int, own: int, stored_too: bool, start: int,
+        gone: set[int], fresh: list[int], rungs_from: int, rungs: int, holes: set[int]) -> None:
+    """Ladders: runs of held weights longer than a walk (hints._WALK), read from the index's crowd at once, give the
+    weight testing clash.meets against every overlay at each weight finds, either way, with the overlay itself
+    stored or not, overlays left out and added by a request, and near the API's bounds."""
+    from simulation.analysis import index
+    from simulation.semantics import catalog as cat
+    from simulation.semantics import cells, clash, merge, model
+
+    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"},
+                                   (cat.Offering("z-a", "spot", 1.0), cat.Offering("z-a", "on-demand", 1.0)))
+                  for i in range(8))
+    grid = cells.build(cat.Catalog(types, "eight"), [model.IMPLICIT_NODEPOOL])
+
+    def entry(name: str, first: int, width: int, offset: int, price: bool) -> merge.Entry:
+        field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
+        values = [f"f{first + k}" for k in range(width)]
+        return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
+            "weight": min(low + offset, hints.MAX_WEIGHT), **field,
+            "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
+
+    new = entry("new", family, 2, own, True)
+    stored = [entry(f"o{i:03d}", first, width, offset, price) for i, (first, width, offset, price) in enumerate(placed)]
+    # A ladder on the overlay's own cells, but for a few holes.
+    stored += [entry(f"rung{k:02d}", family, 2, rungs_from + k, True) for k in range(rungs) if k not in holes]
+    stored += [new] if stored_too else []
+    left_out = {f"o{i:03d}" for i in gone if i < len(placed)}
+    added = [entry(f"fresh{k}", family, 1, offset, True) for k, offset in enumerate(fresh)]
+    first = min(low + start, hints.MAX_WEIGHT)
+
+    def scan(among: list[merge.Entry], step: int) -> int | None:
+        weight = first
+        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+            if not any(o.name != new.name and o.overlay.weight == weight and clash.meets(new, o) for o in among):
+                return weight
+            weight += step
+        return None
+
+    built = index.Index.build(stored, 1)
+    kept = [o for o in stored if o.name not in left_out] + added
+    for step in (1, -1):
+        assert built.taken.changed((), (), built.crowd(set())).free(new, first, step) == scan(stored, step)
+        assert built.taken.changed(added, left_out, built.crowd(left_out)).free(new, first, step) == scan(kept, step)
+        assert built.taken.changed(added, left_out).free(new, first, step) == scan(kept, step)

@@ -172,6 +172,44 @@ def test_the_provider_reads_single_instance_type_in_overlays_with_an_absolute_pr
     assert traps.provider_priced(model.overlay(_overlay("o", *requirements, **spec))) is read
 
 
+_PREVIEW = ("node.kubernetes.io/instance-type", "In", ["p5e.48xlarge"])
+_EXISTING = [_overlay("preview-contract", _PREVIEW, weight=50, price="55.0"),
+             _overlay("preview-list", _PREVIEW, weight=10, price="40.0"),
+             _overlay("preview-other", ("node.kubernetes.io/instance-type", "In", ["p5e.48xlarge", "m5.large"]),
+                      weight=10, price="3.0")]
+
+
+@pytest.mark.parametrize(("candidate", "expected"), [
+    # the last by name, below the top
+    (_overlay("preview-zz", _PREVIEW, weight=5, price="1.0"), [("preview-zz", "preview-contract")]),
+    # the new top
+    (_overlay("preview-aa", _PREVIEW, weight=90, price="9.0"), [("preview-other", "preview-aa")]),
+    # an edit that makes it the top
+    (_overlay("preview-list", _PREVIEW, weight=60, price="40.0"), [("preview-other", "preview-list")]),
+    # an edit that leaves the group
+    (_overlay("preview-list", _PREVIEW, weight=10, priceAdjustment="+1"), []),
+    # first at weight 10: Karpenter drops the other two there, so the group is it and the top
+    (_overlay("preview-zz", _PREVIEW, weight=10, price="2.0"), [("preview-zz", "preview-contract")]),
+    (_overlay("preview-zz", ("node.kubernetes.io/instance-type", "In", ["m5.large"]), weight=20, price="2.0"), []),
+], ids=["last-by-name", "new-top", "edit-to-top", "edit-out", "conflicting", "another-type"])
+def test_one_candidate_is_told_what_the_whole_run_tells_of_preview_prices(
+        candidate: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    """A request reads only the preview types its candidate names (the snapshot's traps.preview_names): its
+    preview-price-by-name findings are the full run's."""
+    from simulation import evaluate
+    from simulation.semantics import catalog as cat
+
+    prepared = evaluate.warmed(evaluate.prepare(
+        [evaluate.Document(o, i, False) for i, o in enumerate(_EXISTING)], cat.default()))
+
+    def preview(full: bool) -> list[tuple[str, ...]]:
+        report = evaluate.evaluate([evaluate.Document(candidate, 99)], prepared, full=full)
+        return sorted((f.obj.name, *(r.name for r in f.related)) for f in report.findings
+                      if f.code == "preview-price-by-name")
+
+    assert preview(False) == preview(True) == expected
+
+
 @pytest.mark.parametrize(("change", "limit"), [
     ("-70%", "a discount of at most 60%"), ("-0.07", "a discount of at most 0.06"),
     ("0.03", "a price of at least 0.04"),

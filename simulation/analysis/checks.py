@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from simulation import findings
 from simulation.analysis import effects, hints, traps, unknowable
 from simulation.semantics import catalog as cat
-from simulation.semantics import cells, cellset, clash, merge, model, quantity
+from simulation.semantics import cells, cellset, clash, merge, model, quantity, spelling
 from simulation.semantics import requirements as reqs
 
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
@@ -245,9 +245,19 @@ def known_keys(grid: cells.Grid) -> set[str]:
     return set(grid.labels) | _BUILTIN_KEYS | {normalized.get(k, k) for k in named}
 
 
-def _hint(word: str, candidates: Iterable[str]) -> str:
-    near = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.8)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+# How near a word must be to be proposed (difflib's ratio).
+_NEAR = 0.8
+
+
+def _hint(word: str, candidates: Iterable[str], among: spelling.Words | None = None) -> str:
+    """`among`: more candidates (a label's values in the catalog, thousands of instance types), asked through
+    their table."""
+    if among is None:
+        found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=_NEAR)
+        near = found[0] if found else None
+    else:
+        near = among.closest(word, _NEAR, candidates)
+    return f" (did you mean {near!r}?)" if near is not None else ""
 
 
 def unknown_labels(grid: cells.Grid, overlay: model.Overlay, keys: Set[str],
@@ -313,6 +323,7 @@ def no_match(grid: cells.Grid, overlay: model.Overlay, keys: Set[str]) -> findin
 
 
 def _selects_nothing(grid: cells.Grid, r: model.ReqSpec, key: str) -> str:
+    index = grid.labels.get(key)
     known = _values(grid, key)
     missing = [v for v in r.values if v not in known]
     said = f"requirement {r.key} {r.operator} {_listed(r.values)} selects nothing"
@@ -335,6 +346,8 @@ def _selects_nothing(grid: cells.Grid, r: model.ReqSpec, key: str) -> str:
         place = cat.zone_place(missing[0], grid.provider)
         if place is not None:
             known = {z for z in known if (cat.zone_place(z, grid.provider) or ("",))[0] == place[0]}
+    elif index is not None:
+        return said + _hint(missing[0], known - index.by_value.keys(), index.words)
     return said + _hint(missing[0], known)
 
 

@@ -7,9 +7,11 @@ requirement that makes the two disjoint. Object errors get the edit to the field
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import difflib
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -35,12 +37,13 @@ _STRING = json.encoder.encode_basestring_ascii
 
 class Taken:
     """The overlays by weight: a weight is free for an overlay when no other overlay of that
-    weight sets one of its fields on one of its cells. Only the weights tried are looked at, so a
-    hint costs a few overlays' cells, not the whole set's."""
+    weight sets one of its fields on one of its cells. The first weights tried are looked at one by one,
+    so a near free weight costs a few overlays' cells; past them, the weights of every overlay meeting the
+    one placed are read from the index's crowd at once, so a far one costs a few mask steps, not a walk."""
 
     def __init__(self, entries: Iterable[merge.Entry], gone: frozenset[str] = frozenset(),
                  stored: Mapping[int, Sequence[merge.Entry]] | None = None,
-                 unions: dict[int, _Crowd] | None = None) -> None:
+                 unions: dict[int, _Crowd] | None = None, crowd: merge.Crowd | None = None) -> None:
         by_weight: dict[int, list[merge.Entry]] = {}
         for e in entries:
             by_weight.setdefault(e.overlay.weight, []).append(e)
@@ -52,11 +55,19 @@ class Taken:
         # crowded weight costs a few set tests, not one clash.meets per overlay there, so the hints of many
         # conflicts among crowded weights (sliding windows of families) stay linear.
         self._unions: dict[int, _Crowd] = {} if unions is None else unions
+        # The stored overlays less `gone` as the index holds them: a walk past _WALK weights reads the weights of
+        # all the overlays meeting the one placed at once (_Runs), so a ladder of 10,000 weights held by overlays
+        # on common cells costs a few mask steps and a binary search, not 10,000 clash.meets.
+        self._crowd = crowd
+        # An overlay's fields and cells (all that clash.meets reads of it) -> the weights they meet: the
+        # conflicts of one report are mostly among alike overlays.
+        self._runs: dict[tuple[tuple[merge.Field, cellset.Cells], ...], _Runs] = {}
 
-    def changed(self, fresh: Iterable[merge.Entry], gone: Iterable[str]) -> Taken:
+    def changed(self, fresh: Iterable[merge.Entry], gone: Iterable[str], crowd: merge.Crowd | None = None) -> Taken:
         """These overlays with `gone` left out and `fresh` added; the index itself is shared, so a
-        snapshot builds it once and each request pays for its own changes only."""
-        return Taken(fresh, frozenset(gone), self._stored, self._unions)
+        snapshot builds it once and each request pays for its own changes only. `crowd`: the stored overlays
+        less `gone` (index.crowd), where one is kept."""
+        return Taken(fresh, frozenset(gone), self._stored, self._unions, crowd)
 
     def warm(self) -> None:
         """Make every crowded weight's unions now (a snapshot's warm-up), not on the first hint that walks past."""
@@ -85,16 +96,90 @@ class Taken:
                                      for other in self._fresh.get(weight, ()))
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
+        """The first weight from `start` on, by `step`, where no other overlay sets one of `e`'s fields on one of
+        its cells; None past the API's bounds."""
         weight = start
         while MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            if self._crowd is not None and abs(weight - start) == _WALK:
+                return self._held(e).free(e.name, weight, step)
             if not self._collides(e, weight):
                 return weight
             weight += step
         return None
 
+    def _held(self, e: merge.Entry) -> _Runs:
+        """The weights of the overlays meeting `e` (clash.meets): the crowd's in a few mask steps per field, the
+        fresh ones one by one."""
+        key = tuple(e.fields().items())
+        runs = self._runs.get(key)
+        if runs is None:
+            assert self._crowd is not None
+            crowd = self._crowd
+            fresh = (other for added in self._fresh.values() for other in added if clash.meets(e, other))
+            runs = self._runs[key] = _Runs([*crowd.entries(clash.met_at_any_weight(crowd, e)), *fresh])
+        return runs
+
 
 # Up to this many stored overlays at a weight are tested one by one: a union costs more to build than they do.
 _FEW = 8
+# Weights walked one by one before the rest are read from the crowd at once: most free weights are near, and
+# asking the crowd costs a mask step per overlay setting the field.
+_WALK = 16
+
+
+class _Runs:
+    """The weights held by overlays meeting one overlay's cells, sorted: the nearest free weight either way is the
+    end of the run of consecutive held weights `start` is in, found by binary search (in a run, each weight less
+    its place is the same). Made in C-level steps: a ladder puts 10,000 weights here."""
+
+    def __init__(self, holders: Sequence[merge.Entry]) -> None:
+        weights: list[int] = list(map(_WEIGHT, holders))
+        names: list[str] = list(map(_NAME, holders))
+        # Every holder's weight, and each held weight once, ascending (the crowd gives them in Karpenter's order,
+        # weight descending: one pass of timsort).
+        self._all = sorted(weights)
+        self._weights = sorted(set(weights))
+        self._at = dict(zip(names, weights, strict=True))
+        # The few names held twice (a stored overlay and a request's fresh one of the same name).
+        self._twice: dict[str, list[int]] = {}
+        if len(self._at) < len(names):
+            for name, weight in zip(names, weights, strict=True):
+                self._twice.setdefault(name, []).append(weight)
+
+    def free(self, name: str, start: int, step: int) -> int | None:
+        """Taken.free for the overlay `name`, from `start`."""
+        weights = self._weights
+        i = bisect.bisect_left(weights, start)
+        end = start if i == len(weights) or weights[i] != start else self._past_run(i, step)
+        # A weight held by `name` alone is free for it.
+        mine = self._twice.get(name) or ([self._at[name]] if name in self._at else [])
+        own = [w for w in mine
+               if (start <= w < end if step > 0 else end < w <= start) and self._count(w) == mine.count(w)]
+        if own:
+            end = min(own) if step > 0 else max(own)
+        return end if MIN_WEIGHT <= end <= MAX_WEIGHT else None
+
+    def _past_run(self, i: int, step: int) -> int:
+        """The weight past the run of held weights around place `i`, by `step`."""
+        weights = self._weights
+        offset = weights[i] - i
+        lo, hi = (i, len(weights) - 1) if step > 0 else (0, i)
+        # Up: the last place still in the run; down: the first.
+        while lo < hi:
+            if step > 0:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if weights[mid] - mid == offset else (lo, mid - 1)
+            else:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if weights[mid] - mid == offset else (mid + 1, hi)
+        return weights[lo] + step
+
+    def _count(self, weight: int) -> int:
+        return bisect.bisect_right(self._all, weight) - bisect.bisect_left(self._all, weight)
+
+
+_WEIGHT = operator.attrgetter("weight")
+_NAME = operator.attrgetter("name")
 
 
 class _Crowd:

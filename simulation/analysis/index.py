@@ -183,6 +183,10 @@ class Index:
         table = self.claim_tables.get(field)
         if table is None:
             held = self.claimed.get(field, {})
+            if not held:
+                # A field no entry claims (a request's new extended resource) is asked nothing of the table: an
+                # empty one, not an empty claim per entry packed and kept for every such field a request brings.
+                return 0, overlaps.Overlaps.build(())
             table = self.claim_tables[field] = (self.mask(held), overlaps.Overlaps.build(
                 [held.get(n, merge.EMPTY) for n in self.names]))
         return table

@@ -24,6 +24,7 @@ both paths compute them once per overlay (evaluate._local).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from decimal import Decimal
 
@@ -217,24 +218,53 @@ def provider_priced(overlay: model.Overlay) -> bool:
     return only.key == reqs.INSTANCE_TYPE and only.operator == reqs.IN
 
 
+@dataclasses.dataclass(frozen=True)
+class PreviewNames:
+    """The types without a price in the catalog (preview types), and each one's provider-priced overlays, whatever
+    their status: a snapshot keeps them, so that a request reads the few types its candidates name, not every
+    overlay and type (preview_prices' `named`)."""
+
+    unpriced: frozenset[str]
+    by_type: Mapping[str, tuple[str, ...]]
+
+
+def preview_names(grid: cells.Grid, entries: Mapping[str, merge.Entry],
+                  unpriced: frozenset[str] | None = None) -> PreviewNames:
+    """`unpriced`: the grid's preview types, when known."""
+    if unpriced is None:
+        unpriced = frozenset(it.name for it in grid.types
+                             if it.offerings and all(o.price is None for o in it.offerings))
+    out: dict[str, list[str]] = {}
+    if unpriced:
+        for name, e in entries.items():
+            if provider_priced(e.overlay):
+                for value in e.overlay.requirements[0].values:
+                    if value in unpriced:
+                        out.setdefault(value, []).append(name)
+    return PreviewNames(unpriced, {t: tuple(names) for t, names in out.items()})
+
+
 def preview_prices(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
-                   subjects: Collection[str] | None = None) -> list[findings.Finding]:
+                   subjects: Collection[str] | None = None,
+                   named: PreviewNames | None = None) -> list[findings.Finding]:
     """For each type without a price in the catalog (a preview type), the provider-priced overlays Karpenter
     validated that name it: the provider lists them by name and keeps the last one's price as the type's base,
     whatever their weights. A finding on that overlay where a higher-weight one names the type at another
-    price. `subjects`: only groups holding one of these overlays (None: all)."""
+    price. `subjects`: only groups holding one of these overlays (None: all). `named`: preview_names of the
+    entries before the subjects changed, which then name only the subjects' types."""
     if subjects is not None and not any(n in entries and provider_priced(entries[n].overlay) for n in subjects):
         return []
-    unpriced = {it.name for it in grid.types if it.offerings and all(o.price is None for o in it.offerings)}
-    if not unpriced:
-        return []
+    if named is None or subjects is None:
+        names = preview_names(grid, entries).by_type
+    else:
+        mine = preview_names(grid, {n: entries[n] for n in subjects if n in entries}, named.unpriced).by_type
+        changed = set(subjects)
+        names = {t: (*(n for n in named.by_type.get(t, ()) if n not in changed), *own) for t, own in mine.items()}
     naming: dict[str, list[model.Overlay]] = {}
-    for name, e in entries.items():
-        if status.get(name) == merge.CONFLICT or not provider_priced(e.overlay):
-            continue
-        for value in e.overlay.requirements[0].values:
-            if value in unpriced:
-                naming.setdefault(value, []).append(e.overlay)
+    for t, found in names.items():
+        validated = [entries[n].overlay for n in found if status.get(n) != merge.CONFLICT]
+        if validated:
+            naming[t] = validated
     pairs, by_name = _taken_over_weight(naming, subjects)
     out = []
     for (taken_name, top_name), types in sorted(pairs.items()):

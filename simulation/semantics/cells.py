@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from simulation import findings, once
 from simulation.semantics import catalog as cat
-from simulation.semantics import cellset, model
+from simulation.semantics import cellset, model, spelling
 from simulation.semantics import requirements as reqs
 
 OFFERING_KEYS = frozenset({reqs.ZONE, reqs.CAPACITY_TYPE})
@@ -30,6 +30,11 @@ class LabelIndex:
     # Integer-valued entries sorted by value, with prefix unions, for Gt/Lt/Gte/Lte ranges.
     numbers: tuple[int, ...]
     prefix: tuple[int, ...]
+
+    @once.Once
+    def words(self) -> spelling.Words:
+        """The values, for the ones near a misspelt value (a no-match hint): made on the first such question."""
+        return spelling.Words(self.by_value)
 
     def matching(self, req: reqs.Requirement) -> int:
         """Slots whose value satisfies `req` (ignoring the undefined case)."""

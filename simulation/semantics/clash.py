@@ -67,7 +67,20 @@ def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clas
 def partners(crowd: merge.Crowd, weight: int, field: merge.Field, bits: cellset.Cells, among: int = -1) -> int:
     """The crowd's overlays (of `among`) that the guard's test pairs with an overlay of `weight` setting `field` on
     `bits`: of that weight, setting the field on a common cell."""
-    among &= crowd.of_weight(weight) & crowd.setting(field)
+    return _setting_on(crowd, field, bits, among & crowd.of_weight(weight))
+
+
+def met_at_any_weight(crowd: merge.Crowd, e: merge.Entry) -> int:
+    """The crowd's overlays that the guard's test would pair with `e` at whatever weight they hold: those setting one
+    of its fields on a common cell (`meets` for each; the weights a conflict hint must avoid)."""
+    out = 0
+    for field, bits in e.fields().items():
+        out |= _setting_on(crowd, field, bits, -1)
+    return out
+
+
+def _setting_on(crowd: merge.Crowd, field: merge.Field, bits: cellset.Cells, among: int) -> int:
+    among &= crowd.setting(field)
     return crowd.meeting(field, bits, among) if among else 0
 
 
