@@ -25,6 +25,8 @@ class View:
 
     grid: cells.Grid
     index: ix.Index
+    # The unchanged overlays, as a crowd.
+    prepared: ix.Unchanged
     baseline: merge.Merged
     status: Mapping[str, merge.State]
     skip: set[str]
@@ -34,11 +36,6 @@ class View:
     gained: Sequence[merge.Entry]
     # Applied in the baseline but not now (replaced, deleted or now dropped): they can only give cells back.
     lost: Sequence[merge.Entry]
-
-    @once.Once
-    def prepared(self) -> ix.Unchanged:
-        """The unchanged overlays, as a crowd."""
-        return self.index.crowd(self.skip)
 
     @once.Once
     def applied(self) -> int:
