@@ -73,6 +73,9 @@ class Index:
     # a field's first question: a cache of values derived from the snapshot alone, so any request may fill it.
     claimed: Mapping[merge.Field, Mapping[str, cellset.Cells]] = dataclasses.field(default_factory=dict)
     claim_tables: dict[merge.Field, tuple[int, overlaps.Overlaps]] = dataclasses.field(default_factory=dict)
+    # (position, field) -> the first few by name of the baseline's applied entries over that entry on the field
+    # (shadows._winners fills it): as `claim_tables`, derived from the snapshot alone.
+    winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
@@ -167,7 +170,8 @@ class Index:
         """This index with what Karpenter's outcome over its entries decides: which are applied. What was made of
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
-                                      claimed=baseline.claimed_by_field, claim_tables={})
+                                      claimed=baseline.claimed_by_field, claim_tables={},
+                                      winners={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
