@@ -56,3 +56,28 @@ def test_masks_and_positions_are_inverse(case: tuple[int, set[int]]) -> None:
     mask = sum(1 << p for p in chosen)
     assert index.positions(mask) == sorted(chosen)
     assert index.of(chosen) == mask
+
+
+# No deadline: past overlaps.FEW the packed path imports numpy on first need.
+@settings(deadline=None)
+@given(st.lists(cell_sets(), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(0, 39), st.integers(0, 2**40), st.booleans()), max_size=8), st.booleans())
+def test_a_remembering_crowd_answers_as_a_fresh_one(entries: list[cellset.Cells],
+                                                    questions: list[tuple[int, int, bool]], packed: bool) -> None:
+    """A request's crowd remembers what `meeting` found for each (level, cells) and tests only what it was not asked
+    before: any sequence of questions (overlapping, nested, repeated, at either level, more distinct cells than it
+    keeps) is answered as a crowd that remembers nothing answers each."""
+    index = ix.Index.build([_entry(f"e{i:02d}", cells) for i, cells in enumerate(entries)], POOLS)
+    if packed:
+        index.warm()
+    skip = {index.names[0]}
+    remembering, fresh = index.crowd(skip, remember=True), index.crowd(skip)
+    fields = (merge.PRICE, merge.Field(merge.Kind.CAPACITY, "cpu"))
+    # An entry's own cells (they meet it, and often others), asked of everyone and then of parts.
+    asked = [(entries[k % len(entries)], among, fields[level]) for k, among, level in questions]
+    asked = [*((cells, -1, field) for cells, _, field in asked), *asked]
+    asked += [(cellset.Cells(((1, 1 << i),), BLOCK), -1, fields[0]) for i in range(ix.REMEMBERED + 1)]
+    asked += asked[:3]
+    for cells, among, field in asked:
+        assert remembering.meeting(field, cells, among) == fresh.meeting(field, cells, among)
+    assert len(remembering.known or {}) <= ix.REMEMBERED

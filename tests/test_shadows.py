@@ -71,6 +71,21 @@ def test_a_candidate_over_many_overlays_equals_full(catalog: cat.Catalog, existi
 
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=below(), pools=pool_docs(), doc=broad())
+def test_requests_on_one_snapshot_answer_as_each_on_its_own(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                                           pools: list[dict[str, Any]], doc: dict[str, Any]) -> None:
+    """A snapshot keeps what requests asked of it (the winners over an unchanged overlay): the candidate under each
+    name on one snapshot, in turn and the first again, is reported as on a snapshot of its own (the overlays it
+    shadows name the one judged, never one judged before)."""
+    docs = [ev.Document(d, i) for i, d in enumerate([*pools, *existing])]
+    shared = ev.prepare(docs, catalog)
+    for name in ["a-new", "zz-new", "o50x0", "a-new"]:
+        asked = [ev.Document({**doc, "metadata": {"name": name}}, 100)]
+        alone = ev.evaluate(asked, ev.prepare(docs, catalog))
+        assert [f.to_json() for f in ev.evaluate(asked, shared).findings] == [f.to_json() for f in alone.findings]
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), data=st.data())
 def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: list[dict[str, Any]],
                                               data: st.DataObject) -> None:

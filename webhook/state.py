@@ -531,6 +531,19 @@ class Cache:
             self._left(ends)
             raise
 
+    async def _judged_by(self, ends: float, prepared: ev.Prepared, candidate: Mapping[str, Any],
+                         extras: tuple[Mapping[str, Any], ...], held: Mapping[str, ev.Checked],
+                         small: bool) -> ev.Report:
+        """The judgement within the budget: a deadline on this task, not `_within`'s (wait_for's) task around it,
+        so that an evaluation on the loop (judging.py) runs in the request's own task, with no task made,
+        scheduled and awaited per admission."""
+        try:
+            async with asyncio.timeout(self._left(ends)):
+                return await self._judge(prepared, candidate, extras, held, small)
+        except TimeoutError:
+            self._left(ends)
+            raise
+
     async def _caught_up(self, view: lg.Ledger, ends: float) -> lg.Ledger:
         """Until the snapshot has every object whose record left the ledger (its horizon). Past CATCH_UP the
         NodeOverlays are listed: a horizon above the list's resourceVersion was never issued (the ledger with
@@ -626,7 +639,7 @@ class Cache:
             found = self._checked.get(lg.digest(store.semantic(extra)))
             if found is not None:
                 checks[model.name_of(extra) or ""] = found
-        report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
+        report = await self._judged_by(ends, prepared, candidate, plan.extras, checks, small)
         if keep and not note:
             # A note says the judgement was not the exact one: /validate asks again.
             if len(self._judged) >= JUDGED_KEPT:

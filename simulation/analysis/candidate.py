@@ -21,16 +21,14 @@ class Scan:
     other candidates listed: its clashes, its claim and its shadowing."""
 
     index: ix.Index
+    # The unchanged overlays, as a crowd.
+    prepared: ix.Unchanged
     c: merge.Entry
     skip: set[str]
     candidates: Sequence[merge.Entry]
     status: Mapping[str, merge.State]
     # The unchanged overlays applied with the change (shadows.View.applied).
     applied: int
-
-    @once.Once
-    def prepared(self) -> ix.Unchanged:
-        return self.index.crowd(self.skip)
 
     @once.Once
     def around(self) -> tuple[checks.Around, checks.Around]:
@@ -50,7 +48,7 @@ class Scan:
         out = clash.clashes_with(c, [prepared, others])
         unbuilt = 0
         for field, bits in c.fields().items():
-            found, more = reported(self.index, c, field,
+            found, more = reported(self.index, prepared, c, field,
                                    self.index.positions(clash.partners(prepared, c.weight, field, bits,
                                                                        prepared.after(c.rank))),
                                    others.entries(clash.partners(others, c.weight, field, bits, others.after(c.rank))),
@@ -66,7 +64,8 @@ class Scan:
         return checks.shadowed(grid, self.c, field, self.around, self.status)
 
 
-def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Sequence[int] | arrays.Ints,
+def reported(index: ix.Index, prepared: ix.Unchanged, c: merge.Entry, field: merge.Field,
+             positions: Sequence[int] | arrays.Ints,
              changed: Sequence[merge.Entry], skip: set[str],
              candidates: Sequence[merge.Entry]) -> tuple[list[clash.Clash], int]:
     """The clashes naming `c` as the earlier overlay of later ones (same weight, meeting it on `field`): the
@@ -78,15 +77,16 @@ def reported(index: ix.Index, c: merge.Entry, field: merge.Field, positions: Seq
     unbuilt = 0
     for first, total in index.by_kind.firsts(positions, index.report_ranks, clash.LIMIT):
         # A kind's laters all clash with `c`, or none does.
-        found = _reported(index, c, field, [index.order[p] for p in first], skip, candidates)
+        found = _reported(index, prepared, c, field, [index.order[p] for p in first], skip, candidates)
         out += found
         unbuilt += total - len(first) if found else 0
     for n in changed:
-        out += _reported(index, c, field, [n], skip, candidates)
+        out += _reported(index, prepared, c, field, [n], skip, candidates)
     return out, unbuilt
 
 
-def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters: Sequence[merge.Entry],
+def _reported(index: ix.Index, prepared: ix.Unchanged, earlier: merge.Entry, field: merge.Field,
+              laters: Sequence[merge.Entry],
               skip: set[str], candidates: Sequence[merge.Entry]) -> list[clash.Clash]:
     """The clashes `clash.same_weight` reports between each of `laters` (after `earlier` in its weight,
     equal cells for `field`) and `earlier`: those where `earlier` is among the later one's first
@@ -98,7 +98,7 @@ def _reported(index: ix.Index, earlier: merge.Entry, field: merge.Field, laters:
     if not common:
         return []
     weight = earlier.overlay.weight
-    meets = clash.partners(index.crowd(skip), weight, field, bits)
+    meets = clash.partners(prepared, weight, field, bits)
     changed = merge.Listed([*(m for m in candidates if m.name != g.name), *([g] if g.name in skip else [])])
     extra = [m.rank for m in changed.entries(clash.partners(changed, weight, field, bits))]
 

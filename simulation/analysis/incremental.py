@@ -39,14 +39,14 @@ Index = ix.Index
 _V = TypeVar("_V")
 
 
-def _component(index: Index, seeds: Sequence[merge.Entry], skip: set[str],
+def _component(index: Index, prepared: ix.Unchanged, seeds: Sequence[merge.Entry],
                fresh: Sequence[merge.Entry]) -> merge.Runs:
     """Entries reachable from the seeds through Karpenter-relevant overlaps at equal weight, and every one of
     `fresh`, in Karpenter's order."""
     reached = 0
     changed: dict[str, merge.Entry] = {}
     frontier = list(seeds)
-    prepared, listed = index.crowd(skip), merge.Listed(fresh)
+    listed = merge.Listed(fresh)
     # Overlays alike in weight and in what Karpenter's test reads reach the same overlays: one scan serves
     # them all, and a kind of prepared overlays (alike ones) is reached whole.
     scanned: set[tuple[int, merge.Signature]] = set()
@@ -104,15 +104,14 @@ def prepared_runs(index: Index, reached: int) -> tuple[Sequence[int] | arrays.In
             arrays.changes(kind))
 
 
-def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], candidates: Sequence[merge.Entry],
-            skip: set[str]) -> merge.Merged:
-    """Karpenter's outcome for the overlays whose status the change can move: its one loop over the change's
-    connected component."""
+def _settle(index: Index, prepared: ix.Unchanged, baseline: merge.Merged, old: Sequence[merge.Entry],
+            candidates: Sequence[merge.Entry]) -> merge.Merged:
+    """Karpenter's outcome for the overlays whose status the change can move (`prepared`: the unchanged ones): its
+    one loop over the change's connected component."""
     if len(candidates) == 1 and not old:
         # A new overlay: the overlays before it keep their status, so the applied ones of its weight that share
         # cells with it decide it; dropped, it stores nothing and no other status moves.
         c = candidates[0]
-        prepared = index.crowd(skip)
         stored = merge.related(prepared, c, prepared.before(c.rank) & (index.applied_bits or 0))
         verdict = merge.tested_against(prepared.entries(stored), c)
         if verdict is not None:
@@ -123,7 +122,7 @@ def _settle(index: Index, baseline: merge.Merged, old: Sequence[merge.Entry], ca
         verdict = baseline.verdicts.get(name)
         return merge.Merged((name,), {name: baseline.status[name]}, {name: verdict} if verdict is not None else {},
                             ())
-    component = _component(index, [*candidates, *old], skip, candidates)
+    component = _component(index, prepared, [*candidates, *old], candidates)
     merge.adopt_tested(candidates, index.by_kind.signatures)
     return merge.karpenter_in_order(component)
 
@@ -133,7 +132,9 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
              raw: Callable[[str], Mapping[str, Any]], keys: Mapping[str, frozenset[str]]) -> Delta:
     """`keys` lists only the overlays that use bindingKeys."""
     skip = set(changed)
-    local = _settle(index, baseline, old, candidates, skip)
+    # One crowd of the unchanged overlays for every rule the request asks: it answers each overlap question once.
+    prepared = index.crowd(skip, remember=True)
+    local = _settle(index, prepared, baseline, old, candidates)
     status, verdicts = _statuses(baseline, local, [o.name for o in old if o.name not in entries])
     # The unchanged overlays the change made applied, or no longer applied, in the component's order (the
     # prepared ones' is the index's). By set operations in C that walk the fewer of the settled ones (a crowd
@@ -144,7 +145,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
             else settled & baseline.applied)
     flipped = local.applied ^ kept
     moved = [index.order[p] for p in sorted(index.position[n] for n in flipped - skip)]
-    view = shadows.View(grid, index, baseline, status, skip, candidates,
+    view = shadows.View(grid, index, prepared, baseline, status, skip, candidates,
                         [*(c for c in candidates if status.get(c.name) == merge.APPLIED),
                          *(m for m in moved if local.status.get(m.name) == merge.APPLIED)],
                         [*(o for o in old if baseline.status.get(o.name) == merge.APPLIED),
@@ -153,7 +154,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
     for c in candidates:
-        reach = candidate.Scan(index, c, skip, candidates, status, view.applied)
+        reach = candidate.Scan(index, prepared, c, skip, candidates, status, view.applied)
         own, others, total = _split(*reach.clashes(), entries, skip, index)
         out += checks.conflicts(grid, entries, status, verdicts, own, taken)
         out += findings.first_few(checks.conflicts(grid, entries, status, verdicts, others, taken), total)

@@ -22,6 +22,9 @@ Keys = tuple[tuple[int, ...], tuple[int, ...]]
 FEW = 8
 # Up to this many asked, "meeting" tests each entry while the packed cells are not made yet (Unchanged.meeting).
 UNPACKED = 256
+# The distinct cells a request's crowd remembers its "meeting" answers for (two masks each): a request asks about
+# its candidates' cells again and again; a component of thousands asks about each of its kinds once.
+REMEMBERED = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,9 @@ class Index:
     # a field's first question: a cache of values derived from the snapshot alone, so any request may fill it.
     claimed: Mapping[merge.Field, Mapping[str, cellset.Cells]] = dataclasses.field(default_factory=dict)
     claim_tables: dict[merge.Field, tuple[int, overlaps.Overlaps]] = dataclasses.field(default_factory=dict)
+    # (position, field) -> the first few by name of the baseline's applied entries over that entry on the field
+    # (shadows._winners fills it): as `claim_tables`, derived from the snapshot alone.
+    winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
@@ -119,9 +125,10 @@ class Index:
     def type_overlaps(self) -> overlaps.Overlaps:
         return overlaps.Overlaps.build([e.type_cells for e in self.order])
 
-    def crowd(self, skip: set[str]) -> Unchanged:
-        """The entries less the changed ones, as a merge.Crowd."""
-        return Unchanged(self, ((1 << len(self.order)) - 1) & ~self.mask(skip))
+    def crowd(self, skip: set[str], remember: bool = False) -> Unchanged:
+        """The entries less the changed ones, as a merge.Crowd; `remember`: its answers to `meeting`, for the rules
+        of one request to share (Unchanged)."""
+        return Unchanged(self, ((1 << len(self.order)) - 1) & ~self.mask(skip), {} if remember else None)
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -163,7 +170,8 @@ class Index:
         """This index with what Karpenter's outcome over its entries decides: which are applied. What was made of
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
-                                      claimed=baseline.claimed_by_field, claim_tables={})
+                                      claimed=baseline.claimed_by_field, claim_tables={},
+                                      winners={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
@@ -277,10 +285,16 @@ class Index:
 @dataclasses.dataclass(frozen=True)
 class Unchanged:
     """The index's entries in `members` (those a request did not change), as a merge.Crowd: each term a mask, the
-    overlap asked of the entries sharing a bucket with the cells, in arrays."""
+    overlap asked of the entries sharing a bucket with the cells, in arrays. One request makes one and hands it to
+    every rule it asks (incremental.evaluate), so that `meeting` answers a question once: Karpenter's conflict
+    test, the guard's clash test and the shadow checks ask it of the same candidate's cells."""
 
     index: Index
     members: int
+    # (the level asked, cells) -> (the entries asked about so far, those of them meeting the cells), as masks; None:
+    # nothing remembered (a whole run asks about every overlay's cells once).
+    known: dict[tuple[bool, cellset.Cells], tuple[int, int]] | None = dataclasses.field(
+        default=None, compare=False, repr=False)
 
     def of_weight(self, weight: int) -> int:
         return self.index.by_weight.get(weight, 0) & self.members
@@ -301,8 +315,21 @@ class Unchanged:
         return self.index.capacities & self.members
 
     def meeting(self, field: merge.Field, cells: cellset.Cells, among: int) -> int:
-        index = self.index
         among &= self.members
+        known = self.known
+        if known is None:
+            return self._meeting(field, cells, among)
+        # Only the entries not asked about before with these cells at this level are tested.
+        key = (field.per_offering, cells)
+        asked, hit = known.get(key, (0, 0))
+        if fresh := among & ~asked:
+            hit |= self._meeting(field, cells, fresh)
+            if key in known or len(known) < REMEMBERED:
+                known[key] = (asked | fresh, hit)
+        return hit & among
+
+    def _meeting(self, field: merge.Field, cells: cellset.Cells, among: int) -> int:
+        index = self.index
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
             among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))

@@ -25,6 +25,8 @@ class View:
 
     grid: cells.Grid
     index: ix.Index
+    # The unchanged overlays, as a crowd.
+    prepared: ix.Unchanged
     baseline: merge.Merged
     status: Mapping[str, merge.State]
     skip: set[str]
@@ -34,11 +36,6 @@ class View:
     gained: Sequence[merge.Entry]
     # Applied in the baseline but not now (replaced, deleted or now dropped): they can only give cells back.
     lost: Sequence[merge.Entry]
-
-    @once.Once
-    def prepared(self) -> ix.Unchanged:
-        """The unchanged overlays, as a crowd."""
-        return self.index.crowd(self.skip)
 
     @once.Once
     def applied(self) -> int:
@@ -213,8 +210,18 @@ def _tied(view: View, scope: _Scope, t: int) -> bool:
 def _winners(view: View, t: int, field: merge.Field) -> list[merge.Entry]:
     """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set `field` on its
     cells."""
-    # Sorted in C: a Python heap costs more for any likely count.
-    return sorted(checks.higher(view.index.order[t], field, view.around), key=_name)[:clash.LIMIT]
+    index, entry = view.index, view.index.order[t]
+    if view.applied != index.applied_bits:
+        # Sorted in C: a Python heap costs more for any likely count.
+        return sorted(checks.higher(entry, field, view.around), key=_name)[:clash.LIMIT]
+    # The unchanged overlays applied are the baseline's (the change moved none, and the changed ones were not
+    # applied): those over it are the snapshot's, asked once per snapshot; the candidates are added to them (the
+    # first few of a union are among the first few of each part).
+    first = index.winners.get((t, field))
+    if first is None:
+        baseline = (view.prepared, view.applied)
+        first = index.winners[(t, field)] = sorted(checks.higher(entry, field, [baseline]), key=_name)[:clash.LIMIT]
+    return sorted([*first, *checks.higher(entry, field, view.around[1:])], key=_name)[:clash.LIMIT]
 
 
 _name = operator.attrgetter("name")

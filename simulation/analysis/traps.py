@@ -170,7 +170,7 @@ def stacked(shadowed: model.Overlay, winner: model.Overlay, base: float | None) 
 
 def base_price(grid: cells.Grid, witness: findings.Witness) -> float | None:
     """The catalog's price of the witness's offering."""
-    it = next((t for t in grid.types if t.name == witness.instance_type), None)
+    it = grid.types_by_name.get(witness.instance_type)
     offering = witness.offering
     if it is None or offering is None:
         return None

@@ -104,6 +104,14 @@ class Grid:
         return ((((block_bits & low) + low) | block_bits) & top) >> (self.slots - 1)
 
     @once.Once
+    def types_by_name(self) -> Mapping[str, cat.InstanceType]:
+        """The types by name (the first of a name the catalog lists): a finding's witness names its type."""
+        out: dict[str, cat.InstanceType] = {}
+        for it in self.types:
+            out.setdefault(it.name, it)
+        return out
+
+    @once.Once
     def _type_slot_masks(self) -> tuple[int, int]:
         """Over the types that have an offering: the mask of all their slots but the last, and of the last."""
         return self.first_slots * ((1 << (self.slots - 1)) - 1), self.first_slots << (self.slots - 1)

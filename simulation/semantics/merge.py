@@ -385,7 +385,9 @@ def _loop(runs: Runs, order: tuple[str, ...]) -> Merged:
     status: dict[str, State] = {}
     verdicts: dict[str, Dropped] = {}
     claims: list[Claim] = []
-    won: dict[Field, cellset.Dense] = {}
+    # Per field, the cells set so far: the first setter's own cells until a second one needs their union (a
+    # request's component is mostly one overlay alone, which then builds no union).
+    won: dict[Field, cellset.Dense | cellset.Cells] = {}
     applied: list[str] = []
     weight: int | None = None
     store = _Store()
@@ -414,17 +416,32 @@ def _loop(runs: Runs, order: tuple[str, ...]) -> Merged:
             if not e.cells:
                 continue
             known.clear()
-            store.add(e)
-            for field, bits in e.fields().items():
-                taken = won.get(field)
-                if taken is None:
-                    taken = won[field] = _dense(e)
-                claims.append(Claim(e.name, field, taken.missing(bits)))
-                taken.add(bits)
+            if i + 1 < len(entries):
+                # Only a later overlay reads the store.
+                store.add(e)
+            _claim(e, won, claims)
         start = end
     merged = Merged(order, status, verdicts, tuple(claims))
     merged.__dict__["applied"] = frozenset(applied)
     return merged
+
+
+def _claim(e: Entry, won: dict[Field, cellset.Dense | cellset.Cells], claims: list[Claim]) -> None:
+    """Appends an applied overlay's claims: per field it sets, its cells that no overlay before it set (`won`: per
+    field, those cells, updated here)."""
+    for field, bits in e.fields().items():
+        taken = won.get(field)
+        if taken is None:
+            # Nothing set the field before: all of its cells are its claim.
+            claims.append(Claim(e.name, field, bits))
+            won[field] = bits
+            continue
+        if isinstance(taken, cellset.Cells):
+            union = won[field] = _dense(e)
+            union.add(taken)
+            taken = union
+        claims.append(Claim(e.name, field, taken.missing(bits)))
+        taken.add(bits)
 
 
 def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
