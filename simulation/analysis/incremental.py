@@ -150,7 +150,7 @@ def evaluate(grid: cells.Grid, index: Index, entries: Mapping[str, merge.Entry],
                          *(m for m in moved if local.status.get(m.name) == merge.APPLIED)],
                         [*(o for o in old if baseline.status.get(o.name) == merge.APPLIED),
                          *(m for m in moved if local.status.get(m.name) != merge.APPLIED)])
-    taken = index.taken.changed(candidates, skip, index.crowd(skip))
+    taken = index.taken.changed(candidates, skip, prepared)
     out: list[findings.Finding] = []
     claims: list[merge.Claim] = []
     for c in candidates:
