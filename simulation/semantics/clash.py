@@ -9,7 +9,7 @@ import dataclasses
 import heapq
 import itertools
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from simulation import findings
 from simulation.semantics import cells, cellset, merge
@@ -52,16 +52,50 @@ def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clas
     with identical cells for the field are tested once, so identical overlays cost O(overlays)."""
     out: list[Clash] = []
     for _, group in itertools.groupby(merge.ordered(entries), key=lambda e: e.overlay.weight):
-        seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
-        unions: dict[merge.Field, cellset.Dense] = {}
+        seen: dict[merge.Field, _Earlier] = {}
         for e in group:
             for field, bits in e.fields().items():
-                union = unions.setdefault(field, cellset.Dense(e.cells.block))
-                if union.intersects(bits):
-                    out += _first(e, field, bits, seen[field].items(), limit)
-                union.add(bits)
-                seen.setdefault(field, {}).setdefault(bits, []).append(e)
+                earlier = seen.get(field)
+                if earlier is None:
+                    earlier = seen[field] = _Earlier(e.cells.block)
+                if earlier.union.intersects(bits):
+                    out += _first(e, field, bits, earlier.meeting(bits), limit)
+                earlier.add(bits, e)
     return out
+
+
+class _Earlier:
+    """The earlier overlays of one weight setting one field, grouped by equal cells, and each group listed under
+    the NodePools it has cells in: an overlay scoped to a NodePool is tested against the groups there, not
+    against every group of the weight (a weight holding most overlays of a cluster with many NodePools)."""
+
+    def __init__(self, block: int) -> None:
+        self.union = cellset.Dense(block)
+        self._groups: dict[cellset.Cells, list[merge.Entry]] = {}
+        self._by_pool: dict[int, list[cellset.Cells]] = {}
+
+    def add(self, bits: cellset.Cells, e: merge.Entry) -> None:
+        self.union.add(bits)
+        group = self._groups.get(bits)
+        if group is None:
+            group = self._groups[bits] = []
+            for pool in cellset.ones(bits.pools()):
+                self._by_pool.setdefault(pool, []).append(bits)
+        group.append(e)
+
+    def meeting(self, bits: cellset.Cells) -> Iterator[tuple[cellset.Cells, list[merge.Entry]]]:
+        """The groups that may meet `bits` (those with a cell in one of its NodePools), each once."""
+        groups, by_pool = self._groups, self._by_pool
+        pools = list(cellset.ones(bits.pools()))
+        # A broad overlay's NodePools list most groups, some many times: then every group once is cheaper.
+        if sum(len(by_pool.get(p, ())) for p in pools) >= len(groups):
+            yield from groups.items()
+            return
+        near: dict[cellset.Cells, None] = {}
+        for p in pools:
+            near.update(dict.fromkeys(by_pool.get(p, ())))
+        for key in near:
+            yield key, groups[key]
 
 
 def partners(crowd: merge.Crowd, weight: int, field: merge.Field, bits: cellset.Cells, among: int = -1) -> int:

@@ -451,7 +451,7 @@ class _Store:
     """What Karpenter's loop has stored at one weight so far, as its conflict tests read it."""
 
     def __init__(self) -> None:
-        self.price_stored: list[Entry] = []
+        self.price_stored = _Stored(_CELLS)
         self.price_union: cellset.Dense | None = None
         # resource -> (pool, type) cells whose last stored capacity overlay sets that resource, as of the first
         # `synced[resource]` capacity overlays stored. None of the later ones sets it (each one that does brings
@@ -459,7 +459,7 @@ class _Store:
         # never for every resource on every store, which would cost distinct resources x capacity overlays.
         self.last_has: dict[str, cellset.Dense] = {}
         self.synced: dict[str, int] = {}
-        self.last_capacity: list[Entry] = []
+        self.last_capacity = _Stored(_TYPE_CELLS)
 
     def conflict(self, e: Entry) -> Dropped | None:
         """Karpenter's conflict test."""
@@ -470,9 +470,9 @@ class _Store:
         """The cells whose last stored capacity overlay sets `resource` (None: none ever did)."""
         has = self.last_has.get(resource)
         if has is not None:
-            for s in self.last_capacity[self.synced[resource]:]:
+            for s in self.last_capacity.entries[self.synced[resource]:]:
                 has.remove(s.type_cells)
-            self.synced[resource] = len(self.last_capacity)
+            self.synced[resource] = len(self.last_capacity.entries)
         return has
 
     def add(self, e: Entry) -> None:
@@ -488,21 +488,65 @@ class _Store:
                 current.add(e.type_cells)
             self.last_capacity.append(e)
             for r, _ in e.overlay.capacity:
-                self.synced[r] = len(self.last_capacity)
+                self.synced[r] = len(self.last_capacity.entries)
 
 
-def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:
+_CELLS: Callable[[Entry], cellset.Cells] = operator.attrgetter("cells")
+_TYPE_CELLS: Callable[[Entry], cellset.Cells] = operator.attrgetter("type_cells")
+
+
+class _Stored:
+    """Stored overlays in Karpenter's order, each listed under the NodePools its cells (as `of` reads them) are in:
+    the first one meeting a set of cells, or the last one holding a cell, is looked for among the overlays of those
+    NodePools, not among all stored at the weight (most overlays of a cluster with many NodePools)."""
+
+    def __init__(self, of: Callable[[Entry], cellset.Cells]) -> None:
+        self.entries: list[Entry] = []
+        self._of = of
+        self._by_pool: dict[int, list[int]] = {}
+
+    def append(self, e: Entry) -> None:
+        at = len(self.entries)
+        self.entries.append(e)
+        by_pool = self._by_pool
+        # An entry's `pools` are its cells' NodePools at either level.
+        for pool in cellset.ones(e.pools):
+            by_pool.setdefault(pool, []).append(at)
+
+    def first_meeting(self, cells: cellset.Cells) -> Entry:
+        """The first stored overlay that shares a cell with `cells` (one must)."""
+        of, entries, by_pool = self._of, self.entries, self._by_pool
+        pools = list(cellset.ones(cells.pools()))
+        # A broad set's NodePools list most stored overlays, some many times: then one pass over them is cheaper.
+        if sum(len(by_pool.get(p, ())) for p in pools) >= len(entries):
+            return next(s for s in entries if of(s).intersects(cells))
+        first = len(entries)
+        for pool in pools:
+            for at in by_pool.get(pool, ()):
+                if at >= first:
+                    break
+                if of(entries[at]).intersects(cells):
+                    first = at
+                    break
+        return entries[first]
+
+    def last_having(self, bit: int, block: int) -> Entry:
+        """The last stored overlay holding the cell `bit` (one must)."""
+        of, entries = self._of, self.entries
+        return next(entries[at] for at in reversed(self._by_pool[bit // block]) if of(entries[at]).has(bit))
+
+
+def _price_conflict(e: Entry, union: cellset.Dense | None, stored: _Stored) -> Dropped | None:
     if e.overlay.price_update is None or union is None:
         return None
     if not union.intersects(e.cells):
         return None
     # The first stored price it meets, at their first common offering (Karpenter's verdict names none).
-    other = next(s for s in stored if s.cells.intersects(e.cells))
+    other = stored.first_meeting(e.cells)
     return Dropped(PRICE, (other.cells & e.cells).lowest(), other.name)
 
 
-def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None],
-                       stored: Sequence[Entry]) -> Dropped | None:
+def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None], stored: _Stored) -> Dropped | None:
     if not e.overlay.capacity_set:
         return None
     for resource, _ in e.overlay.capacity:
@@ -510,6 +554,6 @@ def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None]
         hit = has.common(e.type_cells) if has is not None else EMPTY
         if hit:
             bit = hit.lowest()
-            other = next(s for s in reversed(stored) if s.type_cells.has(bit))
+            other = stored.last_having(bit, e.type_cells.block)
             return Dropped(capacity_field(resource), bit, other.name)
     return None
