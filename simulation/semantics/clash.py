@@ -9,7 +9,7 @@ import dataclasses
 import heapq
 import itertools
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from simulation import findings
 from simulation.semantics import cells, cellset, merge
@@ -65,37 +65,29 @@ def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clas
 
 
 class _Earlier:
-    """The earlier overlays of one weight setting one field, grouped by equal cells, and each group listed under
-    the NodePools it has cells in: an overlay scoped to a NodePool is tested against the groups there, not
-    against every group of the weight (a weight holding most overlays of a cluster with many NodePools)."""
+    """The earlier overlays of one weight setting one field, grouped by equal cells, the groups filed by where their
+    cells are (cellset.Near): an overlay is tested against the groups near it, not against every group of the weight
+    (a weight holding most overlays of a cluster with many NodePools)."""
 
     def __init__(self, block: int) -> None:
         self.union = cellset.Dense(block)
-        self._groups: dict[cellset.Cells, list[merge.Entry]] = {}
-        self._by_pool: dict[int, list[cellset.Cells]] = {}
+        self._numbers: dict[cellset.Cells, int] = {}
+        self._groups: list[tuple[cellset.Cells, list[merge.Entry]]] = []
+        self._near = cellset.Near()
 
     def add(self, bits: cellset.Cells, e: merge.Entry) -> None:
         self.union.add(bits)
-        group = self._groups.get(bits)
-        if group is None:
-            group = self._groups[bits] = []
-            for pool in cellset.ones(bits.pools()):
-                self._by_pool.setdefault(pool, []).append(bits)
-        group.append(e)
+        number = self._numbers.get(bits)
+        if number is None:
+            number = self._numbers[bits] = len(self._groups)
+            self._groups.append((bits, []))
+            self._near.add(number, bits)
+        self._groups[number][1].append(e)
 
-    def meeting(self, bits: cellset.Cells) -> Iterator[tuple[cellset.Cells, list[merge.Entry]]]:
-        """The groups that may meet `bits` (those with a cell in one of its NodePools), each once."""
-        groups, by_pool = self._groups, self._by_pool
-        pools = list(cellset.ones(bits.pools()))
-        # A broad overlay's NodePools list most groups, some many times: then every group once is cheaper.
-        if sum(len(by_pool.get(p, ())) for p in pools) >= len(groups):
-            yield from groups.items()
-            return
-        near: dict[cellset.Cells, None] = {}
-        for p in pools:
-            near.update(dict.fromkeys(by_pool.get(p, ())))
-        for key in near:
-            yield key, groups[key]
+    def meeting(self, bits: cellset.Cells) -> list[tuple[cellset.Cells, list[merge.Entry]]]:
+        """The groups that may meet `bits`, each once."""
+        near = self._near.around(bits)
+        return self._groups if near is None else [self._groups[n] for n in near]
 
 
 def partners(crowd: merge.Crowd, weight: int, field: merge.Field, bits: cellset.Cells, among: int = -1) -> int:

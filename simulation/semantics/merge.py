@@ -496,44 +496,32 @@ _TYPE_CELLS: Callable[[Entry], cellset.Cells] = operator.attrgetter("type_cells"
 
 
 class _Stored:
-    """Stored overlays in Karpenter's order, each listed under the NodePools its cells (as `of` reads them) are in:
-    the first one meeting a set of cells, or the last one holding a cell, is looked for among the overlays of those
-    NodePools, not among all stored at the weight (most overlays of a cluster with many NodePools)."""
+    """Stored overlays in Karpenter's order, their cells (as `of` reads them) filed by where they are
+    (cellset.Near): the first one meeting a set of cells, or the last one holding a cell, is looked for among the
+    overlays near it, not among all stored at the weight (most overlays of a cluster with many NodePools)."""
 
     def __init__(self, of: Callable[[Entry], cellset.Cells]) -> None:
         self.entries: list[Entry] = []
         self._of = of
-        self._by_pool: dict[int, list[int]] = {}
+        self._near = cellset.Near()
 
     def append(self, e: Entry) -> None:
-        at = len(self.entries)
+        self._near.add(len(self.entries), self._of(e))
         self.entries.append(e)
-        by_pool = self._by_pool
-        # An entry's `pools` are its cells' NodePools at either level.
-        for pool in cellset.ones(e.pools):
-            by_pool.setdefault(pool, []).append(at)
 
     def first_meeting(self, cells: cellset.Cells) -> Entry:
         """The first stored overlay that shares a cell with `cells` (one must)."""
-        of, entries, by_pool = self._of, self.entries, self._by_pool
-        pools = list(cellset.ones(cells.pools()))
-        # A broad set's NodePools list most stored overlays, some many times: then one pass over them is cheaper.
-        if sum(len(by_pool.get(p, ())) for p in pools) >= len(entries):
-            return next(s for s in entries if of(s).intersects(cells))
-        first = len(entries)
-        for pool in pools:
-            for at in by_pool.get(pool, ()):
-                if at >= first:
-                    break
-                if of(entries[at]).intersects(cells):
-                    first = at
-                    break
-        return entries[first]
+        of, entries = self._of, self.entries
+        near = self._near.around(cells)
+        return next(s for s in (entries if near is None else map(entries.__getitem__, near))
+                    if of(s).intersects(cells))
 
     def last_having(self, bit: int, block: int) -> Entry:
         """The last stored overlay holding the cell `bit` (one must)."""
         of, entries = self._of, self.entries
-        return next(entries[at] for at in reversed(self._by_pool[bit // block]) if of(entries[at]).has(bit))
+        pool, slot = divmod(bit, block)
+        near = self._near.around(cellset.Cells.product(1 << pool, 1 << slot, block))
+        return next(s for s in reversed(entries if near is None else [entries[n] for n in near]) if of(s).has(bit))
 
 
 def _price_conflict(e: Entry, union: cellset.Dense | None, stored: _Stored) -> Dropped | None:
