@@ -52,6 +52,11 @@ class Taken:
         # crowded weight costs a few set tests, not one clash.meets per overlay there, so the hints of many
         # conflicts among crowded weights (sliding windows of families) stay linear.
         self._unions: dict[int, _Crowd] = {} if unions is None else unions
+        # Walks of overlays that set equal fields on equal cells, while no overlay is left out or added: a weight
+        # collides for all of them or for none (a walk never reaches its own overlay's weight, the only one where
+        # their names differ), so each weight is tested once per such group and direction, and a walk that reaches
+        # a weight passed before ends there. (fields, step) -> {weight passed or found: the free weight found}.
+        self._walks: dict[tuple[frozenset[tuple[merge.Field, cellset.Cells]], int], dict[int, int | None]] = {}
 
     def changed(self, fresh: Iterable[merge.Entry], gone: Iterable[str]) -> Taken:
         """These overlays with `gone` left out and `fresh` added; the index itself is shared, so a
@@ -85,12 +90,22 @@ class Taken:
                                      for other in self._fresh.get(weight, ()))
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
-        weight = start
+        """The first weight from `start` on, by `step`, at which no other overlay (but `e`'s own weight's) meets `e`."""
+        shared = not self._gone and not self._fresh
+        passed = self._walks.setdefault((frozenset(e.fields().items()), step), {}) if shared else {}
+        weight, visited, found = start, [], None
         while MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            if weight in passed:
+                found = passed[weight]
+                break
+            visited.append(weight)
             if not self._collides(e, weight):
-                return weight
+                found = weight
+                break
             weight += step
-        return None
+        if shared:
+            passed.update(dict.fromkeys(visited, found))
+        return found
 
 
 # Up to this many stored overlays at a weight are tested one by one: a union costs more to build than they do.
