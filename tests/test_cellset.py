@@ -100,3 +100,10 @@ def test_near_leaves_out_sets_filed_elsewhere() -> None:
     assert near.around(cellset.Cells.product(0b10, 1 << 601, _WIDE_BLOCK)) == [1]
     # A set spread over every NodePool and slot asks of every set filed: reading them all is cheaper.
     assert near.around(cellset.Cells.product(2**POOLS - 1, (1 << _WIDE_BLOCK) - 1, _WIDE_BLOCK)) is None
+
+
+def test_one_pattern_shifted_along_hashes_apart() -> None:
+    """An instance type's offerings, type after type along a catalog of thousands: ints alone would hash them to 61
+    values (modulo 2**61 - 1), and a dict keyed by them would probe through the rest."""
+    shifted = [cellset.Cells.product(1, 0b1111 << 4 * i, 4 * 2000) for i in range(2000)]
+    assert len({hash(c) for c in shifted}) == len(shifted)

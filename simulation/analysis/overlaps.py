@@ -42,22 +42,24 @@ class Overlaps:
     def build(cls, sets: Sequence[cellset.Cells]) -> Overlaps:
         import numpy as np  # arrays.py says why it is imported here
 
-        found: dict[int, int] = {}
+        # Keyed with the bit length: an int hashes to its value modulo 2**61 - 1, so one type's offerings shifted
+        # along a catalog of thousands of types would take 61 hashes in all (cellset.Cells.__hash__).
+        found: dict[tuple[int, int], int] = {}
         pools_of, block_of, several = [], [], []
         for i, s in enumerate(sets):
             if len(s.parts) == 1:
                 (pools, bits), = s.parts
                 pools_of.append(pools)
-                block_of.append(found.setdefault(bits, len(found)))
+                block_of.append(found.setdefault((bits.bit_length(), bits), len(found)))
             else:
                 pools_of.append(0)
                 block_of.append(-1)
                 if s.parts:
                     several.append(i)
         pool_words = _words(max((p.bit_length() for p in pools_of), default=0))
-        block_words = _words(max((b.bit_length() for b in found), default=0))
+        block_words = _words(max((length for length, _ in found), default=0))
         packed = cls(sets, _packed(pools_of, pool_words), np.array(block_of, dtype=np.int64),
-                     _packed(list(found), block_words), tuple(several))
+                     _packed([b for _, b in found], block_words), tuple(several))
         for array in (packed.pools, packed.block_of, packed.blocks):
             array.flags.writeable = False
         return packed

@@ -36,6 +36,12 @@ class Cells:
     def product(pools: int, bits: int, block: int) -> Cells:
         return Cells(((pools, bits),), block) if pools and bits else Cells((), block)
 
+    def __hash__(self) -> int:
+        # An int hashes to its value modulo 2**61 - 1, so one pattern shifted along (an instance type's offerings,
+        # type after type in a catalog of thousands) takes 61 hashes in all, and a dict keyed by such sets probes
+        # through thousands of equal hashes: the bit lengths tell them apart.
+        return hash(tuple((p.bit_length(), b.bit_length(), p, b) for p, b in self.parts))
+
     def __bool__(self) -> bool:
         return bool(self.parts)
 

@@ -96,7 +96,7 @@ def driver_field(driver: str) -> Field:
 
 
 class Signature(tuple[object, ...]):
-    """A tuple of plain values (ints, strings, bools) whose hash is computed once: hashing cell sets of
+    """A tuple of plain values (ints, strings, bools, cell sets) whose hash is computed once: hashing cell sets of
     thousands of bits costs ~1 us a time, and a loop over a thousand alike overlays asks a dict for each.
     Equality stays the tuple's, in C."""
 
@@ -149,8 +149,8 @@ class Entry:
         """What Karpenter's conflict test reads of this overlay, and its weight (which overlays it is tested
         against): equal for overlays it cannot tell apart, so a run of equal ones never spans two weights."""
         o = self.overlay
-        return Signature((o.weight, o.price_update is not None, self.cells.parts, o.capacity_set,
-                          tuple(r for r, _ in o.capacity), self.type_cells.parts))
+        return Signature((o.weight, o.price_update is not None, self.cells, o.capacity_set,
+                          tuple(r for r, _ in o.capacity), self.type_cells))
 
     def fields(self) -> Mapping[Field, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
