@@ -40,7 +40,10 @@ class Cells:
         # An int hashes to its value modulo 2**61 - 1, so one pattern shifted along (an instance type's offerings,
         # type after type in a catalog of thousands) takes 61 hashes in all, and a dict keyed by such sets probes
         # through thousands of equal hashes: the bit lengths tell them apart.
-        return hash(tuple((p.bit_length(), b.bit_length(), p, b) for p, b in self.parts))
+        if len(self.parts) == 1:  # a product (almost every set): no generator
+            (p, b), = self.parts
+            return hash((p, b, b.bit_length()))
+        return hash(tuple((p, b, b.bit_length()) for p, b in self.parts))
 
     def __bool__(self) -> bool:
         return bool(self.parts)
@@ -198,8 +201,13 @@ class Near:
         self._wide: dict[int, list[int]] = {}
         self._pooled: dict[int, list[int]] = {}
         self._count = 0
+        self._pending: list[tuple[int, Cells]] = []
 
     def add(self, number: int, cells: Cells) -> None:
+        # Filed on the first question: most weights of a cluster without conflicts are never asked about.
+        self._pending.append((number, cells))
+
+    def _file(self, number: int, cells: Cells) -> None:
         places = _places(cells)
         if places is None:
             for pool in ones(cells.pools()):
@@ -214,6 +222,9 @@ class Near:
     def around(self, cells: Cells) -> list[int] | None:
         """The numbers of the sets filed where `cells` is, ascending; None when that is about all of them (a set
         spread over most places): reading every set once is then cheaper."""
+        for number, filed in self._pending:
+            self._file(number, filed)
+        self._pending.clear()
         found: set[int] = set()
         pools = list(ones(cells.pools()))
         places = _places(cells)
@@ -231,9 +242,9 @@ class Near:
         return sorted(found)
 
 
-# Near's places: windows of 256 slots (a few instance types' offerings), and at most 32 places per set.
+# Near's places: windows of 256 slots (a few instance types' offerings), and at most 8 places per set.
 _WINDOW_BITS = 8
-_NARROW = 32
+_NARROW = 8
 
 
 def _places(cells: Cells) -> list[tuple[int, int]] | None:
