@@ -380,6 +380,31 @@ def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
         weight = first
         while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
             if not any(o.name != new.name and o.overlay.weight == weight and clash.meets(new, o) for o in among):
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 8), st.booleans()),
+                min_size=2, max_size=60))
+def test_walks_of_many_overlays_over_one_index_are_the_ones_a_scan_finds(
+        placed: list[tuple[int, int, int, bool]]) -> None:
+    """Each stored overlay's walks up from above its weight and down from below it (a conflict hint's), asked in turn
+    of one index (which shares the steps of overlays with equal fields), find what a scan finds for each alone."""
+    from simulation.semantics import catalog as cat
+    from simulation.semantics import cells, clash, merge, model
+
+    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"}, (cat.Offering("z-a", "spot", 1.0),))
+                  for i in range(6))
+    grid = cells.build(cat.Catalog(types, "six"), [model.IMPLICIT_NODEPOOL])
+
+    def entry(name: str, first: int, width: int, weight: int, price: bool) -> merge.Entry:
+        field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
+        values = [f"f{first + k}" for k in range(width)]
+        return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
+            "weight": weight, **field, "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
+
+    stored = [entry(f"o{i}", first, width, weight, price) for i, (first, width, weight, price) in enumerate(placed)]
+
+    def scan(e: merge.Entry, start: int, step: int) -> int | None:
+        weight = start
+        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+            if not any(o.name != e.name and o.overlay.weight == weight and clash.meets(e, o) for o in stored):
                 return weight
             weight += step
         return None
@@ -390,3 +415,8 @@ def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
         assert built.taken.changed((), (), built.crowd(set())).free(new, first, step) == scan(stored, step)
         assert built.taken.changed(added, left_out, built.crowd(left_out)).free(new, first, step) == scan(kept, step)
         assert built.taken.changed(added, left_out).free(new, first, step) == scan(kept, step)
+    taken = hints.Taken(stored)
+    for e in stored:
+        for step in (1, -1):
+            start = e.overlay.weight + step
+            assert taken.free(e, start, step) == scan(e, start, step)

@@ -62,6 +62,11 @@ class Taken:
         # An overlay's fields and cells (all that clash.meets reads of it) -> the weights they meet: the
         # conflicts of one report are mostly among alike overlays.
         self._runs: dict[tuple[tuple[merge.Field, cellset.Cells], ...], _Runs] = {}
+        # Walks of overlays that set equal fields on equal cells, while no overlay is left out or added: a weight
+        # collides for all of them or for none (a walk never reaches its own overlay's weight, the only one where
+        # their names differ), so each weight is tested once per such group and direction, and a walk that reaches
+        # a weight passed before ends there. (fields, step) -> {weight passed or found: the free weight found}.
+        self._walks: dict[tuple[frozenset[tuple[merge.Field, cellset.Cells]], int], dict[int, int | None]] = {}
 
     def changed(self, fresh: Iterable[merge.Entry], gone: Iterable[str], crowd: merge.Crowd | None = None) -> Taken:
         """These overlays with `gone` left out and `fresh` added; the index itself is shared, so a
@@ -97,15 +102,25 @@ class Taken:
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
         """The first weight from `start` on, by `step`, where no other overlay sets one of `e`'s fields on one of
-        its cells; None past the API's bounds."""
-        weight = start
+        its cells (`e`'s own weight is never reached); None past the API's bounds."""
+        shared = not self._gone and not self._fresh
+        passed = self._walks.setdefault((frozenset(e.fields().items()), step), {}) if shared else {}
+        weight, visited, found = start, [], None
         while MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            if weight in passed:
+                found = passed[weight]
+                break
             if self._crowd is not None and abs(weight - start) == _WALK:
-                return self._held(e).free(e.name, weight, step)
+                found = self._held(e).free(e.name, weight, step)
+                break
+            visited.append(weight)
             if not self._collides(e, weight):
-                return weight
+                found = weight
+                break
             weight += step
-        return None
+        if shared:
+            passed.update(dict.fromkeys(visited, found))
+        return found
 
     def _held(self, e: merge.Entry) -> _Runs:
         """The weights of the overlays meeting `e` (clash.meets): the crowd's in a few mask steps per field, the

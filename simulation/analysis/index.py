@@ -219,14 +219,27 @@ class Index:
         return self.coarse_at(self.keys[at] if at is not None and self.order[at] is target else _keys(target))
 
     def coarse_at(self, keys: Keys) -> int:
-        pools, chunks = keys
-        in_pools = in_chunks = 0
+        in_pools = self._in_pools(keys[0])
+        return in_pools & self._in_chunks(keys[1]) if in_pools else 0
+
+    def sharing(self, keys: Keys, among: int) -> int:
+        """The entries of `among` in `keys`' buckets (coarse_at), or, when its NodePools' buckets alone leave a few,
+        those (a superset, for the caller's exact test): the chunks' buckets are each as long as the index and a
+        broad fold has dozens, which a shadow test per overlay of a NodePool-scoped tier would pay."""
+        among &= self._in_pools(keys[0])
+        return among if among.bit_count() <= overlaps.FEW else among & self._in_chunks(keys[1])
+
+    def _in_pools(self, pools: Sequence[int]) -> int:
+        out = 0
         for p in pools:
-            in_pools |= self.by_pool.get(p, 0)
-        if in_pools:
-            for k in chunks:
-                in_chunks |= self.by_chunk.get(k, 0)
-        return in_pools & in_chunks
+            out |= self.by_pool.get(p, 0)
+        return out
+
+    def _in_chunks(self, chunks: Sequence[int]) -> int:
+        out = 0
+        for k in chunks:
+            out |= self.by_chunk.get(k, 0)
+        return out
 
     def named_before(self, name: str) -> int:
         """The entries whose name sorts before `name`."""
@@ -332,7 +345,7 @@ class Unchanged:
         index = self.index
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
-            among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))
+            among = index.sharing((tuple(_ones(cells.pools())), _chunks(cells.fold())), among)
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
         if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):

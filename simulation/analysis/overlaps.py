@@ -43,22 +43,24 @@ class Overlaps:
     def build(cls, sets: Sequence[cellset.Cells]) -> Overlaps:
         import numpy as np  # arrays.py says why it is imported here
 
-        found: dict[int, int] = {}
+        # Keyed with the bit length: an int hashes to its value modulo 2**61 - 1, so one type's offerings shifted
+        # along a catalog of thousands of types would take 61 hashes in all (cellset.Cells.__hash__).
+        found: dict[tuple[int, int], int] = {}
         pools_of, block_of, several = [], [], []
         for i, s in enumerate(sets):
             if len(s.parts) == 1:
                 (pools, bits), = s.parts
                 pools_of.append(pools)
-                block_of.append(found.setdefault(bits, len(found)))
+                block_of.append(found.setdefault((bits.bit_length(), bits), len(found)))
             else:
                 pools_of.append(0)
                 block_of.append(-1)
                 if s.parts:
                     several.append(i)
         pool_words = _words(max((p.bit_length() for p in pools_of), default=0))
-        block_words = _words(max((b.bit_length() for b in found), default=0))
+        block_words = _words(max((length for length, _ in found), default=0))
         packed = cls(sets, _packed(pools_of, pool_words), np.array(block_of, dtype=np.int64),
-                     _packed(list(found), block_words), tuple(several))
+                     _packed([b for _, b in found], block_words), tuple(several))
         for array in (packed.pools, packed.block_of, packed.blocks):
             array.flags.writeable = False
         return packed
@@ -152,4 +154,6 @@ def _packed(values: list[int], words: int) -> npt.NDArray[np.uint64]:
     import numpy as np
 
     raw = b"".join(v.to_bytes(words * 8, "little") for v in values)
-    return np.frombuffer(raw, dtype=np.uint64).reshape(len(values), words).copy()
+    # Read-only over the bytes, as the table keeps it: a copy would cost as much again (distinct blocks x catalog
+    # words: 50 MB at 10,000 InstanceTypes).
+    return np.frombuffer(raw, dtype=np.uint64).reshape(len(values), words)

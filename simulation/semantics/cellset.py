@@ -38,6 +38,15 @@ class Cells:
     def product(pools: int, bits: int, block: int) -> Cells:
         return Cells(((pools, bits),), block) if pools and bits else Cells((), block)
 
+    def __hash__(self) -> int:
+        # An int hashes to its value modulo 2**61 - 1, so one pattern shifted along (an instance type's offerings,
+        # type after type in a catalog of thousands) takes 61 hashes in all, and a dict keyed by such sets probes
+        # through thousands of equal hashes: the bit lengths tell them apart.
+        if len(self.parts) == 1:  # a product (almost every set): no generator
+            (p, b), = self.parts
+            return hash((p, b, b.bit_length()))
+        return hash(tuple((p, b, b.bit_length()) for p, b in self.parts))
+
     def __bool__(self) -> bool:
         return bool(self.parts)
 
@@ -180,3 +189,73 @@ class Dense:
     def intersects(self, cells: Cells) -> bool:
         blocks = self._blocks
         return any(blocks.get(p, 0) & bits for pools, bits in cells.parts for p in ones(pools))
+
+
+class Near:
+    """Numbered cell sets, each filed under the coarse places its cells are in: (NodePool, window of
+    2**`_WINDOW_BITS` slots) pairs, or the NodePool alone for a set spread over more than `_NARROW` of them.
+    `around(cells)` lists the numbers of every set that may meet `cells` (a superset, for the caller to test
+    exactly) without reading the sets filed elsewhere: in a cluster of many NodePools and many alike overlays,
+    one overlay's neighbours are a few, not every overlay of its weight."""
+
+    def __init__(self) -> None:
+        self._fine: dict[tuple[int, int], list[int]] = {}
+        self._wide: dict[int, list[int]] = {}
+        self._pooled: dict[int, list[int]] = {}
+        self._count = 0
+        self._pending: list[tuple[int, Cells]] = []
+
+    def add(self, number: int, cells: Cells) -> None:
+        # Filed on the first question: most weights of a cluster without conflicts are never asked about.
+        self._pending.append((number, cells))
+
+    def _file(self, number: int, cells: Cells) -> None:
+        places = _places(cells)
+        if places is None:
+            for pool in ones(cells.pools()):
+                self._wide.setdefault(pool, []).append(number)
+        else:
+            for place in places:
+                self._fine.setdefault(place, []).append(number)
+        for pool in ones(cells.pools()):
+            self._pooled.setdefault(pool, []).append(number)
+        self._count += 1
+
+    def around(self, cells: Cells) -> list[int] | None:
+        """The numbers of the sets filed where `cells` is, ascending; None when that is about all of them (a set
+        spread over most places): reading every set once is then cheaper."""
+        for number, filed in self._pending:
+            self._file(number, filed)
+        self._pending.clear()
+        found: set[int] = set()
+        pools = list(ones(cells.pools()))
+        places = _places(cells)
+        if places is not None:
+            for place in places:
+                found.update(self._fine.get(place, ()))
+            for pool in pools:
+                found.update(self._wide.get(pool, ()))
+        else:
+            pooled = self._pooled
+            if sum(len(pooled.get(p, ())) for p in pools) >= self._count:
+                return None
+            for pool in pools:
+                found.update(pooled.get(pool, ()))
+        return sorted(found)
+
+
+# Near's places: windows of 256 slots (a few instance types' offerings), and at most 8 places per set.
+_WINDOW_BITS = 8
+_NARROW = 8
+
+
+def _places(cells: Cells) -> list[tuple[int, int]] | None:
+    """The (NodePool, window) places of `cells`, each window between a part's lowest and highest slot; None past
+    `_NARROW` places."""
+    out: list[tuple[int, int]] = []
+    for pools, bits in cells.parts:
+        windows = range(low_bit(bits) >> _WINDOW_BITS, ((bits.bit_length() - 1) >> _WINDOW_BITS) + 1)
+        if len(out) + pools.bit_count() * len(windows) > _NARROW:
+            return None
+        out += [(pool, w) for pool in ones(pools) for w in windows]
+    return out

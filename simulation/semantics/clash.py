@@ -52,16 +52,42 @@ def same_weight(entries: Sequence[merge.Entry], limit: int = LIMIT) -> list[Clas
     with identical cells for the field are tested once, so identical overlays cost O(overlays)."""
     out: list[Clash] = []
     for _, group in itertools.groupby(merge.ordered(entries), key=lambda e: e.overlay.weight):
-        seen: dict[merge.Field, dict[cellset.Cells, list[merge.Entry]]] = {}
-        unions: dict[merge.Field, cellset.Dense] = {}
+        seen: dict[merge.Field, _Earlier] = {}
         for e in group:
             for field, bits in e.fields().items():
-                union = unions.setdefault(field, cellset.Dense(e.cells.block))
-                if union.intersects(bits):
-                    out += _first(e, field, bits, seen[field].items(), limit)
-                union.add(bits)
-                seen.setdefault(field, {}).setdefault(bits, []).append(e)
+                earlier = seen.get(field)
+                if earlier is None:
+                    earlier = seen[field] = _Earlier(e.cells.block)
+                if earlier.union.intersects(bits):
+                    out += _first(e, field, bits, earlier.meeting(bits), limit)
+                earlier.add(bits, e)
     return out
+
+
+class _Earlier:
+    """The earlier overlays of one weight setting one field, grouped by equal cells, the groups filed by where their
+    cells are (cellset.Near): an overlay is tested against the groups near it, not against every group of the weight
+    (a weight holding most overlays of a cluster with many NodePools)."""
+
+    def __init__(self, block: int) -> None:
+        self.union = cellset.Dense(block)
+        self._numbers: dict[cellset.Cells, int] = {}
+        self._groups: list[tuple[cellset.Cells, list[merge.Entry]]] = []
+        self._near = cellset.Near()
+
+    def add(self, bits: cellset.Cells, e: merge.Entry) -> None:
+        self.union.add(bits)
+        number = self._numbers.get(bits)
+        if number is None:
+            number = self._numbers[bits] = len(self._groups)
+            self._groups.append((bits, []))
+            self._near.add(number, bits)
+        self._groups[number][1].append(e)
+
+    def meeting(self, bits: cellset.Cells) -> list[tuple[cellset.Cells, list[merge.Entry]]]:
+        """The groups that may meet `bits`, each once."""
+        near = self._near.around(bits)
+        return self._groups if near is None else [self._groups[n] for n in near]
 
 
 def partners(crowd: merge.Crowd, weight: int, field: merge.Field, bits: cellset.Cells, among: int = -1) -> int:

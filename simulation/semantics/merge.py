@@ -96,7 +96,7 @@ def driver_field(driver: str) -> Field:
 
 
 class Signature(tuple[object, ...]):
-    """A tuple of plain values (ints, strings, bools) whose hash is computed once: hashing cell sets of
+    """A tuple of plain values (ints, strings, bools, cell sets) whose hash is computed once: hashing cell sets of
     thousands of bits costs ~1 us a time, and a loop over a thousand alike overlays asks a dict for each.
     Equality stays the tuple's, in C."""
 
@@ -149,8 +149,8 @@ class Entry:
         """What Karpenter's conflict test reads of this overlay, and its weight (which overlays it is tested
         against): equal for overlays it cannot tell apart, so a run of equal ones never spans two weights."""
         o = self.overlay
-        return Signature((o.weight, o.price_update is not None, self.cells.parts, o.capacity_set,
-                          tuple(r for r, _ in o.capacity), self.type_cells.parts))
+        return Signature((o.weight, o.price_update is not None, self.cells, o.capacity_set,
+                          tuple(r for r, _ in o.capacity), self.type_cells))
 
     def fields(self) -> Mapping[Field, cellset.Cells]:
         """field -> the cells on which this overlay sets it."""
@@ -470,7 +470,7 @@ class _Store:
     """What Karpenter's loop has stored at one weight so far, as its conflict tests read it."""
 
     def __init__(self) -> None:
-        self.price_stored: list[Entry] = []
+        self.price_stored = _Stored(_CELLS)
         self.price_union: cellset.Dense | None = None
         # resource -> (pool, type) cells whose last stored capacity overlay sets that resource, as of the first
         # `synced[resource]` capacity overlays stored. None of the later ones sets it (each one that does brings
@@ -478,7 +478,7 @@ class _Store:
         # never for every resource on every store, which would cost distinct resources x capacity overlays.
         self.last_has: dict[str, cellset.Dense] = {}
         self.synced: dict[str, int] = {}
-        self.last_capacity: list[Entry] = []
+        self.last_capacity = _Stored(_TYPE_CELLS)
 
     def conflict(self, e: Entry) -> Dropped | None:
         """Karpenter's conflict test."""
@@ -489,9 +489,9 @@ class _Store:
         """The cells whose last stored capacity overlay sets `resource` (None: none ever did)."""
         has = self.last_has.get(resource)
         if has is not None:
-            for s in self.last_capacity[self.synced[resource]:]:
+            for s in self.last_capacity.entries[self.synced[resource]:]:
                 has.remove(s.type_cells)
-            self.synced[resource] = len(self.last_capacity)
+            self.synced[resource] = len(self.last_capacity.entries)
         return has
 
     def add(self, e: Entry) -> None:
@@ -507,21 +507,53 @@ class _Store:
                 current.add(e.type_cells)
             self.last_capacity.append(e)
             for r, _ in e.overlay.capacity:
-                self.synced[r] = len(self.last_capacity)
+                self.synced[r] = len(self.last_capacity.entries)
 
 
-def _price_conflict(e: Entry, union: cellset.Dense | None, stored: Sequence[Entry]) -> Dropped | None:
+_CELLS: Callable[[Entry], cellset.Cells] = operator.attrgetter("cells")
+_TYPE_CELLS: Callable[[Entry], cellset.Cells] = operator.attrgetter("type_cells")
+
+
+class _Stored:
+    """Stored overlays in Karpenter's order, their cells (as `of` reads them) filed by where they are
+    (cellset.Near): the first one meeting a set of cells, or the last one holding a cell, is looked for among the
+    overlays near it, not among all stored at the weight (most overlays of a cluster with many NodePools)."""
+
+    def __init__(self, of: Callable[[Entry], cellset.Cells]) -> None:
+        self.entries: list[Entry] = []
+        self._of = of
+        self._near = cellset.Near()
+
+    def append(self, e: Entry) -> None:
+        self._near.add(len(self.entries), self._of(e))
+        self.entries.append(e)
+
+    def first_meeting(self, cells: cellset.Cells) -> Entry:
+        """The first stored overlay that shares a cell with `cells` (one must)."""
+        of, entries = self._of, self.entries
+        near = self._near.around(cells)
+        return next(s for s in (entries if near is None else map(entries.__getitem__, near))
+                    if of(s).intersects(cells))
+
+    def last_having(self, bit: int, block: int) -> Entry:
+        """The last stored overlay holding the cell `bit` (one must)."""
+        of, entries = self._of, self.entries
+        pool, slot = divmod(bit, block)
+        near = self._near.around(cellset.Cells.product(1 << pool, 1 << slot, block))
+        return next(s for s in reversed(entries if near is None else [entries[n] for n in near]) if of(s).has(bit))
+
+
+def _price_conflict(e: Entry, union: cellset.Dense | None, stored: _Stored) -> Dropped | None:
     if e.overlay.price_update is None or union is None:
         return None
     if not union.intersects(e.cells):
         return None
     # The first stored price it meets, at their first common offering (Karpenter's verdict names none).
-    other = next(s for s in stored if s.cells.intersects(e.cells))
+    other = stored.first_meeting(e.cells)
     return Dropped(PRICE, (other.cells & e.cells).lowest(), other.name)
 
 
-def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None],
-                       stored: Sequence[Entry]) -> Dropped | None:
+def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None], stored: _Stored) -> Dropped | None:
     if not e.overlay.capacity_set:
         return None
     for resource, _ in e.overlay.capacity:
@@ -529,6 +561,6 @@ def _capacity_conflict(e: Entry, last_has: Callable[[str], cellset.Dense | None]
         hit = has.common(e.type_cells) if has is not None else EMPTY
         if hit:
             bit = hit.lowest()
-            other = next(s for s in reversed(stored) if s.type_cells.has(bit))
+            other = stored.last_having(bit, e.type_cells.block)
             return Dropped(capacity_field(resource), bit, other.name)
     return None
