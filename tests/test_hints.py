@@ -380,6 +380,18 @@ def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
         weight = first
         while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
             if not any(o.name != new.name and o.overlay.weight == weight and clash.meets(new, o) for o in among):
+                return weight
+            weight += step
+        return None
+
+    built = index.Index.build(stored, 1)
+    kept = [o for o in stored if o.name not in left_out] + added
+    for step in (1, -1):
+        assert built.taken.changed((), (), built.crowd(set())).free(new, first, step) == scan(stored, step)
+        assert built.taken.changed(added, left_out, built.crowd(left_out)).free(new, first, step) == scan(kept, step)
+        assert built.taken.changed(added, left_out).free(new, first, step) == scan(kept, step)
+
+
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 8), st.booleans()),
                 min_size=2, max_size=60))
 def test_walks_of_many_overlays_over_one_index_are_the_ones_a_scan_finds(
@@ -409,12 +421,6 @@ def test_walks_of_many_overlays_over_one_index_are_the_ones_a_scan_finds(
             weight += step
         return None
 
-    built = index.Index.build(stored, 1)
-    kept = [o for o in stored if o.name not in left_out] + added
-    for step in (1, -1):
-        assert built.taken.changed((), (), built.crowd(set())).free(new, first, step) == scan(stored, step)
-        assert built.taken.changed(added, left_out, built.crowd(left_out)).free(new, first, step) == scan(kept, step)
-        assert built.taken.changed(added, left_out).free(new, first, step) == scan(kept, step)
     taken = hints.Taken(stored)
     for e in stored:
         for step in (1, -1):
