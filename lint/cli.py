@@ -448,22 +448,22 @@ class _Run:
         catalog = self.placed(self.catalog(candidates, existing, in_effect=self.in_effect(candidates, existing),
                                            crd=crd),
                               [*candidates.documents, *existing.documents], notes)
-        report, baseline = self.judge(candidates, existing, catalog, crd)
+        report, prepared = self.judge(candidates, existing, catalog, crd)
         candidates.problems += existing.problems
         if self.rest is not None:
-            notes += rest_note(self.rest, baseline)
+            notes += rest_note(self.rest, prepared.baseline)
         return candidates, report, catalog, [*candidates.notes, *existing.notes, *notes, *report.notes]
 
     def judge(self, candidates: Loaded, existing: Loaded, catalog: cat.Catalog, crd: crds.Crd,
-              checked: Mapping[str, ev.Checked] | None = None) -> tuple[ev.Report, Sequence[findings.Finding]]:
-        """The one core on these objects, and the findings of the existing objects alone; `checked`: earlier
-        checks to reuse for identical overlays."""
+              checked: Mapping[str, ev.Checked] | None = None) -> tuple[ev.Report, ev.Prepared]:
+        """The one core on these objects, and the snapshot of the existing objects it judged against (their own
+        findings are made only if asked for); `checked`: earlier checks to reuse for identical overlays."""
         prepared = ev.prepare(existing.documents, catalog, crd=crd,
                               every_nodepool=self.args.cluster or self.args.all_nodepools)
         # The inputs and the prepared existing objects live to the end of the run: no collection need
         # scan them again (`main` unfreezes them).
         gc.freeze()
-        return ev.evaluate(candidates.documents, prepared, checked=checked), prepared.baseline
+        return ev.evaluate(candidates.documents, prepared, checked=checked), prepared
 
     def subjects(self, loaded: Loaded) -> list[junit.Subject]:
         out = []

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from simulation import findings
+from simulation import findings, once
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
@@ -37,6 +37,24 @@ INCREMENTAL_LIMIT = 32
 
 
 @dataclasses.dataclass(frozen=True)
+class Baseline:
+    """The findings of the existing objects alone, made on first need: what an UPDATE ratchets against, what a
+    NodePool change is compared with, what `--against` counts. A one-shot check of a new overlay against many
+    existing ones needs none of them (docs/design.md §3.3); a server's snapshot makes them in `warmed`."""
+
+    make: Callable[[], tuple[findings.Finding, ...]] = tuple
+
+    @once.Once
+    def found(self) -> tuple[findings.Finding, ...]:
+        return self.make()
+
+    @once.Once
+    def ratchet(self) -> frozenset[tuple[Any, ...]]:
+        """Identities of the error findings."""
+        return frozenset(_identity(f) for f in self.found if f.severity == finding_types.Severity.ERROR)
+
+
+@dataclasses.dataclass(frozen=True)
 class Prepared:
     catalog: cat.Catalog
     grid: cells.Grid
@@ -46,13 +64,11 @@ class Prepared:
     # Per overlay: findings that depend on it and the grid only (unknown-label, no-match).
     local: Mapping[str, tuple[findings.Finding, ...]] = dataclasses.field(default_factory=dict)
     outcome: merge.Merged = dataclasses.field(default_factory=lambda: merge.Merged((), {}, {}, ()))
-    # Findings of the existing objects alone: what an UPDATE ratchets against.
-    baseline: tuple[findings.Finding, ...] = ()
+    # Findings of the existing objects alone, made on first need.
+    judged: Baseline = dataclasses.field(default_factory=Baseline)
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     index: incremental.Index = dataclasses.field(default_factory=lambda: incremental.Index({}))
-    # Identities of the baseline's error findings, for ratcheting.
-    ratchet: frozenset[tuple[Any, ...]] = frozenset()
     # The NodeOverlay CRD the schema layer checks against (None: Karpenter's own, embedded).
     crd: crds.Crd | None = None
     # The label keys the grid defines (checks.known_keys): asked once per grid, not per request.
@@ -62,6 +78,16 @@ class Prepared:
     # Every NodePool is among the objects (the webhook's cache, `--cluster`, `--all-nodepools`): a label key no
     # NodePool defines is then one none will (checks.unknown_labels).
     every_nodepool: bool = False
+
+    @property
+    def baseline(self) -> tuple[findings.Finding, ...]:
+        """Findings of the existing objects alone."""
+        return self.judged.found
+
+    @property
+    def ratchet(self) -> frozenset[tuple[Any, ...]]:
+        """Identities of the baseline's error findings, for ratcheting."""
+        return self.judged.ratchet
 
 
 def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
@@ -189,7 +215,7 @@ def _digested(snapshot: Prepared, overlays: Mapping[str, Checked], entries: Mapp
     constructor: replace's generic walk of thirteen fields costs more than the rest of _digest's glue on
     each request (tests/test_request_snapshot.py holds it to replace's answer)."""
     return Prepared(snapshot.catalog, snapshot.grid, snapshot.pools, overlays, entries, local, snapshot.outcome,
-                    snapshot.baseline, snapshot.keyed, snapshot.index, snapshot.ratchet, snapshot.crd, known,
+                    snapshot.judged, snapshot.keyed, snapshot.index, snapshot.crd, known,
                     snapshot.unknowable, snapshot.every_nodepool)
 
 
@@ -223,18 +249,18 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd, every_nodepool=every)
     snapshot = _digest(snapshot, reusable, changed)
     snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
-    index = incremental.Index.build(list(snapshot.entries.values()), len(pools))
-    report, index = _full(snapshot, index, ties=True, notes=())
+    outcome, index = _merged(snapshot, incremental.Index.build(list(snapshot.entries.values()), len(pools)))
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
-    ratchet = frozenset(_identity(f) for f in report.findings if f.severity == finding_types.Severity.ERROR)
-    return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
-                               index=index, ratchet=ratchet)
+    judged = Baseline(lambda: _judged(snapshot, index, outcome, ties=True, notes=()).findings)
+    return dataclasses.replace(snapshot, outcome=outcome, judged=judged, keyed=keyed, index=index)
 
 
 def warmed(prepared: Prepared) -> Prepared:
-    """The snapshot with the tables a request makes on first need already made (a server's snapshots; a one-shot
-    check leaves them to the requests that need them)."""
+    """The snapshot with what a request makes on first need already made (a server's snapshots; a one-shot
+    check leaves them to the requests that need them): the index's tables and the baseline an UPDATE ratchets
+    against."""
     prepared.index.warm()
+    _ = prepared.ratchet
     return prepared
 
 
@@ -287,12 +313,15 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
     if whole:
         index = incremental.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
-        report, _ = _full(snapshot, index, ties=bool(pool_docs), notes=notes, subjects=changed)
+        outcome, index = _merged(snapshot, index)
+        report = _judged(snapshot, index, outcome, ties=bool(pool_docs), notes=notes, subjects=changed)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed if n in judged}
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
-    kept = _ratchet(_bounded(report.findings, involved), prepared.ratchet)
+    # Only an edit can have findings the baseline already had: new objects are named by none of them.
+    edited = any(n in prepared.overlays for n in changed)
+    kept = _ratchet(_bounded(report.findings, involved), prepared.ratchet if edited else frozenset())
     if pool_docs:
         kept += _caused_by_pools(report.findings, prepared.baseline, involved)
     # The report with these findings, built as dataclasses.replace would, without its generic field walk.
@@ -371,19 +400,23 @@ def _unknowable(snapshot: Prepared, names: Iterable[str]) -> frozenset[str]:
                                                             snapshot.every_nodepool))
 
 
-def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple[str, ...],
-          subjects: Sequence[str] | None = None) -> tuple[Report, incremental.Index]:
-    """The whole run, and the index settled by its outcome."""
+def _merged(snapshot: Prepared, index: incremental.Index) -> tuple[merge.Merged, incremental.Index]:
+    """Karpenter's loop over every entry, and the index settled by its outcome."""
+    outcome = merge.karpenter(list(snapshot.entries.values()))
+    return outcome, index.settled(outcome)
+
+
+def _judged(snapshot: Prepared, index: incremental.Index, outcome: merge.Merged, ties: bool, notes: tuple[str, ...],
+            subjects: Sequence[str] | None = None) -> Report:
+    """The whole run's report on the loop's outcome (`_merged`)."""
     grid, entries = snapshot.grid, snapshot.entries
     found: list[findings.Finding] = []
     for name, c in snapshot.overlays.items():
         found += c.findings
         found += snapshot.local.get(name, ())
-    everything = list(entries.values())
-    outcome = merge.karpenter(everything)
-    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything))
+    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts,
+                              clash.same_weight(list(entries.values())))
     pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
-    index = index.settled(outcome)
     # Every entry as one crowd with the applied ones: the shadow test's questions are a few masks each.
     around = [(index.crowd(set()), index.applied_bits or 0)]
     for claim in outcome.claims:
@@ -406,7 +439,7 @@ def _full(snapshot: Prepared, index: incremental.Index, ties: bool, notes: tuple
     if ties:
         found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
     status = _statuses(snapshot, outcome.status, outcome.verdicts)
-    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes), index
+    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes)
 
 
 def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],

@@ -16,7 +16,7 @@ both paths compute them once per overlay (evaluate._local).
 - `preview-price-by-name`: for a type without a published price, the AWS provider takes the base price from the
   overlays with only a `node.kubernetes.io/instance-type In` requirement and an absolute price, the last by name
   winning whatever the weights (aws/karpenter-provider-aws#9249, in the pinned v1.15.0). It reads several
-  overlays, so both paths ask it with the statuses (evaluate._full, evaluate._incremental); a request whose
+  overlays, so both paths ask it with the statuses (evaluate._judged, evaluate._incremental); a request whose
   candidates are no such overlay skips it.
 - `stacked`: the text of a `shadowed` price field (checks.shadow): overlays never stack
   (kubernetes-sigs/karpenter#2616), and the one overlay that charges both.
