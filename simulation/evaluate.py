@@ -34,6 +34,10 @@ _V = TypeVar("_V")
 
 # Beyond this many changed overlays a full run is cheaper than per-candidate neighbour scans.
 INCREMENTAL_LIMIT = 32
+# A snapshot for given candidates holds only the existing overlays they reach while those are at most this share of
+# all (beyond it, telling them apart costs more than it saves), found within this many passes (_reach).
+REACH_SHARE = 0.5
+REACH_PASSES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,9 +94,10 @@ class Prepared:
         return self.judged.ratchet
 
 
-def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
-    obj = doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
-    overlay = model.overlay(obj, doc.source)
+def check_overlay(doc: Document, crd: crds.Crd | None = None, overlay: model.Overlay | None = None) -> Checked:
+    """`overlay`: the model of `doc` (model.overlay), when the caller has it."""
+    obj = _mapping(doc)
+    overlay = model.overlay(obj, doc.source) if overlay is None else overlay
     ref = overlay.ref
     crd = crd or crds.karpenter()
     # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
@@ -104,6 +109,67 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
              *(dra.check_overlay(obj, ref, doc.source) if extended else ())]
     return Checked(overlay, obj, tuple(hints.attach(found, obj)) if found else (), doc.candidate,
                    dra.binding_keys(obj) if extended else frozenset())
+
+
+def _mapping(doc: Document) -> Mapping[str, Any]:
+    return doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
+
+
+def _reach(docs: Sequence[Document], grid: cells.Grid,
+           candidates: Sequence[Document]) -> tuple[dict[str, merge.Entry], set[str] | None]:
+    """Every existing overlay's entry as if it were valid (by name, the first document of each), and the names of
+    those the candidates' findings can depend on, or None where that is all of them or cannot be told here.
+    Karpenter decides a cell from the overlays on it alone, so an overlay that shares no NodePool and type with the
+    candidates, nor with an overlay that does, and so on, changes none of their findings (docs/design.md §3.3)."""
+    made: dict[str, merge.Entry] = {}
+    for doc in docs:
+        name = model.name_of(doc.obj)
+        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in made:
+            made[name] = merge.entry(grid, model.overlay(_mapping(doc), doc.source))
+    overlays = [d for d in candidates if model.kind_of(d.obj) == model.NODEOVERLAY]
+    # A NodePool changes the cells, and a request run whole reads everything.
+    if len(overlays) != len(candidates) or len(overlays) > INCREMENTAL_LIMIT:
+        return made, None
+    edited = {n for d in overlays if (n := model.name_of(d.obj)) in made}  # an edit reaches from its old version too
+    seeds = [(merge.entry(grid, model.overlay(_mapping(d), d.source)), _mapping(d)) for d in overlays]
+    seeds += [(made[n], {}) for n in edited]
+    if any(_across_cells(grid, e, obj) for e, obj in seeds):
+        return made, None
+    # Overlays without a cell: those the catalog cannot place may be a possible conflict of any candidate.
+    reached = edited | {n for n, e in made.items() if not e.type_cells}
+    return made, _closure(made, [e for e, _ in seeds], reached)
+
+
+def _across_cells(grid: cells.Grid, e: merge.Entry, obj: Mapping[str, Any]) -> bool:
+    """Whether a finding of this overlay can name overlays it shares no cell with: bindingKeys, a preview type's
+    price by name, a possible conflict of an overlay the catalog cannot place (analysis/unknowable.py)."""
+    if crds.dig(obj, *crds.DRA_FIELD) is not None or traps.names_preview_type(grid, e.overlay):
+        return True
+    return not e.type_cells and unknowable.unmatched(e.overlay, frozenset(checks.known_keys(grid)))
+
+
+def _closure(made: Mapping[str, merge.Entry], seeds: Sequence[merge.Entry], reached: set[str]) -> set[str] | None:
+    """`reached` and every overlay of `made` that shares, through others, a NodePool and a type with a seed; told by
+    the entries' coarse signature (NodePools, folded types), which holds every pair that shares cells. None past
+    REACH_SHARE or REACH_PASSES."""
+    pools = fold = 0
+    for e in seeds:
+        pools, fold = pools | e.pools, fold | e.fold
+    pending = [e for n, e in made.items() if n not in reached]
+    for _ in range(REACH_PASSES):
+        rest = []
+        for e in pending:
+            if e.pools & pools and e.fold & fold:
+                reached.add(e.name)
+                pools, fold = pools | e.pools, fold | e.fold
+            else:
+                rest.append(e)
+        if len(reached) > REACH_SHARE * len(made):
+            return None
+        if len(rest) == len(pending):
+            return reached
+        pending = rest
+    return None
 
 
 def _moved(checked: Checked, source: int) -> Checked:
@@ -179,11 +245,12 @@ class _Changed(collections.ChainMap[str, _V]):
 
 
 def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], layer: bool = False,
-            overlays: Mapping[str, Checked] | None = None) -> Prepared:
+            overlays: Mapping[str, Checked] | None = None, made: Mapping[str, merge.Entry] | None = None) -> Prepared:
     """Entries and grid-local findings for every valid overlay; with `reuse` on the same grid
     only the `changed` overlays are recomputed, and with `layer` laid over its mappings, not copied
     into new ones (a request's snapshot lives for one answer; a prepared one is layered over again).
-    `overlays`: the snapshot's overlays with the change in (default: its own)."""
+    `overlays`: the snapshot's overlays with the change in (default: its own); `made`: entries already made of
+    their models (_reach)."""
     overlays = snapshot.overlays if overlays is None else overlays
     grid = snapshot.grid
     base = reuse if reuse is not None and reuse.grid is grid else None
@@ -200,7 +267,8 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
         local.pop(name, None)
         c = overlays.get(name)
         if c is not None and not c.invalid:
-            entries[name] = merge.entry(grid, c.overlay)
+            e = made.get(name) if made else None
+            entries[name] = e if e is not None and e.overlay is c.overlay else merge.entry(grid, c.overlay)
             local[name] = _local(grid, keys, entries[name], snapshot.every_nodepool)
     if layer and base is not None:
         hidden = set(changed)
@@ -220,12 +288,14 @@ def _digested(snapshot: Prepared, overlays: Mapping[str, Checked], entries: Mapp
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
-            crd: crds.Crd | None = None, every_nodepool: bool | None = None) -> Prepared:
+            crd: crds.Crd | None = None, every_nodepool: bool | None = None,
+            candidates: Sequence[Document] | None = None) -> Prepared:
     """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
     unchanged overlays keep their checks, and their cells too while the NodePools are the same.
     `crd`: the NodeOverlay CRD to validate against (default: Karpenter's own, crds.karpenter()).
     `every_nodepool`: the existing objects and the candidates hold every NodePool of the cluster (default: as
-    `previous` says, else not)."""
+    `previous` says, else not). `candidates`: the only ones this snapshot will judge (a one-shot check): the
+    existing overlays they cannot reach are left out (_reach), and the snapshot answers for these candidates only."""
     every = every_nodepool if every_nodepool is not None else previous is not None and previous.every_nodepool
     docs = [dataclasses.replace(d, candidate=False) if d.candidate else d for d in existing]
     pools = _pools(docs)
@@ -235,19 +305,24 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
         grid = cells.build(catalog, pools, previous.grid if previous is not None else None)
     comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
     known = previous.overlays if comparable and previous is not None else {}
+    made, reached = _reach(docs, grid, candidates) if candidates is not None else ({}, None)
     overlays: dict[str, Checked] = {}
     for doc in docs:
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in overlays:
+            if reached is not None and name not in reached:
+                continue
             before = known.get(name)
             same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
-            overlays[name] = before if same and before is not None else check_overlay(doc, crd)
+            mine = made.get(name)
+            overlays[name] = before if same and before is not None \
+                else check_overlay(doc, crd, mine.overlay if mine is not None else None)
     reusable = previous if previous is not None and previous.grid is grid and previous.every_nodepool == every \
         else None
     changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]
     changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
     snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd, every_nodepool=every)
-    snapshot = _digest(snapshot, reusable, changed)
+    snapshot = _digest(snapshot, reusable, changed, made=made)
     snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
     outcome, index = _merged(snapshot, incremental.Index.build(list(snapshot.entries.values()), len(pools)))
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}

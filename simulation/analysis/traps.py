@@ -207,6 +207,19 @@ def _signed(value: Decimal) -> str:
 PREVIEW = "preview-price-by-name"
 
 
+def _unpriced(grid: cells.Grid) -> set[str]:
+    return {it.name for it in grid.types if it.offerings and all(o.price is None for o in it.offerings)}
+
+
+def names_preview_type(grid: cells.Grid, overlay: model.Overlay) -> bool:
+    """Whether `preview_prices` can pair this overlay with others whatever cells they share: it is provider-priced
+    and names a type without a price."""
+    if not provider_priced(overlay):
+        return False
+    unpriced = _unpriced(grid)
+    return any(v in unpriced for v in overlay.requirements[0].values)
+
+
 def provider_priced(overlay: model.Overlay) -> bool:
     """An overlay the AWS provider reads for the price of a type it has no price for: a single
     `node.kubernetes.io/instance-type In` requirement and an absolute price (offering.go GetOverlayPrice, v1.14 on,
@@ -225,7 +238,7 @@ def preview_prices(grid: cells.Grid, entries: Mapping[str, merge.Entry], status:
     price. `subjects`: only groups holding one of these overlays (None: all)."""
     if subjects is not None and not any(n in entries and provider_priced(entries[n].overlay) for n in subjects):
         return []
-    unpriced = {it.name for it in grid.types if it.offerings and all(o.price is None for o in it.offerings)}
+    unpriced = _unpriced(grid)
     if not unpriced:
         return []
     naming: dict[str, list[model.Overlay]] = {}
