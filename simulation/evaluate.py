@@ -127,8 +127,9 @@ def _reach(docs: Sequence[Document], grid: cells.Grid,
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in made:
             made[name] = merge.entry(grid, model.overlay(_mapping(doc), doc.source))
     overlays = [d for d in candidates if model.kind_of(d.obj) == model.NODEOVERLAY]
-    # A NodePool changes the cells, and a request run whole reads everything.
-    if len(overlays) != len(candidates) or len(overlays) > INCREMENTAL_LIMIT:
+    # A NodePool changes the cells, and a request run whole reads everything; with no existing overlay there is
+    # nothing to leave out (a one-file check).
+    if not made or len(overlays) != len(candidates) or len(overlays) > INCREMENTAL_LIMIT:
         return made, None
     edited = {n for d in overlays if (n := model.name_of(d.obj)) in made}  # an edit reaches from its old version too
     seeds = [(merge.entry(grid, model.overlay(_mapping(d), d.source)), _mapping(d)) for d in overlays]
