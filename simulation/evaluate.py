@@ -122,10 +122,12 @@ def _reach(docs: Sequence[Document], grid: cells.Grid,
     Karpenter decides a cell from the overlays on it alone, so an overlay that shares no NodePool and type with the
     candidates, nor with an overlay that does, and so on, changes none of their findings (docs/design.md §3.3)."""
     made: dict[str, merge.Entry] = {}
+    raw: dict[str, Mapping[str, Any]] = {}
     for doc in docs:
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in made:
-            made[name] = merge.entry(grid, model.overlay(_mapping(doc), doc.source))
+            raw[name] = _mapping(doc)
+            made[name] = merge.entry(grid, model.overlay(raw[name], doc.source))
     overlays = [d for d in candidates if model.kind_of(d.obj) == model.NODEOVERLAY]
     # A NodePool changes the cells, and a request run whole reads everything; with no existing overlay there is
     # nothing to leave out (a one-file check).
@@ -133,7 +135,7 @@ def _reach(docs: Sequence[Document], grid: cells.Grid,
         return made, None
     edited = {n for d in overlays if (n := model.name_of(d.obj)) in made}  # an edit reaches from its old version too
     seeds = [(merge.entry(grid, model.overlay(_mapping(d), d.source)), _mapping(d)) for d in overlays]
-    seeds += [(made[n], {}) for n in edited]
+    seeds += [(made[n], raw[n]) for n in edited]
     if any(_across_cells(grid, e, obj) for e, obj in seeds):
         return made, None
     # Overlays without a cell: those the catalog cannot place may be a possible conflict of any candidate.

@@ -50,19 +50,20 @@ def _overlay(name: str, family: str, weight: int = 10, **spec: Any) -> dict[str,
                      "priceAdjustment": "-10%", **spec}}
 
 
-# m1 and m2 on m5; mc on m5 and c5 (so c1 on c5 is reached through it); r1 alone on r5; u1 needs a label the
-# catalog lacks; several more on r5 so that the reach is below REACH_SHARE.
+# m1 and m2 on m5; mc on m5 and c5 (so c1 and d1 on c5 are reached through it); r1 alone on r5; u1 needs a label
+# the catalog lacks; d1 has DRA templates (invalid under Karpenter's CRD); more on r5, so that a reach of m5's and
+# c5's is below REACH_SHARE.
 EXISTING = [_overlay("m1", "m5"), _overlay("m2", "m5", 20), _overlay("c1", "c5"), _overlay("r1", "r5"),
             {**_overlay("mc", "m5"), "spec": {"requirements": [
                 {"key": "family", "operator": "In", "values": ["m5", "c5"]}], "priceAdjustment": "-5%"}},
             {**_overlay("u1", "m5"), "spec": {"requirements": [
                 {"key": "example.com/team", "operator": "In", "values": ["a"]}], "priceAdjustment": "-5%"}},
-            *(_overlay(f"r{i}", "r5", i) for i in range(2, 9))]
+            _overlay("d1", "c5", dynamicResources={}), *(_overlay(f"r{i}", "r5", i) for i in range(2, 9))]
 
 CASES: dict[str, tuple[dict[str, Any], set[str] | None]] = {
     "a new overlay on m5 reaches m5's, c5's through mc, and those without a cell": (
-        _overlay("n", "m5"), {"m1", "m2", "mc", "c1", "u1"}),
-    "an edit reaches from its old version too": (_overlay("c1", "x9"), {"m1", "m2", "mc", "c1", "u1"}),
+        _overlay("n", "m5"), {"m1", "m2", "mc", "c1", "d1", "u1"}),
+    "an edit reaches from its old version too": (_overlay("c1", "x9"), {"m1", "m2", "mc", "c1", "d1", "u1"}),
     "an overlay on no type reaches those without a cell": (_overlay("n", "x9"), {"u1"}),
     "a label the catalog lacks: any same-weight overlay may conflict": (
         {**_overlay("n", "m5"), "spec": {"requirements": [{"key": "example.com/team", "operator": "In",
@@ -72,6 +73,7 @@ CASES: dict[str, tuple[dict[str, Any], set[str] | None]] = {
                                                              "operator": "In", "values": ["p9.large"]}],
                                          "price": "1.5"}}, None),
     "bindingKeys bind across cells": (_overlay("n", "m5", dynamicResources={}), None),
+    "an edit of an overlay with DRA templates": (_overlay("d1", "m5"), None),
     "a NodePool changes the cells": ({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
                                       "metadata": {"name": "extra"}, "spec": {}}, None),
 }
