@@ -483,28 +483,34 @@ class _Run:
         notes += context.crd_notes(crd)
         return crd
 
-    def evaluate(self) -> tuple[Loaded, ev.Report, cat.Catalog, list[str]]:
+    def evaluate(self, findings_only: bool = False) -> tuple[Loaded, ev.Report, cat.Catalog, list[str]]:
+        """The run's judgement; `findings_only`: of the report, only its findings are read (`check`), so the
+        existing objects the candidates cannot reach need not be judged."""
         candidates, existing, notes = self.inputs()
         crd = self.crd(notes)
         catalog = self.placed(self.catalog(candidates, existing, in_effect=self.in_effect(candidates, existing),
                                            crd=crd),
                               [*candidates.documents, *existing.documents], notes)
-        report, baseline = self.judge(candidates, existing, catalog, crd)
+        # The rest of a repository's own findings are counted in a note: all of it is judged.
+        reach = findings_only and self.rest is None
+        report, prepared = self.judge(candidates, existing, catalog, crd, reach=reach)
         candidates.problems += existing.problems
         if self.rest is not None:
-            notes += rest_note(self.rest, baseline)
+            notes += rest_note(self.rest, prepared.baseline)
         return candidates, report, catalog, [*candidates.notes, *existing.notes, *notes, *report.notes]
 
     def judge(self, candidates: Loaded, existing: Loaded, catalog: cat.Catalog, crd: crds.Crd,
-              checked: Mapping[str, ev.Checked] | None = None) -> tuple[ev.Report, Sequence[findings.Finding]]:
-        """The one core on these objects, and the findings of the existing objects alone; `checked`: earlier
-        checks to reuse for identical overlays."""
+              checked: Mapping[str, ev.Checked] | None = None, reach: bool = False) -> tuple[ev.Report, ev.Prepared]:
+        """The one core on these objects, and the snapshot of the existing objects it judged against (their own
+        findings are made only if asked for); `checked`: earlier checks to reuse for identical overlays; `reach`:
+        only the existing objects the candidates reach are judged (the report's findings are all that is read)."""
         prepared = ev.prepare(existing.documents, catalog, crd=crd,
-                              every_nodepool=self.args.cluster or self.args.all_nodepools)
+                              every_nodepool=self.args.cluster or self.args.all_nodepools,
+                              candidates=candidates.documents if reach else None)
         # The inputs and the prepared existing objects live to the end of the run: no collection need
         # scan them again (`main` unfreezes them).
         gc.freeze()
-        return ev.evaluate(candidates.documents, prepared, checked=checked), prepared.baseline
+        return ev.evaluate(candidates.documents, prepared, checked=checked), prepared
 
     def subjects(self, loaded: Loaded) -> list[junit.Subject]:
         out = []
@@ -549,7 +555,7 @@ def _first_copies(found: Sequence[findings.Finding], table: Table) -> list[findi
 def _checked(run: _Run, cluster: str | None = None, extra: Sequence[findings.Finding] = (),
              notes: Sequence[str] = ()) -> formats.Output:
     """One judgement of `check`: the run's, or one cluster's of a fleet (with its discovery errors)."""
-    candidates, report, _, said = run.evaluate()
+    candidates, report, _, said = run.evaluate(findings_only=True)
     found = findings.ordered(hints.attach(_first_copies([*extra, *candidates.problems, *report.findings],
                                                         run.table)))
     return formats.Output(found, run.table, candidates.objects, candidates.ignored, [*notes, *said],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from simulation import findings, once
@@ -35,6 +35,28 @@ _V = TypeVar("_V")
 
 # Beyond this many changed overlays a full run is cheaper than per-candidate neighbour scans.
 INCREMENTAL_LIMIT = 32
+# A snapshot for given candidates holds only the existing overlays they reach while those are at most this share of
+# all (beyond it, telling them apart costs more than it saves), found within this many passes (_reach).
+REACH_SHARE = 0.5
+REACH_PASSES = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """The findings of the existing objects alone, made on first need: what an UPDATE ratchets against, what a
+    NodePool change is compared with, what `--against` counts. A one-shot check of a new overlay against many
+    existing ones needs none of them (docs/design.md §3.3); a server's snapshot makes them in `warmed`."""
+
+    make: Callable[[], tuple[findings.Finding, ...]] = tuple
+
+    @once.Once
+    def found(self) -> tuple[findings.Finding, ...]:
+        return self.make()
+
+    @once.Once
+    def ratchet(self) -> frozenset[tuple[Any, ...]]:
+        """Identities of the error findings."""
+        return frozenset(_identity(f) for f in self.found if f.severity == finding_types.Severity.ERROR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,13 +71,11 @@ class Prepared:
     # Per overlay: findings that depend on it and the grid only (unknown-label, no-match).
     local: Mapping[str, tuple[findings.Finding, ...]] = dataclasses.field(default_factory=dict)
     outcome: merge.Merged = dataclasses.field(default_factory=lambda: merge.Merged((), {}, {}, ()))
-    # Findings of the existing objects alone: what an UPDATE ratchets against.
-    baseline: tuple[findings.Finding, ...] = ()
+    # Findings of the existing objects alone, made on first need.
+    judged: Baseline = dataclasses.field(default_factory=Baseline)
     # bindingKeys of the valid overlays that use any.
     keyed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     index: ix.Index = dataclasses.field(default_factory=lambda: ix.Index({}))
-    # Identities of the baseline's error findings, for ratcheting.
-    ratchet: frozenset[tuple[Any, ...]] = frozenset()
     # The NodeOverlay CRD the schema layer checks against (None: Karpenter's own, embedded).
     crd: crds.Crd | None = None
     # The label keys the grid defines (checks.known_keys): asked once per grid, not per request.
@@ -71,10 +91,21 @@ class Prepared:
         """traps.preview_names of the entries: a request reads the preview types its candidates name."""
         return traps.preview_names(self.grid, self.entries)
 
+    @property
+    def baseline(self) -> tuple[findings.Finding, ...]:
+        """Findings of the existing objects alone."""
+        return self.judged.found
 
-def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
-    obj = doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
-    overlay = model.overlay(obj, doc.source)
+    @property
+    def ratchet(self) -> frozenset[tuple[Any, ...]]:
+        """Identities of the baseline's error findings, for ratcheting."""
+        return self.judged.ratchet
+
+
+def check_overlay(doc: Document, crd: crds.Crd | None = None, overlay: model.Overlay | None = None) -> Checked:
+    """`overlay`: the model of `doc` (model.overlay), when the caller has it."""
+    obj = _mapping(doc)
+    overlay = model.overlay(obj, doc.source) if overlay is None else overlay
     ref = overlay.ref
     crd = crd or crds.karpenter()
     # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
@@ -90,6 +121,70 @@ def check_overlay(doc: Document, crd: crds.Crd | None = None) -> Checked:
         found += dra.check_overlay(obj, ref, doc.source)
         keys = dra.binding_keys(obj)
     return Checked(overlay, obj, tuple(hints.attach(found, obj)) if found else (), doc.candidate, keys)
+
+
+def _mapping(doc: Document) -> Mapping[str, Any]:
+    return doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
+
+
+def _reach(docs: Sequence[Document], grid: cells.Grid,
+           candidates: Sequence[Document]) -> tuple[dict[str, merge.Entry], set[str] | None]:
+    """Every existing overlay's entry as if it were valid (by name, the first document of each), and the names of
+    those the candidates' findings can depend on, or None where that is all of them or cannot be told here.
+    Karpenter decides a cell from the overlays on it alone, so an overlay that shares no NodePool and type with the
+    candidates, nor with an overlay that does, and so on, changes none of their findings (docs/design.md §3.3)."""
+    made: dict[str, merge.Entry] = {}
+    raw: dict[str, Mapping[str, Any]] = {}
+    for doc in docs:
+        name = model.name_of(doc.obj)
+        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in made:
+            raw[name] = _mapping(doc)
+            made[name] = merge.entry(grid, model.overlay(raw[name], doc.source))
+    overlays = [d for d in candidates if model.kind_of(d.obj) == model.NODEOVERLAY]
+    # A NodePool changes the cells, and a request run whole reads everything; with no existing overlay there is
+    # nothing to leave out (a one-file check).
+    if not made or len(overlays) != len(candidates) or len(overlays) > INCREMENTAL_LIMIT:
+        return made, None
+    edited = {n for d in overlays if (n := model.name_of(d.obj)) in made}  # an edit reaches from its old version too
+    seeds = [(merge.entry(grid, model.overlay(_mapping(d), d.source)), _mapping(d)) for d in overlays]
+    seeds += [(made[n], raw[n]) for n in edited]
+    if any(_across_cells(grid, e, obj) for e, obj in seeds):
+        return made, None
+    # Overlays without a cell: those the catalog cannot place may be a possible conflict of any candidate.
+    reached = edited | {n for n, e in made.items() if not e.type_cells}
+    return made, _closure(made, [e for e, _ in seeds], reached)
+
+
+def _across_cells(grid: cells.Grid, e: merge.Entry, obj: Mapping[str, Any]) -> bool:
+    """Whether a finding of this overlay can name overlays it shares no cell with: bindingKeys, a preview type's
+    price by name, a possible conflict of an overlay the catalog cannot place (analysis/unknowable.py)."""
+    if crds.dig(obj, *crds.DRA_FIELD) is not None or traps.names_preview_type(grid, e.overlay):
+        return True
+    return not e.type_cells and unknowable.unmatched(e.overlay, frozenset(checks.known_keys(grid)))
+
+
+def _closure(made: Mapping[str, merge.Entry], seeds: Sequence[merge.Entry], reached: set[str]) -> set[str] | None:
+    """`reached` and every overlay of `made` that shares, through others, a NodePool and a type with a seed; told by
+    the entries' coarse signature (NodePools, folded types), which holds every pair that shares cells. None past
+    REACH_SHARE or REACH_PASSES."""
+    pools = fold = 0
+    for e in seeds:
+        pools, fold = pools | e.pools, fold | e.fold
+    pending = [e for n, e in made.items() if n not in reached]
+    for _ in range(REACH_PASSES):
+        rest = []
+        for e in pending:
+            if e.pools & pools and e.fold & fold:
+                reached.add(e.name)
+                pools, fold = pools | e.pools, fold | e.fold
+            else:
+                rest.append(e)
+        if len(reached) > REACH_SHARE * len(made):
+            return None
+        if len(rest) == len(pending):
+            return reached
+        pending = rest
+    return None
 
 
 def _moved(checked: Checked, source: int) -> Checked:
@@ -165,11 +260,12 @@ class _Changed(collections.ChainMap[str, _V]):
 
 
 def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], layer: bool = False,
-            overlays: Mapping[str, Checked] | None = None) -> Prepared:
+            overlays: Mapping[str, Checked] | None = None, made: Mapping[str, merge.Entry] | None = None) -> Prepared:
     """Entries and grid-local findings for every valid overlay; with `reuse` on the same grid
     only the `changed` overlays are recomputed, and with `layer` laid over its mappings, not copied
     into new ones (a request's snapshot lives for one answer; a prepared one is layered over again).
-    `overlays`: the snapshot's overlays with the change in (default: its own)."""
+    `overlays`: the snapshot's overlays with the change in (default: its own); `made`: entries already made of
+    their models (_reach)."""
     overlays = snapshot.overlays if overlays is None else overlays
     grid = snapshot.grid
     base = reuse if reuse is not None and reuse.grid is grid else None
@@ -186,7 +282,8 @@ def _digest(snapshot: Prepared, reuse: Prepared | None, changed: Sequence[str], 
         local.pop(name, None)
         c = overlays.get(name)
         if c is not None and not c.invalid:
-            entries[name] = merge.entry(grid, c.overlay)
+            e = made.get(name) if made else None
+            entries[name] = e if e is not None and e.overlay is c.overlay else merge.entry(grid, c.overlay)
             local[name] = _local(grid, keys, entries[name], snapshot.every_nodepool)
     if layer and base is not None:
         hidden = set(changed)
@@ -201,17 +298,19 @@ def _digested(snapshot: Prepared, overlays: Mapping[str, Checked], entries: Mapp
     constructor: replace's generic walk of thirteen fields costs more than the rest of _digest's glue on
     each request (tests/test_request_snapshot.py holds it to replace's answer)."""
     return Prepared(snapshot.catalog, snapshot.grid, snapshot.pools, overlays, entries, local, snapshot.outcome,
-                    snapshot.baseline, snapshot.keyed, snapshot.index, snapshot.ratchet, snapshot.crd, known,
+                    snapshot.judged, snapshot.keyed, snapshot.index, snapshot.crd, known,
                     snapshot.unknowable, snapshot.every_nodepool)
 
 
 def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepared | None = None, *,
-            crd: crds.Crd | None = None, every_nodepool: bool | None = None) -> Prepared:
+            crd: crds.Crd | None = None, every_nodepool: bool | None = None,
+            candidates: Sequence[Document] | None = None) -> Prepared:
     """The snapshot of what is in the cluster. With `previous` (the snapshot this one replaces),
     unchanged overlays keep their checks, and their cells too while the NodePools are the same.
     `crd`: the NodeOverlay CRD to validate against (default: Karpenter's own, crds.karpenter()).
     `every_nodepool`: the existing objects and the candidates hold every NodePool of the cluster (default: as
-    `previous` says, else not)."""
+    `previous` says, else not). `candidates`: the only ones this snapshot will judge (a one-shot check): the
+    existing overlays they cannot reach are left out (_reach), and the snapshot answers for these candidates only."""
     every = every_nodepool if every_nodepool is not None else previous is not None and previous.every_nodepool
     docs = [dataclasses.replace(d, candidate=False) if d.candidate else d for d in existing]
     pools = _pools(docs)
@@ -221,33 +320,38 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
         grid = cells.build(catalog, pools, previous.grid if previous is not None else None)
     comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
     known = previous.overlays if comparable and previous is not None else {}
+    made, reached = _reach(docs, grid, candidates) if candidates is not None else ({}, None)
     overlays: dict[str, Checked] = {}
     for doc in docs:
         name = model.name_of(doc.obj)
         if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in overlays:
+            if reached is not None and name not in reached:
+                continue
             before = known.get(name)
             same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
-            overlays[name] = before if same and before is not None else check_overlay(doc, crd)
+            mine = made.get(name)
+            overlays[name] = before if same and before is not None \
+                else check_overlay(doc, crd, mine.overlay if mine is not None else None)
     reusable = previous if previous is not None and previous.grid is grid and previous.every_nodepool == every \
         else None
     changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]
     changed += [n for n in (reusable.overlays if reusable is not None else ()) if n not in overlays]
     snapshot = Prepared(catalog, grid, tuple(pools), overlays, {}, crd=crd, every_nodepool=every)
-    snapshot = _digest(snapshot, reusable, changed)
+    snapshot = _digest(snapshot, reusable, changed, made=made)
     snapshot = dataclasses.replace(snapshot, unknowable=_unknowable(snapshot, snapshot.entries))
-    index = ix.Index.build(list(snapshot.entries.values()), len(pools))
-    report, index = _full(snapshot, index, ties=True, notes=())
+    outcome, index = _merged(snapshot, ix.Index.build(list(snapshot.entries.values()), len(pools)))
     keyed = {n: c.keys for n, c in overlays.items() if c.keys and n in snapshot.entries}
-    ratchet = frozenset(_identity(f) for f in report.findings if f.severity == finding_types.Severity.ERROR)
-    return dataclasses.replace(snapshot, outcome=report.outcome, baseline=report.findings, keyed=keyed,
-                               index=index, ratchet=ratchet)
+    judged = Baseline(lambda: _judged(snapshot, index, outcome, ties=True, notes=()).findings)
+    return dataclasses.replace(snapshot, outcome=outcome, judged=judged, keyed=keyed, index=index)
 
 
 def warmed(prepared: Prepared) -> Prepared:
-    """The snapshot with the tables a request makes on first need already made (a server's snapshots; a one-shot
-    check leaves them to the requests that need them)."""
+    """The snapshot with what a request makes on first need already made (a server's snapshots; a one-shot
+    check leaves them to the requests that need them): the index's tables and the baseline an UPDATE ratchets
+    against."""
     prepared.index.warm()
     prepared.preview_names  # noqa: B018 - made now, as the index's tables are
+    _ = prepared.ratchet
     return prepared
 
 
@@ -300,12 +404,15 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
         notes = ("no NodePools given: assuming one NodePool named 'default' with no labels",)
     if whole:
         index = ix.Index.build(list(snapshot.entries.values()), len(snapshot.pools))
-        report, _ = _full(snapshot, index, ties=bool(pool_docs), notes=notes, subjects=changed)
+        outcome, index = _merged(snapshot, index)
+        report = _judged(snapshot, index, outcome, ties=bool(pool_docs), notes=notes, subjects=changed)
     else:
         report = _incremental(snapshot, prepared, changed, notes)
     involved = {overlays[n].overlay.ref for n in changed if n in judged}
     involved |= {model.nodepool(d.obj).ref for d in pool_docs}
-    kept = _ratchet(_bounded(report.findings, involved), prepared.ratchet)
+    # Only an edit can have findings the baseline already had: new objects are named by none of them.
+    edited = any(n in prepared.overlays for n in changed)
+    kept = _ratchet(_bounded(report.findings, involved), prepared.ratchet if edited else frozenset())
     if pool_docs:
         kept += _caused_by_pools(report.findings, prepared.baseline, involved)
     # The report with these findings, built as dataclasses.replace would, without its generic field walk.
@@ -384,20 +491,24 @@ def _unknowable(snapshot: Prepared, names: Iterable[str]) -> frozenset[str]:
                                                             snapshot.every_nodepool))
 
 
-def _full(snapshot: Prepared, index: ix.Index, ties: bool, notes: tuple[str, ...],
-          subjects: Sequence[str] | None = None) -> tuple[Report, ix.Index]:
-    """The whole run, and the index settled by its outcome."""
+def _merged(snapshot: Prepared, index: ix.Index) -> tuple[merge.Merged, ix.Index]:
+    """Karpenter's loop over every entry, and the index settled by its outcome."""
+    outcome = merge.karpenter(list(snapshot.entries.values()))
+    return outcome, index.settled(outcome)
+
+
+def _judged(snapshot: Prepared, index: ix.Index, outcome: merge.Merged, ties: bool, notes: tuple[str, ...],
+            subjects: Sequence[str] | None = None) -> Report:
+    """The whole run's report on the loop's outcome (`_merged`)."""
     grid, entries = snapshot.grid, snapshot.entries
     found: list[findings.Finding] = []
     for name, c in snapshot.overlays.items():
         found += c.findings
         found += snapshot.local.get(name, ())
     everything = list(entries.values())
-    outcome = merge.karpenter(everything)
     found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything),
                               index.taken.changed((), (), index.crowd(set())))
     pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
-    index = index.settled(outcome)
     # Every entry as one crowd with the applied ones: the shadow test's questions are a few masks each.
     around = [(index.crowd(set()), index.applied_bits or 0)]
     for claim in outcome.claims:
@@ -424,7 +535,7 @@ def _full(snapshot: Prepared, index: ix.Index, ties: bool, notes: tuple[str, ...
     if ties:
         found += checks.weight_ties(grid, [p for p in snapshot.pools if not p.implicit])
     status = _statuses(snapshot, outcome.status, outcome.verdicts)
-    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes), index
+    return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays, grid, notes)
 
 
 def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],

@@ -16,7 +16,7 @@ both paths compute them once per overlay (evaluate._local).
 - `preview-price-by-name`: for a type without a published price, the AWS provider takes the base price from the
   overlays with only a `node.kubernetes.io/instance-type In` requirement and an absolute price, the last by name
   winning whatever the weights (aws/karpenter-provider-aws#9249, in the pinned v1.15.0). It reads several
-  overlays, so both paths ask it with the statuses (evaluate._full, evaluate._incremental); a request whose
+  overlays, so both paths ask it with the statuses (evaluate._judged, evaluate._incremental); a request whose
   candidates are no such overlay skips it.
 - `stacked`: the text of a `shadowed` price field (checks.shadow): overlays never stack
   (kubernetes-sigs/karpenter#2616), and the one overlay that charges both.
@@ -208,6 +208,19 @@ def _signed(value: Decimal) -> str:
 PREVIEW = "preview-price-by-name"
 
 
+def _unpriced(grid: cells.Grid) -> set[str]:
+    return {it.name for it in grid.types if it.offerings and all(o.price is None for o in it.offerings)}
+
+
+def names_preview_type(grid: cells.Grid, overlay: model.Overlay) -> bool:
+    """Whether `preview_prices` can pair this overlay with others whatever cells they share: it is provider-priced
+    and names a type without a price."""
+    if not provider_priced(overlay):
+        return False
+    unpriced = _unpriced(grid)
+    return any(v in unpriced for v in overlay.requirements[0].values)
+
+
 def provider_priced(overlay: model.Overlay) -> bool:
     """An overlay the AWS provider reads for the price of a type it has no price for: a single
     `node.kubernetes.io/instance-type In` requirement and an absolute price (offering.go GetOverlayPrice, v1.14 on,
@@ -232,8 +245,7 @@ def preview_names(grid: cells.Grid, entries: Mapping[str, merge.Entry],
                   unpriced: frozenset[str] | None = None) -> PreviewNames:
     """`unpriced`: the grid's preview types, when known."""
     if unpriced is None:
-        unpriced = frozenset(it.name for it in grid.types
-                             if it.offerings and all(o.price is None for o in it.offerings))
+        unpriced = frozenset(_unpriced(grid))
     out: dict[str, list[str]] = {}
     if unpriced:
         for name, e in entries.items():
