@@ -312,8 +312,11 @@ class _InOrder:
     position tuple in a dict (some 250 bytes), and no path built per scalar. Errors are those `_Builder` finds,
     in the same order: a mapping or a list joins its parent when it ends."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, strings: dict[str, str]) -> None:
         self.index = index
+        # Keys and string values of the file, one object each: its documents repeat them (`key`, `operator`, a
+        # label key, `NotIn`), and a copy each was most of a tree's memory.
+        self.strings = strings
         self.marks = array.array("Q")
         self.plain: dict[Path, str] = {}
         self.stack: list[_Frame] = []
@@ -338,12 +341,15 @@ class _InOrder:
         top = stack[-1] if stack else None
         if top is not None and top.is_map and top.key is None:
             self.marks.append(at.line * _LINE + at.column)
-            top.key = _key_text(event)
+            key = _key_text(event)
+            top.key = self.strings.setdefault(key, key)
             return
         try:
             value = _value(event)
         except scalars.Unsendable as err:
             raise _Refused(str(err), _pos(event)) from None
+        if type(value) is str:
+            value = self.strings.setdefault(value, value)
         if top is None:
             self.marks.append(at.line * _LINE + at.column)
             self.root = value
@@ -488,6 +494,7 @@ def documents(text: str) -> Iterator[Parsed]:
 def _yaml(text: str) -> Iterator[Parsed]:
     # An anchor needs a `&`, an alias a `*` and a merge key `<<`: a text with none of them is read in order.
     in_order = "&" not in text and "*" not in text and "<<" not in text
+    strings: dict[str, str] | None = {} if in_order else None
     loader = _LOADER(text)
     index = 0
     try:
@@ -498,7 +505,7 @@ def _yaml(text: str) -> Iterator[Parsed]:
             if not isinstance(event, events.DocumentStartEvent):
                 continue
             try:
-                yield _document(index, event, loader.get_event, in_order)
+                yield _document(index, event, loader.get_event, strings)
             except _Refused as refused:
                 yield Parsed(index, problem=refused.problem)
                 if refused.fatal:
@@ -512,13 +519,14 @@ def _yaml(text: str) -> Iterator[Parsed]:
 
 
 def _document(index: int, start: events.DocumentStartEvent, next_event: Callable[[], Any],
-              in_order: bool = False) -> Parsed:
+              strings: dict[str, str] | None = None) -> Parsed:
+    """`strings`: read in order (`_InOrder`), sharing these strings."""
     if start.version is not None and tuple(start.version) != (1, 1):
         # go-yaml v2 (kubectl) refuses the document and ends the stream there.
         major, minor = start.version
         raise _Refused(f"found incompatible YAML document (%YAML {major}.{minor}): kubectl reads YAML 1.1 "
                        "only; remove the directive", _pos(start), fatal=True)
-    return (_InOrder(index) if in_order else _Builder(index)).read(next_event)
+    return (_InOrder(index, strings) if strings is not None else _Builder(index)).read(next_event)
 
 
 def _skip_document(next_event: Callable[[], Any]) -> None:
