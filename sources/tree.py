@@ -79,8 +79,6 @@ class _Frame:
     merge_key: bool = False
     merge_pos: Position | None = None
     merged: dict[str, Any] | None = None
-    # The index of its own position among a document's marks (`_InOrder`).
-    first: int = 0
 
 
 def _pos(event: Any) -> Position:
@@ -305,6 +303,40 @@ def _unpacked(packed: int) -> Position:
     return (packed // _LINE + 1, packed % _LINE + 1)
 
 
+@dataclasses.dataclass
+class _Seen:
+    """What a file's documents repeat, read once each: plain keys and scalars as typed, and one object per string
+    (`key`, `operator`, a label key, `NotIn`: a copy each was most of a tree's memory)."""
+
+    keys: dict[str, str] = dataclasses.field(default_factory=dict)
+    plains: dict[str, Any] = dataclasses.field(default_factory=dict)
+    strings: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class _Open:
+    """A mapping or list being read: its parent and its place there stand for its path, asked only for a scalar
+    YAML typed (`plain`)."""
+
+    __slots__ = ("at", "container", "first", "is_map", "key", "parent")
+
+    def __init__(self, container: dict[str, Any] | list[Any], parent: _Open | None, at: str | int,
+                 first: int) -> None:
+        self.container, self.parent, self.at, self.first = container, parent, at, first
+        self.is_map = type(container) is dict
+        self.key: str | None = None
+
+    def path(self) -> Path:
+        steps: list[str | int] = []
+        frame: _Open | None = self
+        while frame is not None and frame.parent is not None:
+            steps.append(frame.at)
+            frame = frame.parent
+        return tuple(reversed(steps))
+
+
+_MISSING = object()
+
+
 class _InOrder:
     """Folds the events of a document with no anchor, alias or merge key (most of them; `documents` sends the
     others to `_Builder`). Such a tree holds its nodes in the order of the text, so one packed position per node,
@@ -312,14 +344,12 @@ class _InOrder:
     position tuple in a dict (some 250 bytes), and no path built per scalar. Errors are those `_Builder` finds,
     in the same order: a mapping or a list joins its parent when it ends."""
 
-    def __init__(self, index: int, strings: dict[str, str]) -> None:
+    def __init__(self, index: int, seen: _Seen) -> None:
         self.index = index
-        # Keys and string values of the file, one object each: its documents repeat them (`key`, `operator`, a
-        # label key, `NotIn`), and a copy each was most of a tree's memory.
-        self.strings = strings
+        self.seen = seen
         self.marks = array.array("Q")
         self.plain: dict[Path, str] = {}
-        self.stack: list[_Frame] = []
+        self.stack: list[_Open] = []
         self.root: Any = None
 
     def read(self, next_event: Callable[[], Any]) -> Parsed:
@@ -339,25 +369,23 @@ class _InOrder:
         at: Any = event.start_mark
         stack = self.stack
         top = stack[-1] if stack else None
+        text = event.value
+        typed = event.tag is None and event.implicit[0]
         if top is not None and top.is_map and top.key is None:
             self.marks.append(at.line * _LINE + at.column)
-            key = _key_text(event)
-            top.key = self.strings.setdefault(key, key)
+            key = self.seen.keys.get(text) if typed else None
+            top.key = key if key is not None else self._key(event, typed)
             return
-        try:
-            value = _value(event)
-        except scalars.Unsendable as err:
-            raise _Refused(str(err), _pos(event)) from None
-        if type(value) is str:
-            value = self.strings.setdefault(value, value)
+        value = self.seen.plains.get(text, _MISSING) if typed else _MISSING
+        if value is _MISSING:
+            value = self._value(event, typed)
         if top is None:
             self.marks.append(at.line * _LINE + at.column)
             self.root = value
             return
         container: Any = top.container
-        if event.tag is None and type(value) in _TYPED and event.implicit[0]:
-            at_key: str | int = top.key if top.key is not None else len(container)
-            self.plain[(*top.path, at_key)] = event.value
+        if typed and type(value) in _TYPED:
+            self.plain[(*top.path(), top.key if top.key is not None else len(container))] = text
         if not top.is_map:
             self.marks.append(at.line * _LINE + at.column)
             container.append(value)
@@ -367,24 +395,39 @@ class _InOrder:
         else:
             self._duplicate(top, len(self.marks) - 1)
 
+    def _key(self, event: events.ScalarEvent, typed: bool) -> str:
+        key = _key_text(event)
+        key = self.seen.strings.setdefault(key, key)
+        if typed:
+            self.seen.keys[event.value] = key
+        return key
+
+    def _value(self, event: events.ScalarEvent, typed: bool) -> Any:
+        try:
+            value = _value(event)
+        except scalars.Unsendable as err:
+            raise _Refused(str(err), _pos(event)) from None
+        if type(value) is str:
+            value = self.seen.strings.setdefault(value, value)
+        if typed:
+            self.seen.plains[event.value] = value
+        return value
+
     def _start(self, event: events.CollectionStartEvent, is_map: bool) -> None:
         stack = self.stack
         top = stack[-1] if stack else None
-        if top is None:
-            path: Path = ()
-        elif top.is_map:
-            if top.key is None:
+        place: str | int = 0
+        if top is not None:
+            if top.is_map and top.key is None:
                 raise _Refused("mapping keys must be scalars (JSON has no complex keys)", _pos(event))
-            path = (*top.path, top.key)
-        else:
-            path = (*top.path, len(top.container))
+            place = top.key if top.key is not None else len(top.container)
         if len(stack) >= MAX_DEPTH:
             raise _Refused(f"nesting deeper than {MAX_DEPTH} levels; the rest of the file is not read",
                            _pos(event), fatal=True)
         if top is None or not top.is_map:  # a mapping's value is at its key, marked already
             at: Any = event.start_mark
             self.marks.append(at.line * _LINE + at.column)
-        stack.append(_Frame({} if is_map else [], path, None, is_map, first=len(self.marks) - 1))
+        stack.append(_Open({} if is_map else [], top, place, len(self.marks) - 1))
 
     def _end(self) -> None:
         stack = self.stack
@@ -402,7 +445,7 @@ class _InOrder:
         else:
             self._duplicate(top, done.first)
 
-    def _duplicate(self, top: _Frame, key_mark: int) -> None:
+    def _duplicate(self, top: _Open, key_mark: int) -> None:
         """Refuses the document: the key pending in `top`, marked at `key_mark`, is there already."""
         first = Marks(top.container, self.marks, top.first)[(typing.cast(str, top.key),)]
         raise _Refused(f"duplicate key {top.key!r} (first at line {first[0]})", _unpacked(self.marks[key_mark]))
@@ -494,7 +537,7 @@ def documents(text: str) -> Iterator[Parsed]:
 def _yaml(text: str) -> Iterator[Parsed]:
     # An anchor needs a `&`, an alias a `*` and a merge key `<<`: a text with none of them is read in order.
     in_order = "&" not in text and "*" not in text and "<<" not in text
-    strings: dict[str, str] | None = {} if in_order else None
+    seen = _Seen() if in_order else None
     loader = _LOADER(text)
     index = 0
     try:
@@ -505,7 +548,7 @@ def _yaml(text: str) -> Iterator[Parsed]:
             if not isinstance(event, events.DocumentStartEvent):
                 continue
             try:
-                yield _document(index, event, loader.get_event, strings)
+                yield _document(index, event, loader.get_event, seen)
             except _Refused as refused:
                 yield Parsed(index, problem=refused.problem)
                 if refused.fatal:
@@ -519,14 +562,14 @@ def _yaml(text: str) -> Iterator[Parsed]:
 
 
 def _document(index: int, start: events.DocumentStartEvent, next_event: Callable[[], Any],
-              strings: dict[str, str] | None = None) -> Parsed:
-    """`strings`: read in order (`_InOrder`), sharing these strings."""
+              seen: _Seen | None = None) -> Parsed:
+    """`seen`: read in order (`_InOrder`), with what the file's earlier documents held."""
     if start.version is not None and tuple(start.version) != (1, 1):
         # go-yaml v2 (kubectl) refuses the document and ends the stream there.
         major, minor = start.version
         raise _Refused(f"found incompatible YAML document (%YAML {major}.{minor}): kubectl reads YAML 1.1 "
                        "only; remove the directive", _pos(start), fatal=True)
-    return (_InOrder(index, strings) if strings is not None else _Builder(index)).read(next_event)
+    return (_InOrder(index, seen) if seen is not None else _Builder(index)).read(next_event)
 
 
 def _skip_document(next_event: Callable[[], Any]) -> None:

@@ -139,6 +139,14 @@ def _req_specs(raw: Any) -> tuple[ReqSpec, ...]:
     return tuple(out)
 
 
+def overlay_requirements(obj: Mapping[str, Any], operator: str) -> tuple[ReqSpec, ...]:
+    """An overlay's requirements with one operator, as `overlay` reads them: the others are not built (a
+    question about the In ones of 10,000 overlays of a hundred requirements each)."""
+    raw = _mapping(obj.get("spec")).get("requirements")
+    return _req_specs([r for r in raw if isinstance(r, Mapping) and r.get("operator") == operator]
+                      if isinstance(raw, list) else None)
+
+
 def _string_labels(raw: Any) -> dict[str, str]:
     return {k: v for k, v in _mapping(raw).items() if isinstance(k, str) and isinstance(v, str)}
 
