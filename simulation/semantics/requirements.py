@@ -198,7 +198,15 @@ def _intersected(group: list[Requirement]) -> Requirement:
         values = frozenset(v for v in values if within_bounds(v, gte, lte))
     if not complement:
         gte = lte = None
-    return Requirement(key, complement, values, gte, lte)
+    made = Requirement(key, complement, values, gte, lte)
+    if len(_INTERSECTED) >= _REMEMBERED:
+        _INTERSECTED.clear()
+    return _INTERSECTED.setdefault(made, made)
+
+
+# Intersections kept, one object per distinct value: overlays that list the same hundred NotIn values hold one set.
+_INTERSECTED: dict[Requirement, Requirement] = {}
+_REMEMBERED = 4096
 
 
 def from_specs(specs: Iterable[tuple[str, str, Iterable[str]]]) -> dict[str, Requirement]:
