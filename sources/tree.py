@@ -348,6 +348,8 @@ class _InOrder:
         self.index = index
         self.seen = seen
         self.marks = array.array("Q")
+        # Bound once: looked up per scalar otherwise.
+        self.mark, self.keys, self.plains = self.marks.append, seen.keys, seen.plains
         self.plain: dict[Path, str] = {}
         self.stack: list[_Open] = []
         self.root: Any = None
@@ -372,22 +374,22 @@ class _InOrder:
         text = event.value
         typed = event.tag is None and event.implicit[0]
         if top is not None and top.is_map and top.key is None:
-            self.marks.append(at.line * _LINE + at.column)
-            key = self.seen.keys.get(text) if typed else None
+            self.mark(at.line * _LINE + at.column)
+            key = self.keys.get(text) if typed else None
             top.key = key if key is not None else self._key(event, typed)
             return
-        value = self.seen.plains.get(text, _MISSING) if typed else _MISSING
+        value = self.plains.get(text, _MISSING) if typed else _MISSING
         if value is _MISSING:
             value = self._value(event, typed)
         if top is None:
-            self.marks.append(at.line * _LINE + at.column)
+            self.mark(at.line * _LINE + at.column)
             self.root = value
             return
         container: Any = top.container
         if typed and type(value) in _TYPED:
             self.plain[(*top.path(), top.key if top.key is not None else len(container))] = text
         if not top.is_map:
-            self.marks.append(at.line * _LINE + at.column)
+            self.mark(at.line * _LINE + at.column)
             container.append(value)
         elif top.key not in container:
             container[top.key] = value
