@@ -40,18 +40,30 @@ class _NotPlain(Exception):
     """Valid JSON that reads differently from YAML, or that the YAML reader should refuse."""
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _NotPlain("duplicate key")
-    return out
+def _decoder() -> json.JSONDecoder:
+    """A decoder for one text that refuses what YAML reads otherwise and keeps one object per distinct string
+    value in objects and their lists (a file's objects repeat theirs: `NotIn`, a label key, a family)."""
+    strings: dict[str, str] = {}
+    share = strings.setdefault
+
+    def pairs(found: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = {}
+        for key, value in found:
+            kind = type(value)
+            if kind is str:
+                value = share(value, value)
+            elif kind is list:
+                value[:] = [share(v, v) if type(v) is str else v for v in value]
+            out[key] = value
+        if len(out) != len(found):
+            raise _NotPlain("duplicate key")
+        return out
+
+    return json.JSONDecoder(object_pairs_hook=pairs, parse_constant=_constant)
 
 
 def _constant(name: str) -> Any:
     raise _NotPlain(name)
-
-
-_STRICT = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
 
 
 def documents(text: str, max_depth: int) -> list[tuple[Any, Located]] | None:
@@ -63,9 +75,10 @@ def documents(text: str, max_depth: int) -> list[tuple[Any, Located]] | None:
     index = _Index(text)
     lone = _SURROGATE_ESCAPE.search(text)
     out: list[tuple[Any, Located]] = []
+    strict = _decoder()
     try:
         while start < len(text):
-            value, end = _STRICT.raw_decode(text, start)
+            value, end = strict.raw_decode(text, start)
             out.append((value if lone is None else _replaced(value), Located(index, start)))
             start = _skip(text, end)
     except (ValueError, _NotPlain, RecursionError):

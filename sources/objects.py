@@ -334,7 +334,7 @@ class Loader:
 
 def _items(found: Mapping[tree.Path, T], count: int) -> list[Mapping[tree.Path, T]]:
     """Per item of a List, its entries (positions, literals) relative to the item."""
-    if isinstance(found, jsontext.Located | jsontext.Literals):
+    if isinstance(found, jsontext.Located | jsontext.Literals | tree.Marks):
         return [typing.cast(Mapping[tree.Path, T], found.within(("items", i))) for i in range(count)]
     split = split_items(found, "items")
     return [split.get(i, {}) for i in range(count)]

@@ -11,6 +11,7 @@ Scalars are typed as kubectl types them (`scalars`): go-yaml v2's YAML 1.1, then
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import re
 import typing
@@ -120,6 +121,17 @@ def _value(event: events.ScalarEvent) -> Any:
     return event.value if tag == "!" else scalars.tagged(tag, event.value)
 
 
+def _key_text(event: events.ScalarEvent) -> str:
+    """A mapping key as kubectl sends it."""
+    tag = event.tag
+    try:
+        if tag is None:
+            return scalars.plain_key(event.value) if event.implicit[0] else event.value
+        return event.value if tag == "!" else scalars.key(scalars.tagged(tag, event.value))
+    except scalars.Unsendable as err:
+        raise _Refused(str(err), _pos(event)) from None
+
+
 class _Builder:
     """Folds the events of one document into a tree; the stack replaces recursion. The loop is
     written for speed (tens of events per object): scalars, by far the most common, are handled inline."""
@@ -190,14 +202,7 @@ class _Builder:
         if event.value == "<<" and event.tag is None and event.implicit[0]:
             top.key, top.merge_key, top.merge_pos = "<<", True, pos
             return
-        tag = event.tag
-        try:
-            if tag is None:
-                top.key = scalars.plain_key(event.value) if event.implicit[0] else event.value
-            else:
-                top.key = event.value if tag == "!" else scalars.key(scalars.tagged(tag, event.value))
-        except scalars.Unsendable as err:
-            raise _Refused(str(err), pos) from None
+        top.key = _key_text(event)
 
     def _child_path(self, pos: Position) -> Path:
         if not self.stack:
@@ -294,6 +299,226 @@ class _Builder:
         self._attach(self._top(), container, frame.size, self.positions.get(frame.path, (1, 1)))
 
 
+# A position packed in one unsigned 64-bit number: the 0-based line above, the column below.
+_LINE = 1 << 32
+
+
+def _unpacked(packed: int) -> Position:
+    return (packed // _LINE + 1, packed % _LINE + 1)
+
+
+@dataclasses.dataclass
+class _Seen:
+    """What a file's documents repeat, read once each: plain keys and scalars as typed, and one object per string
+    (`key`, `operator`, a label key, `NotIn`: a copy each was most of a tree's memory)."""
+
+    keys: dict[str, str] = dataclasses.field(default_factory=dict)
+    plains: dict[str, Any] = dataclasses.field(default_factory=dict)
+    strings: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class _Open:
+    """A mapping or list being read: its parent and its place there stand for its path, asked only for a scalar
+    YAML typed (`plain`)."""
+
+    __slots__ = ("at", "container", "first", "is_map", "key", "parent")
+
+    def __init__(self, container: dict[str, Any] | list[Any], parent: _Open | None, at: str | int,
+                 first: int) -> None:
+        self.container, self.parent, self.at, self.first = container, parent, at, first
+        self.is_map = type(container) is dict
+        self.key: str | None = None
+
+    def path(self) -> Path:
+        steps: list[str | int] = []
+        frame: _Open | None = self
+        while frame is not None and frame.parent is not None:
+            steps.append(frame.at)
+            frame = frame.parent
+        return tuple(reversed(steps))
+
+
+_MISSING = object()
+
+
+class _InOrder:
+    """Folds the events of a document with no anchor, alias or merge key (most of them; `documents` sends the
+    others to `_Builder`). Such a tree holds its nodes in the order of the text, so one packed position per node,
+    in that order, stands for the map from path to position (`Marks`): 8 bytes a node, against a path and a
+    position tuple in a dict (some 250 bytes), and no path built per scalar. Errors are those `_Builder` finds,
+    in the same order: a mapping or a list joins its parent when it ends."""
+
+    def __init__(self, index: int, seen: _Seen) -> None:
+        self.index = index
+        self.seen = seen
+        self.marks = array.array("Q")
+        # Bound once: looked up per scalar otherwise.
+        self.mark, self.keys, self.plains = self.marks.append, seen.keys, seen.plains
+        self.plain: dict[Path, str] = {}
+        self.stack: list[_Open] = []
+        self.root: Any = None
+
+    def read(self, next_event: Callable[[], Any]) -> Parsed:
+        while True:
+            event = next_event()
+            cls = type(event)
+            if cls is events.ScalarEvent:
+                self._scalar(event)
+            elif cls is events.MappingStartEvent or cls is events.SequenceStartEvent:
+                self._start(event, cls is events.MappingStartEvent)
+            elif cls is events.MappingEndEvent or cls is events.SequenceEndEvent:
+                self._end()
+            elif cls is events.DocumentEndEvent:
+                return Parsed(self.index, self.root, Marks(self.root, self.marks), plain=self.plain)
+
+    def _scalar(self, event: events.ScalarEvent) -> None:
+        at: Any = event.start_mark
+        stack = self.stack
+        top = stack[-1] if stack else None
+        text = event.value
+        typed = event.tag is None and event.implicit[0]
+        if top is not None and top.is_map and top.key is None:
+            self.mark(at.line * _LINE + at.column)
+            key = self.keys.get(text) if typed else None
+            top.key = key if key is not None else self._key(event, typed)
+            return
+        value = self.plains.get(text, _MISSING) if typed else _MISSING
+        if value is _MISSING:
+            value = self._value(event, typed)
+        if top is None:
+            self.mark(at.line * _LINE + at.column)
+            self.root = value
+            return
+        container: Any = top.container
+        if typed and type(value) in _TYPED:
+            self.plain[(*top.path(), top.key if top.key is not None else len(container))] = text
+        if not top.is_map:
+            self.mark(at.line * _LINE + at.column)
+            container.append(value)
+        elif top.key not in container:
+            container[top.key] = value
+            top.key = None
+        else:
+            self._duplicate(top, len(self.marks) - 1)
+
+    def _key(self, event: events.ScalarEvent, typed: bool) -> str:
+        key = _key_text(event)
+        key = self.seen.strings.setdefault(key, key)
+        if typed:
+            self.seen.keys[event.value] = key
+        return key
+
+    def _value(self, event: events.ScalarEvent, typed: bool) -> Any:
+        try:
+            value = _value(event)
+        except scalars.Unsendable as err:
+            raise _Refused(str(err), _pos(event)) from None
+        if type(value) is str:
+            value = self.seen.strings.setdefault(value, value)
+        if typed:
+            self.seen.plains[event.value] = value
+        return value
+
+    def _start(self, event: events.CollectionStartEvent, is_map: bool) -> None:
+        stack = self.stack
+        top = stack[-1] if stack else None
+        place: str | int = 0
+        if top is not None:
+            if top.is_map and top.key is None:
+                raise _Refused("mapping keys must be scalars (JSON has no complex keys)", _pos(event))
+            place = top.key if top.key is not None else len(top.container)
+        if len(stack) >= MAX_DEPTH:
+            raise _Refused(f"nesting deeper than {MAX_DEPTH} levels; the rest of the file is not read",
+                           _pos(event), fatal=True)
+        if top is None or not top.is_map:  # a mapping's value is at its key, marked already
+            at: Any = event.start_mark
+            self.marks.append(at.line * _LINE + at.column)
+        stack.append(_Open({} if is_map else [], top, place, len(self.marks) - 1))
+
+    def _end(self) -> None:
+        stack = self.stack
+        done = stack.pop()
+        if not stack:
+            self.root = done.container
+            return
+        top = stack[-1]
+        container: Any = top.container
+        if not top.is_map:
+            container.append(done.container)
+        elif top.key not in container:
+            container[top.key] = done.container
+            top.key = None
+        else:
+            self._duplicate(top, done.first)
+
+    def _duplicate(self, top: _Open, key_mark: int) -> None:
+        """Refuses the document: the key pending in `top`, marked at `key_mark`, is there already."""
+        first = Marks(top.container, self.marks, top.first)[(typing.cast(str, top.key),)]
+        raise _Refused(f"duplicate key {top.key!r} (first at line {first[0]})", _unpacked(self.marks[key_mark]))
+
+
+def _size(value: Any) -> int:
+    """The nodes of a tree: itself and everything under it."""
+    kind = type(value)
+    if kind is dict:
+        return 1 + sum(map(_size, value.values()))
+    if kind is list:
+        return 1 + sum(map(_size, value))
+    return 1
+
+
+class Marks(Mapping[Path, Position]):
+    """The positions of a tree `_InOrder` read, one per node in the order of the text: a path's position is found
+    by walking the tree to it (a finding asks for a few). The tree keeps its shape after reading (the reader's
+    repairs replace scalars by scalars)."""
+
+    __slots__ = ("_at", "_marks", "_value")
+
+    def __init__(self, value: Any, marks: array.array[int], at: int = 0) -> None:
+        self._value, self._marks, self._at = value, marks, at
+
+    def _find(self, path: Path) -> tuple[Any, int] | None:
+        node, at = self._value, self._at
+        for step in path:
+            at += 1
+            if type(node) is dict:
+                if step not in node:
+                    return None
+                for key, child in node.items():
+                    if key == step:
+                        break
+                    at += _size(child)
+                node = node[step]
+            elif type(node) is list and type(step) is int and 0 <= step < len(node):
+                at += sum(map(_size, node[:step]))
+                node = node[step]
+            else:
+                return None
+        return node, at
+
+    def __getitem__(self, path: Path) -> Position:
+        found = self._find(path)
+        if found is None:
+            raise KeyError(path)
+        return _unpacked(self._marks[found[1]])
+
+    def __iter__(self) -> Iterator[Path]:
+        todo: list[tuple[Path, Any]] = [((), self._value)]
+        while todo:
+            path, node = todo.pop()
+            yield path
+            children = node.items() if type(node) is dict else enumerate(node) if type(node) is list else ()
+            todo.extend(reversed([((*path, k), child) for k, child in children]))
+
+    def __len__(self) -> int:
+        return _size(self._value)
+
+    def within(self, path: Path) -> Mapping[Path, Position]:
+        """The positions of the value at `path`, relative to it (an item of a `kind: List`)."""
+        found = self._find(path)
+        return {} if found is None else Marks(found[0], self._marks, found[1])
+
+
 # Values that an unquoted scalar turned into something other than a string.
 _TYPED = frozenset({bool, int, float})
 
@@ -316,6 +541,9 @@ def documents(text: str) -> Iterator[Parsed]:
 
 
 def _yaml(text: str) -> Iterator[Parsed]:
+    # An anchor needs a `&`, an alias a `*` and a merge key `<<`: a text with none of them is read in order.
+    in_order = "&" not in text and "*" not in text and "<<" not in text
+    seen = _Seen() if in_order else None
     loader = _LOADER(text)
     index = 0
     try:
@@ -326,7 +554,7 @@ def _yaml(text: str) -> Iterator[Parsed]:
             if not isinstance(event, events.DocumentStartEvent):
                 continue
             try:
-                yield _document(index, event, loader.get_event)
+                yield _document(index, event, loader.get_event, seen)
             except _Refused as refused:
                 yield Parsed(index, problem=refused.problem)
                 if refused.fatal:
@@ -339,13 +567,15 @@ def _yaml(text: str) -> Iterator[Parsed]:
         loader.dispose()
 
 
-def _document(index: int, start: events.DocumentStartEvent, next_event: Callable[[], Any]) -> Parsed:
+def _document(index: int, start: events.DocumentStartEvent, next_event: Callable[[], Any],
+              seen: _Seen | None = None) -> Parsed:
+    """`seen`: read in order (`_InOrder`), with what the file's earlier documents held."""
     if start.version is not None and tuple(start.version) != (1, 1):
         # go-yaml v2 (kubectl) refuses the document and ends the stream there.
         major, minor = start.version
         raise _Refused(f"found incompatible YAML document (%YAML {major}.{minor}): kubectl reads YAML 1.1 "
                        "only; remove the directive", _pos(start), fatal=True)
-    return _Builder(index).read(next_event)
+    return (_InOrder(index, seen) if seen is not None else _Builder(index)).read(next_event)
 
 
 def _skip_document(next_event: Callable[[], Any]) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulation.semantics import requirements as reqs
 
@@ -90,6 +92,22 @@ def test_build_intersects_requirements_on_one_key() -> None:
     built = reqs.from_specs([("k", "In", ["a", "b"]), ("k", "In", ["b", "c"]), ("j", "Exists", [])])
     assert set(built) == {"k", "j"}
     assert set(built["k"].values) == {"b"}
+
+
+_REQUIREMENT = st.builds(reqs.Requirement.new, st.sampled_from(["k", "beta.kubernetes.io/arch", "kubernetes.io/arch"]),
+                         st.sampled_from(reqs.OPERATORS),
+                         st.lists(st.sampled_from(["a", "b", "0", "3", "7", "12", "-1"]), max_size=3))
+
+
+@settings(deadline=None)
+@given(st.lists(_REQUIREMENT, max_size=8))
+def test_build_is_intersecting_one_after_another(items: list[reqs.Requirement]) -> None:
+    """Requirements.Add as Karpenter folds it: each requirement intersected with what its key holds so far."""
+    folded: dict[str, reqs.Requirement] = {}
+    for req in items:
+        folded[req.key] = req if req.key not in folded else req.intersection(folded[req.key])
+    assert reqs.build(items) == folded
+    assert list(reqs.build(items)) == list(folded)
 
 
 def test_from_labels_is_one_in_per_label() -> None:

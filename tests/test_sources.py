@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -344,3 +345,55 @@ def test_too_deep_json_is_refused_with_a_position() -> None:
     text = '{"a": ' + '{"b": ' * 120 + "1" + "}" * 121
     (parsed,) = tree.documents(text)
     assert parsed.problem is not None and parsed.value is None and "deeper" in parsed.problem.message
+
+
+# A comment that names an anchor, an alias and a merge key sends a text to the general reader (`_Builder`)
+# and moves nothing in it: the in-order reader (`_InOrder`, positions packed as `Marks`) must read the same.
+_GENERAL = "\n# & * <<\n"
+
+
+def _in_order_and_general(text: str) -> None:
+    in_order, general = list(tree._yaml(text)), list(tree._yaml(text + _GENERAL))
+    assert all(isinstance(p.positions, tree.Marks) for p in in_order if p.problem is None)
+    assert not any(isinstance(p.positions, tree.Marks) for p in general)
+    assert [(p.index, p.value, dict(p.positions), dict(p.plain), p.problem) for p in in_order] == \
+        [(p.index, p.value, dict(p.positions), dict(p.plain), p.problem) for p in general]
+
+
+@pytest.mark.parametrize("text", [
+    OVERLAY_YAML,
+    f"{OVERLAY_YAML}---\n{NODEPOOL_YAML}",
+    "a: 1\nb:\n  c: [1, 2, {d: e}]\n  c: 3\n",  # a duplicate key after a nested mapping and list
+    "a:\n  x: 1\na:\n  - y\n",  # a duplicate whose value is a list
+    "a:\n  b: x\n  c:\n    - 1\n    - k: on\n      k: off\n",  # a duplicate deep in a list
+    'a: 1\n"a": 2\n',  # the same key, one quoted
+    "just a scalar\n---\n- 1\n- [2, 3]\n---\n? [a]\n: b\n---\nx: 1\n---\n---\nkey: !!str 5\nother: !!int '7'\n",
+    "x: .nan\n---\nn: ~\nz: 0755\ny: yes\n",
+    "apiVersion: v1\nkind: List\nitems:\n- kind: NodeOverlay\n  metadata: {name: a}\n  spec: {weight: 3}\n"
+    "- kind: NodeOverlay\n  metadata:\n    name: b\n  spec:\n    weight: yes\n",
+    "a: " + "[" * 120 + "]" * 120 + "\n",  # too deep
+    "a:\n" + "".join(f"{'  ' * i}- b{i}:\n" for i in range(1, 105)),  # too deep, block style
+])
+def test_the_in_order_reader_reads_what_the_general_one_reads(text: str) -> None:
+    _in_order_and_general(text)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.sampled_from(["on", "0755", "1e3", "~", "", "a b"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("abcde"), inner, max_size=4),
+    max_leaves=30), st.sampled_from([None, True, False]), st.integers(1, 3))
+def test_the_in_order_reader_agrees_on_any_tree(value: Any, flow: bool | None, copies: int) -> None:
+    _in_order_and_general(yaml.safe_dump_all([{"v": value}] * copies, default_flow_style=flow))
+
+
+def test_yaml_list_items_keep_their_positions() -> None:
+    text = "kind: List\nitems:\n- kind: NodeOverlay\n  spec: {weight: 1}\n- [a, {b: c}]\n- x\n"
+    (parsed,) = tree._yaml(text)
+    assert isinstance(parsed.positions, tree.Marks)
+    split = positions.split_items(dict(parsed.positions), "items")
+    for i in range(3):
+        assert dict(parsed.positions.within(("items", i))) == split[i]
+    assert parsed.positions.within(("items", 3)) == {}
+    assert parsed.positions.get(("items", 1, 1, "b")) == (5, 8)
+    assert ("items", 1, 2) not in parsed.positions and ("items", "x") not in parsed.positions

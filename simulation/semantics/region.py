@@ -48,7 +48,7 @@ def named(objects: Iterable[Mapping[str, Any]], provider: str = "") -> Named:
                      *((r.key, v) for r in pool.requirements if r.operator == reqs.IN for v in r.values)]
             sink, zones = pool_regions, pool_zones
         elif kind == model.NODEOVERLAY:
-            pairs = [(r.key, v) for r in model.overlay(obj).requirements if r.operator == reqs.IN for v in r.values]
+            pairs = [(r.key, v) for r in model.overlay_requirements(obj, reqs.IN) for v in r.values]
             sink, zones = overlay_regions, None
         else:
             continue
