@@ -187,11 +187,12 @@ class Index:
         self.taken.warm()
 
     def claims(self, field: merge.Field) -> tuple[int, overlaps.Overlaps]:
-        """The entries with a baseline claim on `field` (a mask), and every entry's claim packed (empty where none)."""
+        """The entries holding cells of `field` in the baseline (a mask), and every entry's claim packed (empty where
+        none)."""
         table = self.claim_tables.get(field)
         if table is None:
             held = self.claimed.get(field, {})
-            table = self.claim_tables[field] = (self.mask(held), overlaps.Overlaps.build(
+            table = self.claim_tables[field] = (self.mask(n for n, c in held.items() if c), overlaps.Overlaps.build(
                 [held.get(n, merge.EMPTY) for n in self.names]))
         return table
 
