@@ -329,7 +329,7 @@ class Unchanged:
         index = self.index
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
-            among &= index.coarse_at((tuple(_ones(cells.pools())), _chunks(cells.fold())))
+            among &= index.coarse_at(keys_of(cells))
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
         if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
@@ -368,6 +368,11 @@ def _report_key(e: merge.Entry) -> tuple[object, ...]:
     of one overlay come next, so this orders findings on different overlays exactly."""
     o = e.overlay
     return (o.source if o.source is not None else -1, o.ref)
+
+
+def keys_of(cells: cellset.Cells) -> Keys:
+    """The buckets of these cells: an entry shares one with them wherever its cells meet them."""
+    return tuple(_ones(cells.pools())), _chunks(cells.fold())
 
 
 def _keys(e: merge.Entry) -> Keys:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation import findings, once
-from simulation.analysis import checks
+from simulation.analysis import checks, overlaps
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
 
@@ -109,9 +109,19 @@ def _emptied(view: View, c: merge.Entry, field: merge.Field) -> tuple[int, int]:
     index, bits = view.index, c.fields()[field]
     below = view.applied & index.after(c.rank)
     held, claims = index.claims(field)
-    covered = below & claims.inside(bits, index.place(c.rank))
+    # A claim within its cells shares a bucket with them: a narrow candidate (an instance family's few slot ranges)
+    # has few such claims, each tested; a broad one's bucket union would cost more than reading every claim below.
+    pools, chunks = ix.keys_of(bits)
+    if len(chunks) <= _NARROW and (near := below & held & index.coarse_at((pools, chunks))).bit_count() <= overlaps.FEW:
+        covered = claims.within(bits, near)
+    else:
+        covered = below & claims.inside(bits, index.place(c.rank))
     covered |= view.prepared.meeting(field, bits, below & index.by_field.get(field, 0) & ~held)
     return covered, covered
+
+
+# The most CHUNK-slot ranges a candidate's cells span for `_emptied` to ask the buckets first.
+_NARROW = 8
 
 
 def _covered_at_once(view: View, scope: _Scope, targets: int) -> tuple[int, int]:
