@@ -81,3 +81,14 @@ def test_a_remembering_crowd_answers_as_a_fresh_one(entries: list[cellset.Cells]
     for cells, among, field in asked:
         assert remembering.meeting(field, cells, among) == fresh.meeting(field, cells, among)
     assert len(remembering.known or {}) <= ix.REMEMBERED
+
+
+# No deadline: past ix.FEW, numpy is imported on the first example.
+@settings(deadline=None)
+@given(st.lists(cell_sets(), max_size=24), st.just(-1) | st.integers(min_value=0))
+def test_each_reads_the_entries_in_order(entries: list[cellset.Cells], members: int) -> None:
+    # Past index.FEW the rest come in one step (-1: all of them): every entry once, in Karpenter's order, either way.
+    index = ix.Index.build([_entry(f"e{i:02d}", cells) for i, cells in enumerate(entries)], POOLS)
+    members &= (1 << len(entries)) - 1
+    crowd = index.crowd(set())
+    assert list(crowd.each(members)) == crowd.entries(members) == [index.order[i] for i in index.positions(members)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from simulation.analysis import overlaps
@@ -31,11 +31,13 @@ def cell_sets(draw: st.DrawFn) -> cellset.Cells:
 
 
 def _both_ways(ask: Callable[[], int]) -> set[int]:
-    """The answer with the arrays and with a test of each (overlaps.FEW decides which, by how many are asked)."""
+    """The answer with the arrays and with a test of each (overlaps.FEW decides which, by how many are asked), the
+    arrays reading the blocks asked whole and every block's non-zero words (overlaps.DENSE decides which)."""
     answers = set()
-    for few in (-1, 1 << 20):
+    for few, dense in ((-1, 0), (-1, 1 << 20), (1 << 20, 1)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(overlaps, "FEW", few)
+            patch.setattr(overlaps, "DENSE", dense)
             answers.add(ask())
     return answers
 
@@ -52,6 +54,16 @@ def test_packed_answer_is_the_test_of_each(question: str, each: Callable[[cellse
     expected = sum(1 << i for i, s in enumerate(sets) if among >> i & 1 and each(s, query))
     ask = getattr(overlaps.Overlaps.build(sets), question)
     assert _both_ways(lambda: ask(query, among)) == {expected}
+
+
+@given(sets=st.lists(cell_sets(), max_size=12), query=cell_sets(), start=st.integers(0, 13))
+# A set of several products before `start`, within the query: not asked.
+@example(sets=[cellset.Cells.grouped([(1, 1), (2, 2)], BLOCK)], query=cellset.Cells.product(3, 3, BLOCK), start=1)
+def test_inside_is_within_from_start(sets: list[cellset.Cells], query: cellset.Cells, start: int) -> None:
+    # The claims below a candidate that it empties: the non-empty sets from `start` on, within its cells.
+    expected = sum(1 << i for i, s in enumerate(sets) if i >= start and s and s.within(query))
+    packed = overlaps.Overlaps.build(sets)
+    assert _both_ways(lambda: packed.inside(query, start)) == {expected}
 
 
 def test_copies_share_one_block_row() -> None:

@@ -8,12 +8,13 @@ import copy
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
 from simulation import findings
-from simulation.analysis import checks, shadows, traps
+from simulation.analysis import checks, overlaps, shadows, traps
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash, merge
@@ -55,17 +56,22 @@ def broad(draw: st.DrawFn) -> dict[str, Any]:
             "metadata": {"name": draw(st.sampled_from(["a-new", "o50x0", "zz-new"]))}, "spec": spec}
 
 
+@pytest.mark.parametrize("few", [overlaps.FEW, 0], ids=["cutoffs", "arrays"])
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), pools=pool_docs(), doc=broad(),
        order=st.randoms(use_true_random=False))
-def test_a_candidate_over_many_overlays_equals_full(catalog: cat.Catalog, existing: list[dict[str, Any]],
+def test_a_candidate_over_many_overlays_equals_full(few: int, catalog: cat.Catalog, existing: list[dict[str, Any]],
                                                     pools: list[dict[str, Any]], doc: dict[str, Any],
                                                     order: Any) -> None:
+    """`few`: overlaps.FEW, at 0 so that the overlays a candidate empties are read from every claim below it at once
+    (shadows._emptied's broad side; its narrow side tests each), as a broad candidate over thousands has them."""
     # Sources in no relation to names or Karpenter's order: a report orders by source first.
     docs = [*pools, *existing]
     order.shuffle(docs)
     prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate(docs)], catalog)
-    fast = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(overlaps, "FEW", few)
+        fast = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared)
     slow = ev.evaluate([ev.Document(copy.deepcopy(doc), 100)], prepared, full=True)
     assert [f.to_json() for f in fast.findings] == [f.to_json() for f in slow.findings]
 

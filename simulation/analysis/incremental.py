@@ -113,7 +113,7 @@ def _settle(index: Index, prepared: ix.Unchanged, baseline: merge.Merged, old: S
         # cells with it decide it; dropped, it stores nothing and no other status moves.
         c = candidates[0]
         stored = merge.related(prepared, c, prepared.before(c.rank) & (index.applied_bits or 0))
-        verdict = merge.tested_against(prepared.entries(stored), c)
+        verdict = merge.tested_against(prepared.each(stored), c)
         if verdict is not None:
             return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
     if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from simulation import once
 from simulation.analysis import arrays, hints, kinds, overlaps
@@ -187,7 +187,8 @@ class Index:
         self.taken.warm()
 
     def claims(self, field: merge.Field) -> tuple[int, overlaps.Overlaps]:
-        """The entries with a baseline claim on `field` (a mask), and every entry's claim packed (empty where none)."""
+        """The entries holding cells of `field` in the baseline (a mask), and every entry's claim packed (empty where
+        none)."""
         table = self.claim_tables.get(field)
         if table is None:
             held = self.claimed.get(field, {})
@@ -195,7 +196,7 @@ class Index:
                 # A field no entry claims (a request's new extended resource) is asked nothing of the table: an
                 # empty one, not an empty claim per entry packed and kept for every such field a request brings.
                 return 0, overlaps.Overlaps.build(())
-            table = self.claim_tables[field] = (self.mask(held), overlaps.Overlaps.build(
+            table = self.claim_tables[field] = (self.mask(n for n, c in held.items() if c), overlaps.Overlaps.build(
                 [held.get(n, merge.EMPTY) for n in self.names]))
         return table
 
@@ -345,7 +346,7 @@ class Unchanged:
         index = self.index
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
-            among = index.sharing((tuple(_ones(cells.pools())), _chunks(cells.fold())), among)
+            among = index.sharing(keys_of(cells), among)
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
         if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
@@ -367,6 +368,19 @@ class Unchanged:
         return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
                            len(index.order))
 
+    def each(self, members: int) -> Iterator[merge.Entry]:
+        """The entries of `members` in Karpenter's order, made as they are read: the first few one by one, the rest
+        in one step, so that a reader stopping early (the conflict test stops at the first price it meets) does not
+        pay for a broad candidate's hundreds."""
+        order = self.index.order
+        for _ in range(FEW):
+            if not members:
+                return
+            low = members & -members
+            yield order[low.bit_length() - 1]
+            members ^= low
+        yield from self.index.members(members)
+
     def entries(self, members: int, limit: int | None = None) -> list[merge.Entry]:
         if limit is None:
             return self.index.members(members)
@@ -384,6 +398,11 @@ def _report_key(e: merge.Entry) -> tuple[object, ...]:
     of one overlay come next, so this orders findings on different overlays exactly."""
     o = e.overlay
     return (o.source if o.source is not None else -1, o.ref)
+
+
+def keys_of(cells: cellset.Cells) -> Keys:
+    """The buckets of these cells: an entry shares one with them wherever its cells meet them."""
+    return tuple(_ones(cells.pools())), _chunks(cells.fold())
 
 
 def _keys(e: merge.Entry) -> Keys:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simulation import findings, once
-from simulation.analysis import checks
+from simulation.analysis import checks, overlaps
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
 
@@ -77,9 +77,10 @@ def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
     # With one candidate (none: a deletion, nothing to test), only the winners named before it can push it out
     # of the ones a finding lists: with none named before it, it is among them wherever it wins.
     before = applied & view.index.named_before(view.candidates[0].name) if single and view.candidates else 0
-    for field, targets in _targets(view, applied).items():
+    alone = _alone(view)
+    for field, targets in (_targets(view, applied) if alone is None else dict.fromkeys(alone.fields(), 0)).items():
         scope = _Scope.of(view, field)
-        left, covered = _covered_at_once(view, scope, targets)
+        left, covered = _covered_at_once(view, scope, targets) if alone is None else _emptied(view, alone, field)
         # Covered and paired with no overlay of their weight before them (`tied` lists every unchanged overlay
         # that is): shadowed, with no test of each.
         plain = left & covered & ~scope.tied & ~view.index.ties.get(field, 0)
@@ -89,6 +90,38 @@ def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
             shadowed = _names_first(view, scope, shadowed, before)
         found[field] = shadowed
     return found
+
+
+def _alone(view: View) -> merge.Entry | None:
+    """The one candidate, when it is the only overlay the change applied and the change applied none less (almost
+    every request): then an unchanged overlay below it is shadowed on a field where it was left nothing of its
+    baseline claim, which `_emptied` reads from the claims below it at once."""
+    if len(view.gained) != 1 or view.lost:
+        return None
+    (c,) = view.gained
+    return c if any(c.name == d.name for d in view.candidates) else None
+
+
+def _emptied(view: View, c: merge.Entry, field: merge.Field) -> tuple[int, int]:
+    """`_covered_at_once`'s answer for the one candidate `c` (see `_alone`), without asking which overlays below it
+    meet it first: those below whose baseline claim on the field lies within its cells, and those below that held
+    none there and meet it (a claim within its cells meets them), as (targets, covered): every target covered."""
+    index, bits = view.index, c.fields()[field]
+    below = view.applied & index.after(c.rank)
+    held, claims = index.claims(field)
+    # A claim within its cells shares a bucket with them: a narrow candidate (an instance family's few slot ranges)
+    # has few such claims, each tested; a broad one's bucket union would cost more than reading every claim below.
+    pools, chunks = ix.keys_of(bits)
+    if len(chunks) <= _NARROW and (near := below & held & index.coarse_at((pools, chunks))).bit_count() <= overlaps.FEW:
+        covered = claims.within(bits, near)
+    else:
+        covered = below & claims.inside(bits, index.place(c.rank))
+    covered |= view.prepared.meeting(field, bits, below & index.by_field.get(field, 0) & ~held)
+    return covered, covered
+
+
+# The most CHUNK-slot ranges a candidate's cells span for `_emptied` to ask the buckets first.
+_NARROW = 8
 
 
 def _covered_at_once(view: View, scope: _Scope, targets: int) -> tuple[int, int]:
