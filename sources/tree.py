@@ -132,18 +132,8 @@ def _key_text(event: events.ScalarEvent) -> str:
         raise _Refused(str(err), _pos(event)) from None
 
 
-class _Builder:
-    """Folds the events of one document into a tree; the stack replaces recursion. The loop is
-    written for speed (tens of events per object): scalars, by far the most common, are handled inline."""
-
-    def __init__(self, index: int) -> None:
-        self.positions: dict[Path, Position] = {}
-        self.plain: dict[Path, str] = {}
-        self.parsed = Parsed(index, positions=self.positions, plain=self.plain)
-        self.stack: list[_Frame] = []
-        self.anchors: dict[str, tuple[Any, int]] = {}
-        self.open_anchors: set[str] = set()
-        self.aliased = 0
+class _Folding:
+    """The one loop over a document's events, for both folds: scalars, by far the most common, are tested first."""
 
     def read(self, next_event: Callable[[], Any]) -> Parsed:
         """The document whose events `next_event` gives, up to its end; _Refused if it is refused."""
@@ -159,7 +149,39 @@ class _Builder:
             elif cls is events.AliasEvent:
                 self._alias(event)
             elif cls is events.DocumentEndEvent:
-                return self.parsed
+                return self._parsed()
+
+    def _scalar(self, event: events.ScalarEvent) -> None:
+        raise NotImplementedError
+
+    def _start(self, event: events.CollectionStartEvent, is_map: bool) -> None:
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        raise NotImplementedError
+
+    def _alias(self, event: events.AliasEvent) -> None:
+        raise NotImplementedError
+
+    def _parsed(self) -> Parsed:
+        raise NotImplementedError
+
+
+class _Builder(_Folding):
+    """Folds the events of one document into a tree; the stack replaces recursion. The loop is
+    written for speed (tens of events per object): scalars, by far the most common, are handled inline."""
+
+    def __init__(self, index: int) -> None:
+        self.positions: dict[Path, Position] = {}
+        self.plain: dict[Path, str] = {}
+        self.parsed = Parsed(index, positions=self.positions, plain=self.plain)
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.open_anchors: set[str] = set()
+        self.aliased = 0
+
+    def _parsed(self) -> Parsed:
+        return self.parsed
 
     def _scalar(self, event: events.ScalarEvent) -> None:
         mark: Any = event.start_mark
@@ -341,7 +363,7 @@ class _Open:
 _MISSING = object()
 
 
-class _InOrder:
+class _InOrder(_Folding):
     """Folds the events of a document with no anchor, alias or merge key (most of them; `documents` sends the
     others to `_Builder`). Such a tree holds its nodes in the order of the text, so one packed position per node,
     in that order, stands for the map from path to position (`Marks`): 8 bytes a node, against a path and a
@@ -358,18 +380,8 @@ class _InOrder:
         self.stack: list[_Open] = []
         self.root: Any = None
 
-    def read(self, next_event: Callable[[], Any]) -> Parsed:
-        while True:
-            event = next_event()
-            cls = type(event)
-            if cls is events.ScalarEvent:
-                self._scalar(event)
-            elif cls is events.MappingStartEvent or cls is events.SequenceStartEvent:
-                self._start(event, cls is events.MappingStartEvent)
-            elif cls is events.MappingEndEvent or cls is events.SequenceEndEvent:
-                self._end()
-            elif cls is events.DocumentEndEvent:
-                return Parsed(self.index, self.root, Marks(self.root, self.marks), plain=self.plain)
+    def _parsed(self) -> Parsed:
+        return Parsed(self.index, self.root, Marks(self.root, self.marks), plain=self.plain)
 
     def _scalar(self, event: events.ScalarEvent) -> None:
         at: Any = event.start_mark

@@ -305,38 +305,19 @@ def test_free_weights_over_crowds_are_the_ones_a_scan_finds(
         placed: list[tuple[int, int, int, bool]], family: int, start: int, gone: set[int], fresh_weight: int) -> None:
     """Crowded weights (more than hints._FEW overlays) are tested through their unions: the weight found is the one
     testing clash.meets against every overlay there finds, also with overlays left out and added by a request."""
-    from simulation.semantics import catalog as cat
-    from simulation.semantics import cells, clash, merge, model
-
-    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"},
-                                   (cat.Offering("z-a", "spot", 1.0), cat.Offering("z-a", "on-demand", 1.0)))
-                  for i in range(8))
-    grid = cells.build(cat.Catalog(types, "eight"), [model.IMPLICIT_NODEPOOL])
-
-    def entry(name: str, first: int, width: int, weight: int, price: bool) -> merge.Entry:
-        field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
-        values = [f"f{first + k}" for k in range(width)]
-        return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
-            "weight": weight, **field, "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
-
-    stored = [entry(f"o{i}", first, width, weight, price) for i, (first, width, weight, price) in enumerate(placed)]
-    new = entry("new", family, 2, 1, True)
+    grid = _family_grid(8, ("spot", "on-demand"))
+    stored = [_family_entry(grid, f"o{i}", first, width, weight, price)
+              for i, (first, width, weight, price) in enumerate(placed)]
+    new = _family_entry(grid, "new", family, 2, 1, True)
     left_out = {f"o{i}" for i in gone if i < len(stored)}
-    added = [entry("fresh", family, 1, fresh_weight, True)]
-
-    def scan(among: list[merge.Entry], step: int) -> int | None:
-        weight = start
-        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
-            if not any(o.name != new.name and o.overlay.weight == weight and clash.meets(new, o) for o in among):
-                return weight
-            weight += step
-        return None
+    added = [_family_entry(grid, "fresh", family, 1, fresh_weight, True)]
 
     taken = hints.Taken(stored)
     changed = taken.changed(added, left_out)
     for step in (1, -1):
-        assert taken.free(new, start, step) == scan(stored, step)
-        assert changed.free(new, start, step) == scan([o for o in stored if o.name not in left_out] + added, step)
+        assert taken.free(new, start, step) == _scanned(new, stored, start, step)
+        kept = [o for o in stored if o.name not in left_out] + added
+        assert changed.free(new, start, step) == _scanned(new, kept, start, step)
 
 
 @given(st.sampled_from([hints.MIN_WEIGHT, 200, hints.MAX_WEIGHT - 50]),
@@ -352,20 +333,11 @@ def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
     weight testing clash.meets against every overlay at each weight finds, either way, with the overlay itself
     stored or not, overlays left out and added by a request, and near the API's bounds."""
     from simulation.analysis import index
-    from simulation.semantics import catalog as cat
-    from simulation.semantics import cells, clash, merge, model
 
-    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"},
-                                   (cat.Offering("z-a", "spot", 1.0), cat.Offering("z-a", "on-demand", 1.0)))
-                  for i in range(8))
-    grid = cells.build(cat.Catalog(types, "eight"), [model.IMPLICIT_NODEPOOL])
+    grid = _family_grid(8, ("spot", "on-demand"))
 
-    def entry(name: str, first: int, width: int, offset: int, price: bool) -> merge.Entry:
-        field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
-        values = [f"f{first + k}" for k in range(width)]
-        return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
-            "weight": min(low + offset, hints.MAX_WEIGHT), **field,
-            "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
+    def entry(name: str, first: int, width: int, offset: int, price: bool) -> Any:
+        return _family_entry(grid, name, first, width, min(low + offset, hints.MAX_WEIGHT), price)
 
     new = entry("new", family, 2, own, True)
     stored = [entry(f"o{i:03d}", first, width, offset, price) for i, (first, width, offset, price) in enumerate(placed)]
@@ -376,20 +348,14 @@ def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
     added = [entry(f"fresh{k}", family, 1, offset, True) for k, offset in enumerate(fresh)]
     first = min(low + start, hints.MAX_WEIGHT)
 
-    def scan(among: list[merge.Entry], step: int) -> int | None:
-        weight = first
-        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
-            if not any(o.name != new.name and o.overlay.weight == weight and clash.meets(new, o) for o in among):
-                return weight
-            weight += step
-        return None
-
     built = index.Index.build(stored, 1)
     kept = [o for o in stored if o.name not in left_out] + added
     for step in (1, -1):
-        assert built.taken.changed((), (), built.crowd(set())).free(new, first, step) == scan(stored, step)
-        assert built.taken.changed(added, left_out, built.crowd(left_out)).free(new, first, step) == scan(kept, step)
-        assert built.taken.changed(added, left_out).free(new, first, step) == scan(kept, step)
+        whole = built.taken.changed((), (), built.crowd(set()))
+        assert whole.free(new, first, step) == _scanned(new, stored, first, step)
+        found = _scanned(new, kept, first, step)
+        assert built.taken.changed(added, left_out, built.crowd(left_out)).free(new, first, step) == found
+        assert built.taken.changed(added, left_out).free(new, first, step) == found
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 8), st.booleans()),
@@ -398,31 +364,45 @@ def test_walks_of_many_overlays_over_one_index_are_the_ones_a_scan_finds(
         placed: list[tuple[int, int, int, bool]]) -> None:
     """Each stored overlay's walks up from above its weight and down from below it (a conflict hint's), asked in turn
     of one index (which shares the steps of overlays with equal fields), find what a scan finds for each alone."""
-    from simulation.semantics import catalog as cat
-    from simulation.semantics import cells, clash, merge, model
-
-    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"}, (cat.Offering("z-a", "spot", 1.0),))
-                  for i in range(6))
-    grid = cells.build(cat.Catalog(types, "six"), [model.IMPLICIT_NODEPOOL])
-
-    def entry(name: str, first: int, width: int, weight: int, price: bool) -> merge.Entry:
-        field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
-        values = [f"f{first + k}" for k in range(width)]
-        return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
-            "weight": weight, **field, "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
-
-    stored = [entry(f"o{i}", first, width, weight, price) for i, (first, width, weight, price) in enumerate(placed)]
-
-    def scan(e: merge.Entry, start: int, step: int) -> int | None:
-        weight = start
-        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
-            if not any(o.name != e.name and o.overlay.weight == weight and clash.meets(e, o) for o in stored):
-                return weight
-            weight += step
-        return None
+    grid = _family_grid(6, ("spot",))
+    stored = [_family_entry(grid, f"o{i}", first, width, weight, price)
+              for i, (first, width, weight, price) in enumerate(placed)]
 
     taken = hints.Taken(stored)
     for e in stored:
         for step in (1, -1):
             start = e.overlay.weight + step
-            assert taken.free(e, start, step) == scan(e, start, step)
+            assert taken.free(e, start, step) == _scanned(e, stored, start, step)
+
+
+def _family_grid(count: int, capacity_types: tuple[str, ...]) -> Any:
+    """`count` instance types, family f0, f1, ..., each with one offering per capacity type in one zone."""
+    from simulation.semantics import catalog as cat
+    from simulation.semantics import cells, model
+
+    types = tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"},
+                                   tuple(cat.Offering("z-a", ct, 1.0) for ct in capacity_types))
+                  for i in range(count))
+    return cells.build(cat.Catalog(types, f"{count} families"), [model.IMPLICIT_NODEPOOL])
+
+
+def _family_entry(grid: Any, name: str, first: int, width: int, weight: int, price: bool) -> Any:
+    """An overlay on families f{first}..f{first + width - 1} setting a price or a capacity."""
+    from simulation.semantics import merge, model
+
+    field = {"price": "1"} if price else {"capacity": {"example.com/gpu": "1"}}
+    values = [f"f{first + k}" for k in range(width)]
+    return merge.entry(grid, model.overlay({"metadata": {"name": name}, "spec": {
+        "weight": weight, **field, "requirements": [{"key": "family", "operator": "In", "values": values}]}}))
+
+
+def _scanned(e: Any, among: list[Any], start: int, step: int) -> int | None:
+    """The free weight for `e` from `start` by `step`, testing clash.meets against every overlay at each weight."""
+    from simulation.semantics import clash
+
+    weight = start
+    while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+        if not any(o.name != e.name and o.overlay.weight == weight and clash.meets(e, o) for o in among):
+            return weight
+        weight += step
+    return None
