@@ -32,12 +32,12 @@ def cell_sets(draw: st.DrawFn) -> cellset.Cells:
 
 def _both_ways(ask: Callable[[], int]) -> set[int]:
     """The answer with the arrays and with a test of each (overlaps.FEW decides which, by how many are asked), the
-    arrays reading the blocks asked whole and every block's non-zero words (overlaps.DENSE decides which)."""
+    arrays gathering the asked blocks' words and reading every block's (overlaps.GATHER decides which)."""
     answers = set()
-    for few, dense in ((-1, 0), (-1, 1 << 20), (1 << 20, 1)):
+    for few, gather in ((-1, 0), (-1, 1 << 20), (1 << 20, 1)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(overlaps, "FEW", few)
-            patch.setattr(overlaps, "DENSE", dense)
+            patch.setattr(overlaps, "GATHER", gather)
             answers.add(ask())
     return answers
 
@@ -70,5 +70,19 @@ def test_copies_share_one_block_row() -> None:
     # The point of the table: one NodePool's copy of an overlay per NodePool is one block, tested once.
     sets = [cellset.Cells.product(1 << p, 0b1010, BLOCK) for p in range(POOLS)]
     packed = overlaps.Overlaps.build(sets)
-    assert packed.blocks.shape[0] == 1
+    assert len(packed.block_start) == 2
     assert _both_ways(lambda: packed.meeting(cellset.Cells.product(0b101, 0b10, BLOCK), (1 << POOLS) - 1)) == {0b101}
+
+
+def test_memory_follows_the_non_zero_words() -> None:
+    # One instance type's offerings per overlay, type after type along a catalog of 2,000 (8,000 slots, 125 words):
+    # packed whole, the blocks would be 2,000 x 125 words; kept sparse, one word each.
+    types = 2_000
+    sets = [cellset.Cells.product(1, 0b1111 << 4 * i, 4 * types) for i in range(types)]
+    packed = overlaps.Overlaps.build(sets)
+    assert len(packed.word_values) == types
+    held = sum(a.nbytes for a in (packed.pools, packed.block_of, packed.word_block, packed.word_at,
+                                  packed.word_values, packed.block_start))
+    assert held <= 64 * types
+    query = cellset.Cells.product(1, 0b1 << 4 * 1_500 | 0b1000 << 4 * 7, 4 * types)
+    assert _both_ways(lambda: packed.meeting(query, (1 << types) - 1)) == {1 << 1_500 | 1 << 7}

@@ -19,8 +19,14 @@ if TYPE_CHECKING:
 
 def nonzero_words(bits: int, count: int) -> list[int]:
     """The indices of the non-zero 64-bit words of a non-negative int below 2**(64 * count), ascending: one
-    pass over its bytes (whether a word is zero does not depend on the byte order it is read in)."""
-    return [k for k, word in enumerate(memoryview(bits.to_bytes(count * 8, "little")).cast("Q")) if word]
+    pass over its bytes from its lowest non-zero word (whether a word is zero does not depend on the byte order
+    it is read in). An instance type's offerings fill one word high in a catalog of thousands: the words below
+    it are skipped in C, not read one by one."""
+    if not bits:
+        return []
+    low = ((bits & -bits).bit_length() - 1) // 64
+    raw = (bits >> 64 * low).to_bytes((count - low) * 8, "little")
+    return [low + k for k, word in enumerate(memoryview(raw).cast("Q")) if word]
 
 
 def ones(bits: int, width: int) -> Ints:

@@ -8,6 +8,10 @@ set meets a product iff its NodePools meet the product's and its block meets the
 blocks are far fewer than entries (a block is shared by every NodePool's copy of an overlay): they are
 tested once each, and each entry reads its block's answer. The rare sets of several products are tested one
 by one.
+
+The blocks are kept sparse, as their non-zero 64-bit words only: a block is as wide as the catalog's offering
+slots, but an overlay on one instance type fills one word of it (10,000 InstanceTypes: 40,000 slots, 625 words
+a block; packed whole, the distinct blocks were 50 MB per table, quadratic in the catalog).
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from simulation.semantics import cellset
 # Up to this many positions asked, each is tested on its own: numpy's fixed cost per call is more than their tests
 # (at 2,000 overlays on the default catalog, 75-word blocks, the arrays are cheaper from about 130 asked).
 FEW = 64
-# The blocks asked are read whole while their words are at most this many times every block's non-zero words;
-# past that, the non-zero words of every block are read instead (claims and scoped overlays fill a word or two of
-# a block of dozens: 908 distinct claim blocks of 75 words held 1,380 non-zero words on the row-5 workload).
-DENSE = 1
+# The non-zero words of the blocks asked are gathered while they are at most this share of every block's; past
+# that, every block's are read in one step (gathering costs a few index arrays more than reading).
+GATHER = 0.5
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,18 +38,19 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class Overlaps:
     """Cell sets by position, packed: per position its NodePools' words and the index of its block (-1: empty
-    or not one product); the distinct blocks' words; the positions of sets of several products."""
+    or not one product); the distinct blocks' non-zero words; the positions of sets of several products."""
 
     sets: Sequence[cellset.Cells]
     pools: npt.NDArray[np.uint64]
     block_of: npt.NDArray[np.int64]
-    blocks: npt.NDArray[np.uint64]
     several: tuple[int, ...]
-    # The blocks' non-zero words (block, word, value): a claim or a scoped overlay fills a word or two of a
-    # block of dozens, so a question about many blocks reads these, not every word of each.
+    # The distinct blocks' non-zero words, ascending by (block, word): block k's are at
+    # block_start[k]:block_start[k + 1]. `width` is the widest block's words.
     word_block: npt.NDArray[np.int64]
     word_at: npt.NDArray[np.int64]
     word_values: npt.NDArray[np.uint64]
+    block_start: npt.NDArray[np.int64]
+    width: int
 
     @classmethod
     def build(cls, sets: Sequence[cellset.Cells]) -> Overlaps:
@@ -67,13 +71,13 @@ class Overlaps:
                 if s.parts:
                     several.append(i)
         pool_words = _words(max((p.bit_length() for p in pools_of), default=0))
-        block_words = _words(max((length for length, _ in found), default=0))
-        blocks = _packed([b for _, b in found], block_words)
-        word_block, word_at = np.nonzero(blocks)
-        packed = cls(sets, _packed(pools_of, pool_words), np.array(block_of, dtype=np.int64), blocks,
-                     tuple(several), word_block, word_at, blocks[word_block, word_at])
-        for array in (packed.pools, packed.block_of, packed.blocks, packed.word_block, packed.word_at,
-                      packed.word_values):
+        word_block, word_at, word_values = _sparse(found)
+        packed = cls(sets, _packed(pools_of, pool_words), np.array(block_of, dtype=np.int64), tuple(several),
+                     word_block, word_at, word_values,
+                     np.searchsorted(word_block, np.arange(len(found) + 1)).astype(np.int64, copy=False),
+                     _words(max((length for length, _ in found), default=0)))
+        for array in (packed.pools, packed.block_of, packed.word_block, packed.word_at, packed.word_values,
+                      packed.block_start):
             array.flags.writeable = False
         return packed
 
@@ -90,7 +94,7 @@ class Overlaps:
         hit = np.zeros(len(at), dtype=np.bool_)
         for pools, bits in cells.parts:
             hit |= _nonzero(self.pools[at] & _row(pools, self.pools.shape[1])) & self._per_block(
-                block, _row(bits, self.blocks.shape[1]))
+                block, _row(bits, self.width))
         out = arrays.mask(at[hit], len(self.sets))
         for i in self.several:
             if among >> i & 1 and self.sets[i].intersects(cells):
@@ -105,7 +109,7 @@ class Overlaps:
         (pools, bits), = cells.parts
         at, block, rest = self._products(among)
         outside = (_nonzero(self.pools[at] & ~_row(pools, self.pools.shape[1]))
-                   | self._per_block(block, ~_row(bits, self.blocks.shape[1])))
+                   | self._per_block(block, ~_row(bits, self.width)))
         out = arrays.mask(at[~outside], len(self.sets))
         for i in rest.tolist():
             if self.sets[i].within(cells):
@@ -125,7 +129,7 @@ class Overlaps:
         at = np.flatnonzero(block >= 0)
         block = block[at]
         outside = (_nonzero(self.pools[start:][at] & ~_row(pools, self.pools.shape[1]))
-                   | self._per_block(block, ~_row(bits, self.blocks.shape[1])))
+                   | self._per_block(block, ~_row(bits, self.width)))
         out = arrays.mask(at[~outside] + start, len(self.sets))
         for i in self.several:
             if i >= start and self.sets[i].within(cells):
@@ -155,15 +159,22 @@ class Overlaps:
     def _per_block(self, block: arrays.Ints, row: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
         """Per position, whether its block shares a bit with `row`: asked once per distinct block (a crowd's NodePool
         copies share theirs), the distinct ones marked in a row over every block, not sorted out (numpy's unique
-        sorts); or, where the blocks asked hold more words than every block's non-zero ones, from those."""
+        sorts), their non-zero words gathered; or, where those are most of all, every block's non-zero words read."""
         import numpy as np
 
-        present = np.zeros(len(self.blocks), dtype=np.bool_)
+        count = len(self.block_start) - 1
+        present = np.zeros(count, dtype=np.bool_)
         present[block] = True
         distinct = np.flatnonzero(present)
-        answer = np.zeros(len(self.blocks), dtype=np.bool_)
-        if len(distinct) * self.blocks.shape[1] <= DENSE * len(self.word_values):
-            answer[distinct] = _nonzero(self.blocks[distinct] & row)
+        first, last = self.block_start[distinct], self.block_start[distinct + 1]
+        sizes = last - first
+        total = int(sizes.sum())
+        answer = np.zeros(count, dtype=np.bool_)
+        if total <= GATHER * len(self.word_values):
+            # Each asked block's run of words, as one index array: its start repeated along the run, plus the
+            # position in the run.
+            words = np.repeat(first - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
+            answer[self.word_block[words[(self.word_values[words] & row[self.word_at[words]]) != 0]]] = True
         else:
             answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
         return answer[block]
@@ -199,6 +210,20 @@ def _packed(values: list[int], words: int) -> npt.NDArray[np.uint64]:
     import numpy as np
 
     raw = b"".join(v.to_bytes(words * 8, "little") for v in values)
-    # Read-only over the bytes, as the table keeps it: a copy would cost as much again (distinct blocks x catalog
-    # words: 50 MB at 10,000 InstanceTypes).
+    # Read-only over the bytes, as the table keeps it: a copy would cost as much again.
     return np.frombuffer(raw, dtype=np.uint64).reshape(len(values), words)
+
+
+def _sparse(blocks: dict[tuple[int, int], int]) -> tuple[arrays.Ints, arrays.Ints, npt.NDArray[np.uint64]]:
+    """The non-zero 64-bit words of the blocks (by index; keyed by bit length and value) as (block, word, value),
+    ascending: each block packed only as wide as itself, so the work and memory are those of the ints."""
+    import numpy as np
+
+    sizes = [_words(length) for length, _ in blocks]
+    raw = b"".join(bits.to_bytes(size * 8, "little") for (_, bits), size in zip(blocks, sizes, strict=True))
+    flat = np.frombuffer(raw, dtype=np.uint64)
+    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    at = np.flatnonzero(flat)
+    block = np.searchsorted(starts, at, side="right") - 1
+    return block, at - starts[block], flat[at]
