@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from simulation import once
-from simulation.analysis import arrays, hints, kinds, overlaps
+from simulation.analysis import arrays, checks, hints, kinds, overlaps
 from simulation.semantics import cellset, clash, merge
 
 # Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
@@ -76,6 +76,9 @@ class Index:
     # (position, field) -> the first few by name of the baseline's applied entries over that entry on the field
     # (shadows._winners fills it): as `claim_tables`, derived from the snapshot alone.
     winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
+    # (position, field) -> what a `shadowed` finding on that entry's field says whoever wins over it (checks.Site,
+    # filled by shadows.others): its witness, that cell's text and price, picked once per snapshot.
+    sites: dict[tuple[int, merge.Field], checks.Site] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
