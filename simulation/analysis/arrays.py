@@ -38,7 +38,14 @@ def mask(positions: Ints, width: int) -> int:
 
     hit = np.zeros(width, dtype=np.bool_)
     hit[positions] = True
-    return int.from_bytes(np.packbits(hit, bitorder="little").tobytes(), "little")
+    return of_flags(hit)
+
+
+def of_flags(flags: npt.NDArray[np.bool_]) -> int:
+    """The int whose bit i is flags[i]."""
+    import numpy as np
+
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
 def ints(values: Sequence[int]) -> Ints:

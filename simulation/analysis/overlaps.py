@@ -116,17 +116,16 @@ class Overlaps:
         """The positions from `start` on whose set is not empty and has no cell outside `cells`, as a mask: the
         rows from `start` read in one step, with no mask of positions to unpack first (a broad candidate's
         question about the claims of every overlay below it)."""
-        import numpy as np
-
         if len(cells.parts) != 1:
             return self.within(cells, self.filled >> start << start)
         (pools, bits), = cells.parts
-        block = self.block_of[start:]
-        at = np.flatnonzero(block >= 0)
-        block = block[at]
-        outside = (_nonzero(self.pools[start:][at] & ~_row(pools, self.pools.shape[1]))
-                   | self._per_block(block, ~_row(bits, self.blocks.shape[1])))
-        out = arrays.mask(at[~outside] + start, len(self.sets))
+        block, out = self.block_of[start:], 0
+        if len(self.blocks):
+            # Whole rows from `start`, no positions picked first: a row of several products or none (block -1)
+            # reads the last block's answer, which `block >= 0` then drops.
+            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) \
+                & ~self._per_block(block, ~_row(bits, self.blocks.shape[1]))
+            out = arrays.of_flags(inside) << start
         for i in self.several:
             if i >= start and self.sets[i].within(cells):
                 out |= 1 << i
@@ -158,14 +157,18 @@ class Overlaps:
         sorts); or, where the blocks asked hold more words than every block's non-zero ones, from those."""
         import numpy as np
 
-        present = np.zeros(len(self.blocks), dtype=np.bool_)
-        present[block] = True
-        distinct = np.flatnonzero(present)
         answer = np.zeros(len(self.blocks), dtype=np.bool_)
-        if len(distinct) * self.blocks.shape[1] <= DENSE * len(self.word_values):
-            answer[distinct] = _nonzero(self.blocks[distinct] & row)
-        else:
-            answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
+        words, nonzero = self.blocks.shape[1], DENSE * len(self.word_values)
+        # Asked of at least as many positions as there are blocks, and too many words for every block read whole:
+        # the non-zero words, with no count of the distinct blocks asked first (a pass over the positions).
+        if len(block) < len(self.blocks) or len(self.blocks) * words <= nonzero:
+            present = np.zeros(len(self.blocks), dtype=np.bool_)
+            present[block] = True
+            distinct = np.flatnonzero(present)
+            if len(distinct) * words <= nonzero:
+                answer[distinct] = _nonzero(self.blocks[distinct] & row)
+                return answer[block]
+        answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
         return answer[block]
 
     def _each(self, among: int, test: Callable[[cellset.Cells], bool]) -> int:
