@@ -99,9 +99,11 @@ class Overlaps:
 
     def within(self, cells: cellset.Cells, among: int) -> int:
         """The positions of `among` whose set has no cell outside `cells`, as a mask."""
-        if len(cells.parts) != 1 or among.bit_count() <= FEW:
+        if len(cells.parts) != 1:
             # Inside a union of several products is not a per-product question: asked of each.
             return self._each(among, lambda s: s.within(cells))
+        if among.bit_count() <= FEW:
+            return self._each_within(among, cells)
         (pools, bits), = cells.parts
         at, block, rest = self._products(among)
         outside = (_nonzero(self.pools[at] & ~_row(pools, self.pools.shape[1]))
@@ -170,6 +172,24 @@ class Overlaps:
                 return answer[block]
         answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
         return answer[block]
+
+    def _each_within(self, among: int, product: cellset.Cells) -> int:
+        """`_each` with Cells.within of one product, a product's test in line: a narrow candidate's few dozen claims
+        (shadows._emptied) cost a call and a loop over parts each otherwise."""
+        (pools, bits), = product.parts
+        outside_pools, outside_bits = ~pools, ~bits
+        out = 0
+        while among:
+            low = among & -among
+            s = self.sets[low.bit_length() - 1]
+            if len(s.parts) == 1:
+                (p, b), = s.parts
+                if not (p & outside_pools or b & outside_bits):
+                    out |= low
+            elif s.within(product):
+                out |= low
+            among ^= low
+        return out
 
     def _each(self, among: int, test: Callable[[cellset.Cells], bool]) -> int:
         out = 0
