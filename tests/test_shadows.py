@@ -113,7 +113,8 @@ def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: li
         assert index.first_in_report(index.of(every), count) == every[:count]
 
 
-@given(st.sets(st.integers(0, 3000), max_size=3 * ix.FEW))
+# Wide masks with a few bits and with many, and narrow ones (a NodePool mask: index._SMALL bits or about).
+@given(st.sets(st.integers(0, 3000), max_size=3 * ix.FEW) | st.sets(st.integers(0, 130)))
 def test_positions_of_a_mask(ones: set[int]) -> None:
     index = ix.Index.build([], 1)
     assert index.positions(sum(1 << i for i in ones)) == sorted(ones)

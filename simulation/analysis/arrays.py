@@ -5,6 +5,7 @@ takes none of these steps, and the import would be a fifth of its start-up (benc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 def nonzero_words(bits: int, count: int) -> list[int]:
     """The indices of the non-zero 64-bit words of a non-negative int below 2**(64 * count), ascending: one
     pass over its bytes (whether a word is zero does not depend on the byte order it is read in)."""
-    return [k for k, word in enumerate(memoryview(bits.to_bytes(count * 8, "little")).cast("Q")) if word]
+    return list(itertools.compress(range(count), memoryview(bits.to_bytes(count * 8, "little")).cast("Q")))
 
 
 def ones(bits: int, width: int) -> Ints:

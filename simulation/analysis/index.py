@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from simulation import once
@@ -425,9 +426,18 @@ def _mask(positions: Iterable[int], count: int) -> int:
     return int.from_bytes(buffer, "little")
 
 
+# `_ones` of an int this wide or narrower reads its binary digits; '0' and '1' as false and true.
+_SMALL = 128
+_DIGITS = bytes.maketrans(b"01", b"\x00\x01")
+
+
 def _ones(bits: int) -> list[int]:
     """The set bits, ascending. A few (a target's neighbours, mostly): cleared one by one, each a pass
     over the int; more: unpacked by numpy, one pass for all (thousands in a crowd of alike overlays)."""
+    if bits.bit_length() <= _SMALL:
+        # A NodePool mask (dozens of bits): its binary digits read in C, not a pass over the int per bit.
+        flags = bin(bits)[:1:-1].encode().translate(_DIGITS)
+        return list(itertools.compress(range(len(flags)), flags))
     if bits.bit_count() <= FEW:
         out = []
         while bits:
