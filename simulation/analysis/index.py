@@ -87,6 +87,11 @@ class Index:
     def report_ranks(self) -> arrays.Ints:
         return arrays.ints(self.report_rank)
 
+    # The positions in a report's order (`report_rank`'s inverse).
+    @once.Once
+    def in_report(self) -> arrays.Ints:
+        return arrays.ranks(self.report_rank)
+
     # Per position, its place by name: one int per entry, where masks of prefixes of the by-name order would grow
     # with the square of the entries.
     @once.Once
@@ -183,9 +188,9 @@ class Index:
     def warm(self) -> None:
         """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
         a snapshot in whole, and its next admission should not pay for it."""
-        for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "entry_array"),
-                            (self, "name_array"), (self, "offering_overlaps"), (self, "type_overlaps"),
-                            (self.by_kind, "of_array")):
+        for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "in_report"),
+                            (self, "entry_array"), (self, "name_array"), (self, "offering_overlaps"),
+                            (self, "type_overlaps"), (self.by_kind, "of_array")):
             getattr(owner, name)
         self.claims(merge.PRICE)
         self.taken.warm()
@@ -257,7 +262,9 @@ class Index:
         """The positions of the first `count` entries of `mask` in a report's order, in that order."""
         if mask.bit_count() <= FEW:
             return sorted(self.positions(mask), key=self.report_rank.__getitem__)[:count]
-        first: list[int] = arrays.first_by(self.report_ranks, arrays.ones(mask, len(self.order)), count).tolist()
+        # The report's order read up to the count-th entry of the mask: no ranks of the mask's positions sorted.
+        order = self.in_report
+        first: list[int] = order[arrays.flags(mask, len(order))[order].nonzero()[0][:count]].tolist()
         return first
 
     def lowest(self, mask: int, count: int) -> int:
