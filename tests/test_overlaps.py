@@ -32,12 +32,14 @@ def cell_sets(draw: st.DrawFn) -> cellset.Cells:
 
 def _both_ways(ask: Callable[[], int]) -> set[int]:
     """The answer with the arrays and with a test of each (overlaps.FEW decides which, by how many are asked), the
-    arrays reading the blocks asked whole and every block's non-zero words (overlaps.DENSE decides which)."""
+    arrays reading the blocks asked whole and every block's non-zero words (overlaps.DENSE decides which), the rows
+    asked or every row (overlaps.WHOLE decides which)."""
     answers = set()
-    for few, dense in ((-1, 0), (-1, 1 << 20), (1 << 20, 1)):
+    for few, dense, whole in ((-1, 0, 0), (-1, 1 << 20, 0), (-1, 0, 1 << 20), (-1, 1 << 20, 1 << 20), (1 << 20, 1, 4)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(overlaps, "FEW", few)
             patch.setattr(overlaps, "DENSE", dense)
+            patch.setattr(overlaps, "WHOLE", whole)
             answers.add(ask())
     return answers
 
