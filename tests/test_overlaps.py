@@ -32,12 +32,14 @@ def cell_sets(draw: st.DrawFn) -> cellset.Cells:
 
 def _both_ways(ask: Callable[[], int]) -> set[int]:
     """The answer with the arrays and with a test of each (overlaps.FEW decides which, by how many are asked), the
-    arrays gathering the asked blocks' words and reading every block's (overlaps.GATHER decides which)."""
+    arrays gathering the asked blocks' words and reading every block's (overlaps.GATHER decides which), the rows
+    asked or every row (overlaps.WHOLE decides which)."""
     answers = set()
-    for few, gather in ((-1, 0), (-1, 1 << 20), (1 << 20, 1)):
+    for few, gather, whole in ((-1, 0, 0), (-1, 1 << 20, 0), (-1, 0, 1 << 20), (-1, 1 << 20, 1 << 20), (1 << 20, 1, 4)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(overlaps, "FEW", few)
             patch.setattr(overlaps, "GATHER", gather)
+            patch.setattr(overlaps, "WHOLE", whole)
             answers.add(ask())
     return answers
 
@@ -59,6 +61,9 @@ def test_packed_answer_is_the_test_of_each(question: str, each: Callable[[cellse
 @given(sets=st.lists(cell_sets(), max_size=12), query=cell_sets(), start=st.integers(0, 13))
 # A set of several products before `start`, within the query: not asked.
 @example(sets=[cellset.Cells.grouped([(1, 1), (2, 2)], BLOCK)], query=cellset.Cells.product(3, 3, BLOCK), start=1)
+# No set of one product (no block row): the empty and several-product rows alone.
+@example(sets=[cellset.Cells.grouped([], BLOCK), cellset.Cells.grouped([(1, 1), (2, 2)], BLOCK)],
+         query=cellset.Cells.product(3, 3, BLOCK), start=0)
 def test_inside_is_within_from_start(sets: list[cellset.Cells], query: cellset.Cells, start: int) -> None:
     # The claims below a candidate that it empties: the non-empty sets from `start` on, within its cells.
     expected = sum(1 << i for i, s in enumerate(sets) if i >= start and s and s.within(query))

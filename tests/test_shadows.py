@@ -80,9 +80,9 @@ def test_a_candidate_over_many_overlays_equals_full(few: int, catalog: cat.Catal
 @given(catalog=instance_types(), existing=below(), pools=pool_docs(), doc=broad())
 def test_requests_on_one_snapshot_answer_as_each_on_its_own(catalog: cat.Catalog, existing: list[dict[str, Any]],
                                                            pools: list[dict[str, Any]], doc: dict[str, Any]) -> None:
-    """A snapshot keeps what requests asked of it (the winners over an unchanged overlay): the candidate under each
-    name on one snapshot, in turn and the first again, is reported as on a snapshot of its own (the overlays it
-    shadows name the one judged, never one judged before)."""
+    """A snapshot keeps what requests asked of it (the winners over an unchanged overlay, its finding's site): the
+    candidate under each name on one snapshot, in turn and the first again, is reported as on a snapshot of its own
+    (the overlays it shadows name the one judged, never one judged before)."""
     docs = [ev.Document(d, i) for i, d in enumerate([*pools, *existing])]
     shared = ev.prepare(docs, catalog)
     for name in ["a-new", "zz-new", "o50x0", "a-new"]:
@@ -113,7 +113,8 @@ def test_first_in_report_is_the_reports_order(catalog: cat.Catalog, existing: li
         assert index.first_in_report(index.of(every), count) == every[:count]
 
 
-@given(st.sets(st.integers(0, 3000), max_size=3 * ix.FEW))
+# Wide masks with a few bits and with many, and narrow ones (a NodePool mask: index._SMALL bits or about).
+@given(st.sets(st.integers(0, 3000), max_size=3 * ix.FEW) | st.sets(st.integers(0, 130)))
 def test_positions_of_a_mask(ones: set[int]) -> None:
     index = ix.Index.build([], 1)
     assert index.positions(sum(1 << i for i in ones)) == sorted(ones)
@@ -130,6 +131,8 @@ def test_shadow_is_the_finding_findings_make_builds(catalog: cat.Catalog, existi
     field = data.draw(st.sampled_from(sorted(e.fields(), key=str))) if e.fields() else merge.PRICE
     winners = data.draw(st.lists(st.sampled_from(entries), max_size=7).map(lambda ws: sorted(ws, key=lambda w: w.name)))
     found = checks.shadow(prepared.grid, e, field, winners)
+    # The site a snapshot keeps (shadows._site) gives the finding built without it.
+    assert checks.shadow(prepared.grid, e, field, winners, checks.site(prepared.grid, e, field)) == found
     witness = prepared.grid.witness(e.fields().get(field, merge.EMPTY), with_offering=field == merge.PRICE)
     names = [w.name for w in winners]
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is already set by "

@@ -33,9 +33,16 @@ def ones(bits: int, width: int) -> Ints:
     """The indices of the set bits of an int below 2**width, ascending."""
     import numpy as np
 
-    raw = np.frombuffer(bits.to_bytes(-(-width // 8), "little"), dtype=np.uint8)
     # nonzero() of the unpacked bytes read as booleans: numpy's fast path, ten times flatnonzero's on bytes.
-    return np.unpackbits(raw, bitorder="little").view(np.bool_).nonzero()[0].astype(np.int64, copy=False)
+    return flags(bits, width).nonzero()[0].astype(np.int64, copy=False)
+
+
+def flags(bits: int, width: int) -> npt.NDArray[np.bool_]:
+    """Per index below `width` (rounded up to a byte), whether its bit is set: `of_flags`' inverse."""
+    import numpy as np
+
+    raw = np.frombuffer(bits.to_bytes(-(-width // 8), "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little").view(np.bool_)
 
 
 def mask(positions: Ints, width: int) -> int:
@@ -44,7 +51,14 @@ def mask(positions: Ints, width: int) -> int:
 
     hit = np.zeros(width, dtype=np.bool_)
     hit[positions] = True
-    return int.from_bytes(np.packbits(hit, bitorder="little").tobytes(), "little")
+    return of_flags(hit)
+
+
+def of_flags(flags: npt.NDArray[np.bool_]) -> int:
+    """The int whose bit i is flags[i]."""
+    import numpy as np
+
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
 def ints(values: Sequence[int]) -> Ints:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
@@ -151,32 +152,54 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
     return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT))
 
 
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """What a `shadowed` finding on one overlay's field says whichever overlays win over it: the cell it names,
+    that cell's text and catalog price (for a price), and the field's path. A snapshot keeps one per unchanged
+    overlay and field it has reported (shadows.others), so that a request builds only what names its candidate."""
+
+    witness: findings.Witness | None
+    where: str
+    base: float | None
+    path: tuple[str | int, ...]
+
+
+def site(grid: cells.Grid, e: merge.Entry, field: merge.Field) -> Site:
+    """The `Site` of `e`'s `field`."""
+    price = field.kind is merge.Kind.PRICE
+    witness = grid.witness(e.fields().get(field, merge.EMPTY), with_offering=price)
+    return Site(witness, witness.describe() if witness else "-",
+                traps.base_price(grid, witness) if price and witness is not None else None, field.path(e.overlay))
+
+
 def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
-           winners: Sequence[merge.Entry]) -> findings.Finding:
+           winners: Sequence[merge.Entry], at: Site | None = None) -> findings.Finding:
     """The `shadowed` finding on `e`'s `field`; `winners`: those over it by name (the finding names only
-    the first clash.LIMIT, so those suffice)."""
-    bits, overlay = e.fields().get(field, merge.EMPTY), e.overlay
-    witness = grid.witness(bits, with_offering=field.kind is merge.Kind.PRICE)
+    the first clash.LIMIT, so those suffice); `at`: its `site`, where the caller keeps it."""
+    overlay = e.overlay
+    if at is None:
+        at = site(grid, e, field)
+    witness = at.witness
     names = [w.name for w in winners[:clash.LIMIT]]
     message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
                f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
-               f"(e.g. {witness.describe() if witness else '-'})")
+               f"(e.g. {at.where})")
     # The overlays' own refs (built once each), not new ones per finding.
     related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
     first = max(winners[:clash.LIMIT], key=operator.attrgetter("rank")).overlay if winners else None
     if field.kind is merge.Kind.PRICE and first is not None and witness is not None and \
-            (stack := traps.stacked(overlay, first, traps.base_price(grid, witness))) is not None:
+            (stack := traps.stacked(overlay, first, at.base)) is not None:
         # Price overlays meant to stack (issue 41 row 3): the message and hint say how to charge both.
         said, fix = stack
-        return findings.make("shadowed", overlay.ref, field.path(overlay), message + said, related=related,
+        return findings.make("shadowed", overlay.ref, at.path, message + said, related=related,
                              witness=witness, source=overlay.source, hint=fix)
     if len(set(names)) < len(names):
         # Two winners of one name (candidates so named): findings.make keeps one.
-        return findings.make("shadowed", overlay.ref, field.path(overlay), message, related=related,
+        return findings.make("shadowed", overlay.ref, at.path, message, related=related,
                              witness=witness, source=overlay.source)
     # findings.make's finding, built positionally: distinct refs, in name order already (a report builds
     # clash.LIMIT of these per candidate).
-    return findings.Finding("shadowed", overlay.ref, field.path(overlay), message, related, witness, _SHADOWED,
+    return findings.Finding("shadowed", overlay.ref, at.path, message, related, witness, _SHADOWED,
                             overlay.source)
 
 

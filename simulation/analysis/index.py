@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from simulation import once
-from simulation.analysis import arrays, hints, kinds, overlaps
+from simulation.analysis import arrays, checks, hints, kinds, overlaps
 from simulation.semantics import cellset, clash, merge
 
 # Bits of a NodePool block per index bucket: a neighbour scan visits the buckets of the target's
@@ -76,12 +77,20 @@ class Index:
     # (position, field) -> the first few by name of the baseline's applied entries over that entry on the field
     # (shadows._winners fills it): as `claim_tables`, derived from the snapshot alone.
     winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
+    # (position, field) -> what a `shadowed` finding on that entry's field says whoever wins over it (checks.Site,
+    # filled by shadows.others): its witness, that cell's text and price, picked once per snapshot.
+    sites: dict[tuple[int, merge.Field], checks.Site] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
     @once.Once
     def report_ranks(self) -> arrays.Ints:
         return arrays.ints(self.report_rank)
+
+    # The positions in a report's order (`report_rank`'s inverse).
+    @once.Once
+    def in_report(self) -> arrays.Ints:
+        return arrays.ranks(self.report_rank)
 
     # Per position, its place by name: one int per entry, where masks of prefixes of the by-name order would grow
     # with the square of the entries.
@@ -179,9 +188,9 @@ class Index:
     def warm(self) -> None:
         """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
         a snapshot in whole, and its next admission should not pay for it."""
-        for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "entry_array"),
-                            (self, "name_array"), (self, "offering_overlaps"), (self, "type_overlaps"),
-                            (self.by_kind, "of_array")):
+        for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "in_report"),
+                            (self, "entry_array"), (self, "name_array"), (self, "offering_overlaps"),
+                            (self, "type_overlaps"), (self.by_kind, "of_array")):
             getattr(owner, name)
         self.claims(merge.PRICE)
         self.taken.warm()
@@ -253,7 +262,9 @@ class Index:
         """The positions of the first `count` entries of `mask` in a report's order, in that order."""
         if mask.bit_count() <= FEW:
             return sorted(self.positions(mask), key=self.report_rank.__getitem__)[:count]
-        first: list[int] = arrays.first_by(self.report_ranks, arrays.ones(mask, len(self.order)), count).tolist()
+        # The report's order read up to the count-th entry of the mask: no ranks of the mask's positions sorted.
+        order = self.in_report
+        first: list[int] = order[arrays.flags(mask, len(order))[order].nonzero()[0][:count]].tolist()
         return first
 
     def lowest(self, mask: int, count: int) -> int:
@@ -422,9 +433,18 @@ def _mask(positions: Iterable[int], count: int) -> int:
     return int.from_bytes(buffer, "little")
 
 
+# `_ones` of an int this wide or narrower reads its binary digits; '0' and '1' as false and true.
+_SMALL = 128
+_DIGITS = bytes.maketrans(b"01", b"\x00\x01")
+
+
 def _ones(bits: int) -> list[int]:
     """The set bits, ascending. A few (a target's neighbours, mostly): cleared one by one, each a pass
     over the int; more: unpacked by numpy, one pass for all (thousands in a crowd of alike overlays)."""
+    if bits.bit_length() <= _SMALL:
+        # A NodePool mask (dozens of bits): its binary digits read in C, not a pass over the int per bit.
+        flags = bin(bits)[:1:-1].encode().translate(_DIGITS)
+        return list(itertools.compress(range(len(flags)), flags))
     if bits.bit_count() <= FEW:
         out = []
         while bits:

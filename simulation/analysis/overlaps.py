@@ -29,6 +29,10 @@ FEW = 64
 # The non-zero words of the blocks asked are gathered while they are at most this share of every block's; past
 # that, every block's are read in one step (gathering costs a few index arrays more than reading).
 GATHER = 0.5
+# At least one position in this many asked, `meeting` reads every row and applies the mask last: picking the
+# positions asked and gathering their rows costs more than the rows not asked (on the row-5 workload, 801 of 2,000
+# positions: 126 -> 89 us).
+WHOLE = 4
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,14 +92,26 @@ class Overlaps:
 
         if not cells or not among:
             return 0
-        if among.bit_count() <= FEW:
+        asked = among.bit_count()
+        if asked <= FEW:
             return self._each(among, cells.intersects)
-        at, block, _ = self._products(among)
-        hit = np.zeros(len(at), dtype=np.bool_)
-        for pools, bits in cells.parts:
-            hit |= _nonzero(self.pools[at] & _row(pools, self.pools.shape[1])) & self._per_block(
-                block, _row(bits, self.width))
-        out = arrays.mask(at[hit], len(self.sets))
+        if asked * WHOLE >= len(self.sets) and len(self.block_start) > 1:
+            # Most rows asked (a broad candidate's same-weight neighbours): every row read, the mask applied last,
+            # with no positions picked and gathered first. A row of several products or none (block -1) reads the
+            # last block's answer, but its NodePool words are zero: it meets nothing here.
+            count = len(self.sets)
+            hit = np.zeros(count, dtype=np.bool_)
+            for pools, bits in cells.parts:
+                hit |= _nonzero(self.pools & _row(pools, self.pools.shape[1])) & self._per_block(
+                    self.block_of, _row(bits, self.width))
+            out = arrays.of_flags(hit & arrays.flags(among, count)[:count])
+        else:
+            at, block, _ = self._products(among)
+            hit = np.zeros(len(at), dtype=np.bool_)
+            for pools, bits in cells.parts:
+                hit |= _nonzero(self.pools[at] & _row(pools, self.pools.shape[1])) & self._per_block(
+                    block, _row(bits, self.width))
+            out = arrays.mask(at[hit], len(self.sets))
         for i in self.several:
             if among >> i & 1 and self.sets[i].intersects(cells):
                 out |= 1 << i
@@ -103,9 +119,11 @@ class Overlaps:
 
     def within(self, cells: cellset.Cells, among: int) -> int:
         """The positions of `among` whose set has no cell outside `cells`, as a mask."""
-        if len(cells.parts) != 1 or among.bit_count() <= FEW:
+        if len(cells.parts) != 1:
             # Inside a union of several products is not a per-product question: asked of each.
             return self._each(among, lambda s: s.within(cells))
+        if among.bit_count() <= FEW:
+            return self._each_within(among, cells)
         (pools, bits), = cells.parts
         at, block, rest = self._products(among)
         outside = (_nonzero(self.pools[at] & ~_row(pools, self.pools.shape[1]))
@@ -120,17 +138,16 @@ class Overlaps:
         """The positions from `start` on whose set is not empty and has no cell outside `cells`, as a mask: the
         rows from `start` read in one step, with no mask of positions to unpack first (a broad candidate's
         question about the claims of every overlay below it)."""
-        import numpy as np
-
         if len(cells.parts) != 1:
             return self.within(cells, self.filled >> start << start)
         (pools, bits), = cells.parts
-        block = self.block_of[start:]
-        at = np.flatnonzero(block >= 0)
-        block = block[at]
-        outside = (_nonzero(self.pools[start:][at] & ~_row(pools, self.pools.shape[1]))
-                   | self._per_block(block, ~_row(bits, self.width)))
-        out = arrays.mask(at[~outside] + start, len(self.sets))
+        block, out = self.block_of[start:], 0
+        if len(self.block_start) > 1:
+            # Whole rows from `start`, no positions picked first: a row of several products or none (block -1)
+            # reads the last block's answer, which `block >= 0` then drops.
+            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) \
+                & ~self._per_block(block, ~_row(bits, self.width))
+            out = arrays.of_flags(inside) << start
         for i in self.several:
             if i >= start and self.sets[i].within(cells):
                 out |= 1 << i
@@ -178,6 +195,24 @@ class Overlaps:
         else:
             answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
         return answer[block]
+
+    def _each_within(self, among: int, product: cellset.Cells) -> int:
+        """`_each` with Cells.within of one product, a product's test in line: a narrow candidate's few dozen claims
+        (shadows._emptied) cost a call and a loop over parts each otherwise."""
+        (pools, bits), = product.parts
+        outside_pools, outside_bits = ~pools, ~bits
+        out = 0
+        while among:
+            low = among & -among
+            s = self.sets[low.bit_length() - 1]
+            if len(s.parts) == 1:
+                (p, b), = s.parts
+                if not (p & outside_pools or b & outside_bits):
+                    out |= low
+            elif s.within(product):
+                out |= low
+            among ^= low
+        return out
 
     def _each(self, among: int, test: Callable[[cellset.Cells], bool]) -> int:
         out = 0

@@ -66,7 +66,7 @@ def others(view: View, single: bool) -> list[findings.Finding]:
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
     found = _tested(view, applied, True)
-    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field))
+    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field), _site(view, t, field))
              for t, field in _first_in_report(index, found)]
     return findings.first_few(first, sum(targets.bit_count() for targets in found.values()))
 
@@ -258,6 +258,16 @@ def _winners(view: View, t: int, field: merge.Field) -> list[merge.Entry]:
 
 
 _name = operator.attrgetter("name")
+
+
+def _site(view: View, t: int, field: merge.Field) -> checks.Site:
+    """checks.site of the unchanged entry at position `t`, kept on the snapshot's index: a broad candidate's
+    findings name the same few overlays request after request."""
+    index = view.index
+    found = index.sites.get((t, field))
+    if found is None:
+        found = index.sites[(t, field)] = checks.site(view.grid, index.order[t], field)
+    return found
 
 
 def _names_first(view: View, scope: _Scope, targets: int, before: int) -> int:
