@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
@@ -87,6 +87,8 @@ class Node:
     # The properties that are guarded, and whether any value this node admits beyond them may be.
     guarded_properties: Mapping[str, Node] = dataclasses.field(default_factory=dict)
     guarded_rest: bool = True
+    # As an element of a list: the rules' violations at and under an element, per element value (schema.py).
+    memo: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Node:
