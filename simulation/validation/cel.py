@@ -308,8 +308,12 @@ def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterat
             return [(r, scope.run(body)) for r, _, body in rules]
         return [(r, celexpr.evaluate(body, {name: judged})) for r, name, body in rules]
 
+    def judged(element: Any) -> Iterable[tuple[Rule, Any]]:
+        return evaluate(_pruned(element, rule_set.element_reads))
+
     for index, element in enumerate(value):
-        for rule, outcome in _recall(rule_set.element_memo, _pruned(element, rule_set.element_reads), evaluate):
+        # Remembered per whole element (as plain JSON, it is as quick to key as its pruned copy is to make).
+        for rule, outcome in _recall(rule_set.element_memo, element, judged):
             yield Violation((*rule.field_path, index if listed else element), _message(rule, value, outcome),
                             isinstance(outcome, celexpr.Failure))
 
