@@ -293,7 +293,9 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
         # Nothing to prune here, keys already names: copied only when a nested value is converted.
         copy = value
         for key, child in value.items():
-            if type(child) not in _PLAIN_LEAVES:
+            kind = type(child)
+            # A list of plain scalars (a requirement's values) is tested here: a call each was much of the walk.
+            if kind not in _PLAIN_LEAVES and (kind is not list or not set(map(type, child)) <= _LEAVES):
                 made = _plain_pruned(child, node.properties.get(key, node.additional))
                 if made is not child:
                     if copy is value:
