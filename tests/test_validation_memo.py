@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import types
 from typing import Any
 
 from hypothesis import given
@@ -91,3 +92,68 @@ def test_elementwise_rules_judged_in_one_scope_equal_a_scope_each(elements: list
                 for rule, name, body in rules.elementwise
                 if (outcome := celexpr.evaluate(body, {name: cel._pruned(element, rules.element_reads)})) is not True]
     assert list(cel._elementwise(rules, elements)) == expected
+
+
+def _fresh_fields(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+    # A CRD loaded anew has no remembered verdicts.
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "fresh")
+    return [(f.code, f.field, f.message) for f in schema.check(obj, REF, None, crd)]
+
+
+def test_remembered_element_violations_take_the_path_of_the_element_at_hand() -> None:
+    crd = _crd()
+    restricted = {"key": "karpenter.sh/team", "operator": "In", "values": ["a"]}
+    fine = {"key": "example.com/tier", "operator": "In", "values": ["web"]}
+    assert _fields(crd, _overlay([restricted])) == {"spec.requirements[0].key"}
+    assert _fields(crd, _overlay([fine, fine, restricted])) == {"spec.requirements[2].key"}
+    assert _fields(crd, _overlay([fine])) == set()
+
+
+_KEYS = st.sampled_from(["example.com/a", "karpenter.sh/x", "kubernetes.io/hostname", "-bad", "",
+                         "node.kubernetes.io/instance-type"])
+_REQUIREMENT = st.fixed_dictionaries({"key": st.one_of(_KEYS, _VALUE), "operator": st.sampled_from(
+    ["In", "NotIn", "Gt", "Exists", "Bogus"])}, optional={"values": st.lists(st.one_of(
+        st.sampled_from(["1", "x", "-1"]), _VALUE), max_size=2)})
+
+
+@given(st.lists(st.lists(_REQUIREMENT, max_size=4), min_size=1, max_size=4))
+def test_findings_with_remembered_element_verdicts_equal_a_fresh_judgement(
+        overlays: list[list[dict[str, Any]]]) -> None:
+    # One CRD judges the overlays in turn (its memos warmed by those before); each must get what a CRD loaded
+    # anew gives it.
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "shared")
+    for requirements in overlays:
+        obj = _overlay(requirements)
+        assert [(f.code, f.field, f.message) for f in schema.check(obj, REF, None, crd)] == _fresh_fields(obj)
+
+
+_JSON = st.recursive(st.one_of(st.text(max_size=3), st.integers(), st.booleans(), st.none()),
+                     lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                             st.dictionaries(st.sampled_from(["spec", "weight", "requirements",
+                                                                              "key", "values", "capacity", "x"]),
+                                                             inner, max_size=3)), max_leaves=12)
+
+
+def _tupled(value: Any) -> Any:
+    # The same value as a caller's tuples and read-only mappings: always converted, never passed through.
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    if isinstance(value, dict):
+        return types.MappingProxyType({k: _tupled(v) for k, v in value.items()})
+    return value
+
+
+@given(st.dictionaries(st.sampled_from(["apiVersion", "kind", "metadata", "spec"]), _JSON, max_size=4))
+def test_a_validated_object_passed_through_equals_its_converted_copy(obj: dict[str, Any]) -> None:
+    before = copy.deepcopy(obj)
+    validated = schema.as_validated(obj)
+    assert validated == schema.as_validated(_tupled(obj))
+    assert obj == before  # the object read is never changed
+
+
+def test_a_plain_object_with_nothing_to_prune_is_validated_as_it_is() -> None:
+    obj = _overlay([{"key": "example.com/a", "operator": "In", "values": ["x"]}], weight=3)
+    assert schema.as_validated(obj) is obj
+    nulled = _overlay([{"key": "example.com/a", "operator": "In", "values": ["x"]}], weight=None)
+    assert schema.as_validated(nulled)["spec"] == {"requirements": nulled["spec"]["requirements"]}
+    assert nulled["spec"]["weight"] is None

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from simulation.validation import celexpr
 
 Path = tuple[str | int, ...]
+T = TypeVar("T")
 
 # Bounds the per-rule memory of verdicts on values (4096 of at most 1 KiB each).
 _MEMO_LIMIT = 4096
@@ -275,12 +276,17 @@ def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
 def _recall(memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]], judged: Any,
             evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) -> tuple[tuple[Rule, Any], ...]:
     """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep)."""
-    key = _memo_key(judged)
+    # Only the verdict and an error's text are kept.
+    return remembered(memo, judged, lambda v: tuple(
+        (r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(v) if o is not True))
+
+
+def remembered(memo: MutableMapping[Any, T], value: Any, make: Callable[[Any], T]) -> T:
+    """make(value), remembered in `memo` per plain JSON value (unless too large to keep)."""
+    key = _memo_key(value)
     found = memo.get(key) if key is not None else None
     if found is None:
-        # Only the verdict and an error's text are kept.
-        found = tuple((r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(judged)
-                      if o is not True)
+        found = make(value)
         if key is not None:
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
@@ -302,8 +308,12 @@ def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterat
             return [(r, scope.run(body)) for r, _, body in rules]
         return [(r, celexpr.evaluate(body, {name: judged})) for r, name, body in rules]
 
+    def judged(element: Any) -> Iterable[tuple[Rule, Any]]:
+        return evaluate(_pruned(element, rule_set.element_reads))
+
     for index, element in enumerate(value):
-        for rule, outcome in _recall(rule_set.element_memo, _pruned(element, rule_set.element_reads), evaluate):
+        # Remembered per whole element (as plain JSON, it is as quick to key as its pruned copy is to make).
+        for rule, outcome in _recall(rule_set.element_memo, element, judged):
             yield Violation((*rule.field_path, index if listed else element), _message(rule, value, outcome),
                             isinstance(outcome, celexpr.Failure))
 

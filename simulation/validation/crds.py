@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
@@ -87,6 +87,8 @@ class Node:
     # The properties that are guarded, and whether any value this node admits beyond them may be.
     guarded_properties: Mapping[str, Node] = dataclasses.field(default_factory=dict)
     guarded_rest: bool = True
+    # As an element of a list: the rules' violations at and under an element, per element value (schema.py).
+    memo: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Node:
@@ -231,8 +233,6 @@ def go_regex(pattern: str) -> re.Pattern[str]:
 
 # The schema of one requirement: a NodeOverlay holds up to a hundred, and overlays repeat the same few.
 _REQUIREMENT = ("properties", "spec", "properties", "requirements", "items")
-# Distinct requirements whose verdict is kept (a memo past it starts again).
-_REMEMBERED = 4096
 
 
 def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
@@ -247,7 +247,7 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         one = _compiled(requirement) if requirement is not None else None
     except Exception:  # fastjsonschema refuses with many types; the validator alone still does the job
         return None
-    verdicts: dict[tuple[tuple[str, str | tuple[str, ...]], ...], bool] = {}
+    verdicts: dict[Any, bool] = {}
 
     def accepts(instance: Any) -> bool:
         if not _passes(whole, instance):
@@ -256,18 +256,8 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         requirements = spec.get("requirements") if type(spec) is dict else None
         if one is None or type(requirements) is not list:
             return True
-        for item in requirements:
-            key = _requirement_key(item)
-            verdict = verdicts.get(key) if key is not None else None
-            if verdict is None:
-                verdict = _passes(one, item)
-                if key is not None:
-                    if len(verdicts) >= _REMEMBERED:
-                        verdicts.clear()
-                    verdicts[key] = verdict
-            if not verdict:
-                return False
-        return True
+        passes = functools.partial(_passes, one)
+        return all(cel.remembered(verdicts, item, passes) for item in requirements)
 
     return accepts
 
@@ -283,26 +273,6 @@ def _passes(validate: Callable[[Any], Any], instance: Any) -> bool:
     except Exception:  # a rejection, or a value the generated code cannot handle: the validator decides
         return False
     return True
-
-
-def _requirement_key(item: Any) -> tuple[tuple[str, str | tuple[str, ...]], ...] | None:
-    """A requirement of strings and lists of strings as a memo key (a tuple and a string never compare equal);
-    None for any other (True equals 1 as a key, and the schema tells them apart)."""
-    if type(item) is not dict:
-        return None
-    out: list[tuple[str, str | tuple[str, ...]]] = []
-    for name, value in item.items():
-        kind = type(value)
-        if kind is list and _STR.issuperset(map(type, value)):
-            out.append((name, tuple(value)))
-        elif kind is str:
-            out.append((name, value))
-        else:
-            return None
-    return tuple(out)
-
-
-_STR = frozenset({str})
 
 
 def _dig(schema: Mapping[str, Any], path: Sequence[str]) -> Mapping[str, Any] | None:

@@ -4,6 +4,7 @@ the CRD given (crds.py), Karpenter's own by default."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -124,53 +125,68 @@ _TYPES: Mapping[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "
                                           "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
 
-def _rule_sites(node: crds.Node, value: Any, path: Path, out: list[tuple[cel.RuleSet, Any, Path]]) -> None:
-    """Appends (rules, value, path) for every place of `value` where rules apply (a list, not a generator:
-    this walk runs for every object)."""
+# Where a rule fails: the path of the value it validates, and the violation (its path relative to that).
+_Found = list[tuple[Path, cel.Violation]]
+
+
+def _violations(node: crds.Node, value: Any, path: Path, out: _Found) -> None:
+    """Appends the violations of the rules at every place of `value` (a list, not a generator: this walk runs
+    for every object)."""
     # Rules run only on values of the declared type: a mistyped value is the schema's finding alone.
     wanted = _TYPES.get(node.type, ())
     if not node.guarded or not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
         return
     if node.rules.rules:
-        out.append((node.rules, value, path))
+        out += ((path, v) for v in cel.violations(node.rules, value))
     if isinstance(value, dict):
-        _property_sites(node, value, path, out)
+        _property_violations(node, value, path, out)
     elif isinstance(value, list) and node.items is not None and node.items.guarded:
+        items = node.items
         for i, child in enumerate(value):
-            _rule_sites(node.items, child, (*path, i), out)
+            if found := _element_violations(items, child):
+                out += (((*path, i, *at), v) for at, v in found)
 
 
-def _property_sites(node: crds.Node, value: dict[str, Any], path: Path,
-                    out: list[tuple[cel.RuleSet, Any, Path]]) -> None:
+def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Violation], ...]:
+    """The violations at and under one element of a list, relative to it. Elements (requirements above all)
+    recur across objects: remembered per element value, the walk and the rules' lookups made once."""
+    def walk(element: Any) -> tuple[tuple[Path, cel.Violation], ...]:
+        out: _Found = []
+        _violations(node, element, (), out)
+        return tuple(out)
+
+    return cel.remembered(node.memo, value, walk)
+
+
+def _property_violations(node: crds.Node, value: dict[str, Any], path: Path, out: _Found) -> None:
     if not node.guarded_rest:  # only the few properties with rules at or under them are walked
         for key, schema in node.guarded_properties.items():
             if key in value:
-                _rule_sites(schema, value[key], (*path, key), out)
+                _violations(schema, value[key], (*path, key), out)
         return
     for key, child in value.items():
         place = node.properties.get(key) or node.additional
         if place is not None:
-            _rule_sites(place, child, (*path, key), out)
+            _violations(place, child, (*path, key), out)
 
 
 def _cel_issues(crd: crds.Crd, obj: dict[str, Any], blocked: bool) -> Iterator[_Issue]:
     """The rules' violations. The API server evaluates none when a blocking error stands; all of them are
     still reported, so that one run shows every problem, but for rules that fail to evaluate: those
     errors (a required field missing, say) come from the blocking error itself."""
-    sites: list[tuple[cel.RuleSet, Any, Path]] = []
-    _rule_sites(crd.node, obj, (), sites)
-    for rules, value, path in sites:
-        for violation in cel.violations(rules, value):
-            if blocked and violation.error:
-                continue
-            at = (*path, *violation.at)
-            message = f"{findings.json_path(*at) or 'object'}: {violation.message}"
-            if _binding_key_beside_a_value(at, crds.dig(obj, *at)):
-                # The DRA RFC's bindingKey rule (a bindingKey excludes any concrete value in the same
-                # attribute): reported where the DRA checks report bindingKeys.
-                yield _Issue((*at, "bindingKey"), message, "invalid-binding-key")
-            else:
-                yield _Issue(at, message)
+    found: _Found = []
+    _violations(crd.node, obj, (), found)
+    for path, violation in found:
+        if blocked and violation.error:
+            continue
+        at = (*path, *violation.at)
+        message = f"{findings.json_path(*at) or 'object'}: {violation.message}"
+        if _binding_key_beside_a_value(at, crds.dig(obj, *at)):
+            # The DRA RFC's bindingKey rule (a bindingKey excludes any concrete value in the same
+            # attribute): reported where the DRA checks report bindingKeys.
+            yield _Issue((*at, "bindingKey"), message, "invalid-binding-key")
+        else:
+            yield _Issue(at, message)
 
 
 def _binding_key_beside_a_value(at: Path, value: Any) -> bool:
@@ -261,22 +277,30 @@ _STR = frozenset({str})
 
 
 def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
-    """plain_json(value) with the nulls pruned, in one walk."""
+    """plain_json(value) with the nulls pruned, in one walk. A value that is already plain and has nothing to
+    prune is returned itself, not copied (most objects from JSON or YAML: nothing judges the copy in place)."""
     kind = type(value)
     if node is None or kind in _LEAVES:
         return plain_json(value)
-    if kind is list and set(map(type, value)) <= _LEAVES:  # a list of plain scalars (most lists): copied whole
-        return value.copy()
+    if kind is list and set(map(type, value)) <= _LEAVES:  # a list of plain scalars (most lists)
+        return value
     if kind is list or isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test
         items = node.items
-        # Leaves are converted in place: they are most of an object, and a call each is most of the walk.
-        return [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
+        # Leaves are kept as they are: they are most of an object, and a call each is most of the walk.
+        made = [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
+        return value if kind is list and all(map(operator.is_, made, value)) else made
     if kind is dict and None not in value.values() and set(map(type, value)) == _STR:
-        # Nothing to prune, keys already names: copied whole, and only nested values converted.
-        copy = value.copy()
+        # Nothing to prune here, keys already names: copied only when a nested value is converted.
+        copy = value
         for key, child in value.items():
-            if type(child) not in _PLAIN_LEAVES:
-                copy[key] = _plain_pruned(child, node.properties.get(key, node.additional))
+            kind = type(child)
+            # A list of plain scalars (a requirement's values) is tested here: a call each was much of the walk.
+            if kind not in _PLAIN_LEAVES and (kind is not list or not set(map(type, child)) <= _LEAVES):
+                made = _plain_pruned(child, node.properties.get(key, node.additional))
+                if made is not child:
+                    if copy is value:
+                        copy = value.copy()
+                    copy[key] = made
         return copy
     if kind is dict or isinstance(value, dict | Mapping):
         return _pruned_mapping(value, node)
