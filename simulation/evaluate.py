@@ -127,19 +127,24 @@ def _mapping(doc: Document) -> Mapping[str, Any]:
     return doc.obj if type(doc.obj) is dict or isinstance(doc.obj, Mapping) else {}
 
 
-def _reach(docs: Sequence[Document], grid: cells.Grid,
+def _first_overlays(docs: Iterable[Document]) -> dict[str, Document]:
+    """Each named NodeOverlay's first document, in their order: a later one of the same name is not read."""
+    out: dict[str, Document] = {}
+    for doc in docs:
+        name = model.name_of(doc.obj)
+        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in out:
+            out[name] = doc
+    return out
+
+
+def _reach(docs: Mapping[str, Document], grid: cells.Grid,
            candidates: Sequence[Document]) -> tuple[dict[str, merge.Entry], set[str] | None]:
-    """Every existing overlay's entry as if it were valid (by name, the first document of each), and the names of
+    """Every existing overlay's entry (`docs`: _first_overlays) as if it were valid, and the names of
     those the candidates' findings can depend on, or None where that is all of them or cannot be told here.
     Karpenter decides a cell from the overlays on it alone, so an overlay that shares no NodePool and type with the
     candidates, nor with an overlay that does, and so on, changes none of their findings (docs/design.md §3.3)."""
-    made: dict[str, merge.Entry] = {}
-    raw: dict[str, Mapping[str, Any]] = {}
-    for doc in docs:
-        name = model.name_of(doc.obj)
-        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in made:
-            raw[name] = _mapping(doc)
-            made[name] = merge.entry(grid, model.overlay(raw[name], doc.source))
+    raw = {name: _mapping(doc) for name, doc in docs.items()}
+    made = {name: merge.entry(grid, model.overlay(raw[name], doc.source)) for name, doc in docs.items()}
     overlays = [d for d in candidates if model.kind_of(d.obj) == model.NODEOVERLAY]
     # A NodePool changes the cells, and a request run whole reads everything; with no existing overlay there is
     # nothing to leave out (a one-file check).
@@ -320,18 +325,17 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
         grid = cells.build(catalog, pools, previous.grid if previous is not None else None)
     comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
     known = previous.overlays if comparable and previous is not None else {}
-    made, reached = _reach(docs, grid, candidates) if candidates is not None else ({}, None)
+    firsts = _first_overlays(docs)
+    made, reached = _reach(firsts, grid, candidates) if candidates is not None else ({}, None)
     overlays: dict[str, Checked] = {}
-    for doc in docs:
-        name = model.name_of(doc.obj)
-        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in overlays:
-            if reached is not None and name not in reached:
-                continue
-            before = known.get(name)
-            same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
-            mine = made.get(name)
-            overlays[name] = before if same and before is not None \
-                else check_overlay(doc, crd, mine.overlay if mine is not None else None)
+    for name, doc in firsts.items():
+        if reached is not None and name not in reached:
+            continue
+        before = known.get(name)
+        same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
+        mine = made.get(name)
+        overlays[name] = before if same and before is not None \
+            else check_overlay(doc, crd, mine.overlay if mine is not None else None)
     reusable = previous if previous is not None and previous.grid is grid and previous.every_nodepool == every \
         else None
     changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]
@@ -376,18 +380,13 @@ def evaluate(candidates: Sequence[Document], prepared: Prepared, *, full: bool =
     # The full run reads every overlay: a plain dict. One request reads a few: the change over the snapshot.
     whole = full or bool(pool_docs) or not prepared.overlays
     fresh: dict[str, Checked] = {}
-    changed: list[str] = []
-    # A set beside the list: the audit passes every overlay as a candidate (10,000 in the benchmark).
-    seen: set[str] = set()
-    for doc in docs:
-        name = model.name_of(doc.obj)
-        if model.kind_of(doc.obj) == model.NODEOVERLAY and name and name not in seen:
-            seen.add(name)
-            changed.append(name)
-            earlier = (checked or {}).get(name)
-            reuse = earlier is not None and earlier.raw == doc.obj
-            fresh[name] = _moved(earlier, doc.source) if reuse and earlier is not None \
-                else check_overlay(doc, prepared.crd)
+    firsts = _first_overlays(docs)
+    changed = list(firsts)
+    for name, doc in firsts.items():
+        earlier = (checked or {}).get(name)
+        reuse = earlier is not None and earlier.raw == doc.obj
+        fresh[name] = _moved(earlier, doc.source) if reuse and earlier is not None \
+            else check_overlay(doc, prepared.crd)
     whole = whole or len(changed) > INCREMENTAL_LIMIT
     overlays: Mapping[str, Checked] = ({**snapshot.overlays, **fresh} if whole
                                        # ChainMap writes to its first map only: the snapshot's is read.

@@ -85,7 +85,7 @@ def test_the_reach_of_a_candidate(name: str) -> None:
     catalog = _catalog()
     docs = [ev.Document(o, i) for i, o in enumerate(EXISTING)]
     grid = ev.cells.build(catalog, ev._pools(docs))
-    _, reached = ev._reach(docs, grid, [ev.Document(candidate, 100)])
+    _, reached = ev._reach(ev._first_overlays(docs), grid, [ev.Document(candidate, 100)])
     assert reached == expected
     prepared = ev.prepare(docs, catalog, candidates=[ev.Document(candidate, 100)])
     assert set(prepared.overlays) == (expected if expected is not None else {o["metadata"]["name"] for o in EXISTING})
@@ -98,4 +98,4 @@ def test_a_reach_past_the_share_is_all() -> None:
     docs = [ev.Document(o, i) for i, o in enumerate(EXISTING)]
     grid = ev.cells.build(_catalog(), ev._pools(docs))
     with mock.patch.object(ev, "REACH_SHARE", 0.2):
-        assert ev._reach(docs, grid, [ev.Document(_overlay("n", "m5"), 100)])[1] is None
+        assert ev._reach(ev._first_overlays(docs), grid, [ev.Document(_overlay("n", "m5"), 100)])[1] is None
