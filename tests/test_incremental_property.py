@@ -14,7 +14,7 @@ from simulation.analysis import incremental, kinds
 from simulation.semantics import catalog as cat
 from simulation.semantics import merge
 from tests import reference_support
-from tests.strategies import examples, instance_types, overlay_docs, pool_docs
+from tests.strategies import CT, PAIR, POOLS, _priced, examples, instance_types, overlay_docs, pool_docs
 
 
 def _key(report: ev.Report) -> list[tuple[Any, ...]]:
@@ -113,6 +113,26 @@ def _one_candidate(catalog: cat.Catalog, existing: list[dict[str, Any]], pools: 
 def test_one_candidate_equals_full() -> None:
     """One new or edited overlay, the webhook's usual request, agrees with the full run."""
     _one_candidate()
+
+
+@pytest.mark.parametrize(("spec", "other"), [({"price": "0.5"}, {"price": "0.5"}),
+                                             ({"capacity": {"r1": "1"}}, {"capacity": {"r2": "1"}})])
+def test_a_new_overlay_first_at_its_weight_drops_a_later_one_it_meets(spec: dict[str, Any],
+                                                                      other: dict[str, Any]) -> None:
+    """A new overlay Karpenter reads before the others of its weight, applied, stores what a later one then
+    conflicts with (`m`), and nothing another one conflicts with (`k`): the later ones' statuses move with it."""
+    existing = [_priced("m", 2, (CT, "In", ["spot"]), **spec), _priced("k", 2, (CT, "In", ["on-demand"]), **other)]
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*POOLS, *existing])], PAIR)
+    assert prepared.outcome.status["m"] == merge.APPLIED
+    candidate = [ev.Document(_priced("z", 2, (CT, "In", ["spot"]), **spec), 100)]
+    fast = ev.evaluate(candidate, prepared)
+    slow = ev.evaluate(candidate, prepared, full=True)
+    assert _key(fast) == _key(slow)
+    states = {n: s.state for n, s in slow.status.items()}
+    assert states == {"z": merge.APPLIED, "m": merge.CONFLICT, "k": merge.APPLIED}
+    # The incremental report's statuses are those it settled (at least the ones that moved).
+    assert {"z", "m"} <= fast.status.keys()
+    assert {n: s.state for n, s in fast.status.items()} == {n: states[n] for n in fast.status}
 
 
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -3,10 +3,13 @@ target, answered from the buckets' two factors, equal those a bucket-by-bucket u
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulation.analysis import index as ix
+from simulation.analysis import overlaps
 from simulation.semantics import cellset, merge, model
 from tests import strategies
 
@@ -81,6 +84,26 @@ def test_a_remembering_crowd_answers_as_a_fresh_one(entries: list[cellset.Cells]
     for cells, among, field in asked:
         assert remembering.meeting(field, cells, among) == fresh.meeting(field, cells, among)
     assert len(remembering.known or {}) <= ix.REMEMBERED
+
+
+# No deadline: the packed path imports numpy on first need.
+@settings(deadline=None)
+@given(st.lists(cell_sets(), min_size=1, max_size=40), st.integers(0, 39), cell_sets(),
+       st.just(-1) | st.integers(min_value=0), st.sampled_from([0, 1, 64, 2**20]), st.booleans())
+def test_meeting_is_the_plain_test_whichever_buckets_narrow_it(entries: list[cellset.Cells], k: int,
+                                                               other: cellset.Cells, among: int, spread: int,
+                                                               packed: bool) -> None:
+    """`meeting` answers with the entries of `among` whose cells meet the question's, whether its NodePools' and
+    chunks' buckets narrow the question first or, for a fold wider than 1/SPREAD of a block, its NodePools' only."""
+    index = ix.Index.build([_entry(f"e{i:02d}", cells) for i, cells in enumerate(entries)], POOLS)
+    # An entry's own cells (they meet it, and often others) widened by another set.
+    cells = entries[k % len(entries)] | other
+    if packed:
+        index.warm()
+    expected = sum(1 << i for i, e in enumerate(index.order) if among >> i & 1 and e.cells.intersects(cells))
+    with mock.patch.object(overlaps, "FEW", 0), mock.patch.object(ix, "FEW", 0), \
+            mock.patch.object(ix, "SPREAD", spread):
+        assert index.crowd(set()).meeting(merge.PRICE, cells, among) == expected
 
 
 # No deadline: past ix.FEW, numpy is imported on the first example.

@@ -93,6 +93,28 @@ def test_karpenter_verdict_names_the_field_and_the_stored_overlay(
     assert (verdict.field, verdict.other) == (field, met)
 
 
+@pytest.mark.parametrize("overlays", [
+    [price("b", 10), price("a", 10)],
+    # The first price it meets names the verdict, not the first price stored.
+    [price("c", 10, LARGE), price("b", 10, SMALL), price("a", 10, SMALL)],
+    # A capacity stored before the price it meets: the price is tested first.
+    [capacity("c", 10, X), price("b", 10), cs.overlay("a", M, weight=10, price="2", capacity={X: "1"})],
+    [capacity("c", 10, X), capacity("a", 10, X)],
+    # A price it does not meet, then a capacity it does.
+    [price("c", 10, LARGE), capacity("b", 10, X), cs.overlay("a", SMALL, weight=10, price="2", capacity={X: "1"})],
+    [price("b", 10, LARGE), price("a", 10, SMALL)],
+    [price("b", 10), capacity("a", 10, X)],
+    [price("a", 10)],
+])
+def test_tested_against_gives_the_loops_verdict(small_catalog: cat.Catalog, overlays: list[model.Overlay]) -> None:
+    """The conflict test of a new overlay against the applied ones of its weight before it (incremental._settle)
+    is the verdict of Karpenter's loop over them all."""
+    *before, last = merge.ordered(cs.entries(cs.grid(small_catalog), *overlays))
+    full = merge.karpenter([*before, last])
+    stored = [e for e in before if full.status[e.name] == merge.APPLIED]
+    assert merge.tested_against(iter(stored), last) == full.verdicts.get(last.name)
+
+
 def test_first_writer_wins(small_catalog: cat.Catalog) -> None:
     g = cs.grid(small_catalog)
     # The weight-20 overlay holds m.large; the weight-10 one keeps only the m.small offerings it sets.

@@ -116,6 +116,10 @@ def _settle(index: Index, prepared: ix.Unchanged, baseline: merge.Merged, old: S
         verdict = merge.tested_against(prepared.each(stored), c)
         if verdict is not None:
             return merge.Merged((c.name,), {c.name: merge.CONFLICT}, {c.name: verdict}, ())
+        if not merge.related(prepared, c, prepared.after(c.rank)):
+            # Applied, and no overlay after it reads what it stores: its component is itself (a clean candidate,
+            # mostly at a weight of its own), and no run of Karpenter's loop is built for it.
+            return merge.Merged((c.name,), {c.name: merge.APPLIED}, {}, ())
     if len(candidates) == 1 and len(old) == 1 and kinds.alike(old[0], candidates[0]):
         # Karpenter's loop reads the same sequence as before the edit: every status and verdict stays.
         name = candidates[0].name

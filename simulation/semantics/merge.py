@@ -449,13 +449,17 @@ def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
     Karpenter's order) stored. The test reads only `e`'s own cells, and an overlay writes only its own: those
     that share a cell with `e` suffice. The price is tested first and its verdict names the first price met, so
     the stored are read up to that one (a broad overlay meets thousands)."""
-    store = _Store()
+    store: _Store | None = None
+    prices = e.overlay.price_update is not None
     for s in stored:
+        if prices and s.overlay.price_update is not None and s.cells.intersects(e.cells):
+            # The first stored price it meets: the one _price_conflict would name once `s` is stored. Mostly the
+            # first one read, so no store (its unions and filing) is built for it.
+            return _price_dropped(e, s)
+        if store is None:
+            store = _Store()
         store.add(s)
-        if s.overlay.price_update is not None and (dropped := _price_conflict(e, store.price_union,
-                                                                             store.price_stored)):
-            return dropped
-    return store.conflict(e)
+    return store.conflict(e) if store is not None else None
 
 
 # A `known` miss (a verdict may be None: applied).
@@ -548,8 +552,12 @@ def _price_conflict(e: Entry, union: cellset.Dense | None, stored: _Stored) -> D
         return None
     if not union.intersects(e.cells):
         return None
-    # The first stored price it meets, at their first common offering (Karpenter's verdict names none).
-    other = stored.first_meeting(e.cells)
+    return _price_dropped(e, stored.first_meeting(e.cells))
+
+
+def _price_dropped(e: Entry, other: Entry) -> Dropped:
+    """`e` dropped for `other`, the first stored price it meets, at their first common offering (Karpenter's
+    verdict names none)."""
     return Dropped(PRICE, (other.cells & e.cells).lowest(), other.name)
 
 
