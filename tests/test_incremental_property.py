@@ -135,6 +135,19 @@ def test_a_new_overlay_first_at_its_weight_drops_a_later_one_it_meets(spec: dict
     assert {n: s.state for n, s in fast.status.items()} == {n: states[n] for n in fast.status}
 
 
+def test_candidates_alone_at_their_weight_clash_with_each_other() -> None:
+    """Two candidates at a weight no prepared overlay holds, on a common offering: each one's clashes are read from
+    the other candidate (the prepared crowd has none of that weight)."""
+    existing = [_priced("m", 2, (CT, "In", ["spot"]), price="0.5")]
+    prepared = ev.prepare([ev.Document(d, i) for i, d in enumerate([*POOLS, *existing])], PAIR)
+    candidates = [ev.Document(_priced(n, 5, (CT, "In", ["spot"]), price="0.5"), 100 + i) for i, n in enumerate("yz")]
+    fast = ev.evaluate(candidates, prepared)
+    slow = ev.evaluate(candidates, prepared, full=True)
+    assert _key(fast) == _key(slow)
+    assert [(f.obj.name, [r.name for r in f.related]) for f in fast.findings
+            if f.code == "same-weight-conflict"] == [("y", ["z"])]
+
+
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), first=overlay_docs(), second=overlay_docs(), pools=pool_docs(),
        more_pools=pool_docs())

@@ -45,6 +45,9 @@ class Scan:
         """The full run's same-weight clashes that involve the candidate: as the later overlay, and as
         the earlier one of each later overlay (of those on unchanged overlays, see `reported`)."""
         c, prepared, others = self.c, self.prepared, self.others
+        if not prepared.of_weight(c.weight) and not others.of_weight(c.weight):
+            # Alone at its weight (a clean candidate, mostly): the guard's test pairs it with none.
+            return [], 0
         out = clash.clashes_with(c, [prepared, others])
         unbuilt = 0
         for field, bits in c.fields().items():
