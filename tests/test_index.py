@@ -86,6 +86,30 @@ def test_a_remembering_crowd_answers_as_a_fresh_one(entries: list[cellset.Cells]
     assert len(remembering.known or {}) <= ix.REMEMBERED
 
 
+# No deadline: past overlaps.FEW the packed path imports numpy on first need.
+@settings(deadline=None)
+@given(st.lists(cell_sets(), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(0, 39), st.integers(0, 2**40), st.booleans(), st.integers(0, 2)), max_size=12),
+       st.booleans())
+def test_the_requests_after_one_answer_from_what_it_met_as_fresh_crowds(
+        entries: list[cellset.Cells], questions: list[tuple[int, int, bool, int]], packed: bool) -> None:
+    """The snapshot keeps its requests' `meeting` answers (Index.met) for the requests after: crowds of different
+    changes (members), one per request, asking about the same cells in turn answer as crowds that remember
+    nothing."""
+    index = ix.Index.build([_entry(f"e{i:02d}", cells) for i, cells in enumerate(entries)], POOLS)
+    if packed:
+        index.warm()
+    skips = [set(), {index.names[0]}, {index.names[-1], index.names[len(entries) // 2]}]
+    fields = (merge.PRICE, merge.Field(merge.Kind.CAPACITY, "cpu"))
+    for k, among, level, which in [*questions, *questions[:4]]:
+        cells, field, skip = entries[k % len(entries)], fields[level], skips[which]
+        assert index.crowd(skip, remember=True).meeting(field, cells, among) == index.crowd(skip).meeting(
+            field, cells, among)
+        assert index.crowd(skip, remember=True).meeting(field, cells, -1) == index.crowd(skip).meeting(
+            field, cells, -1)
+    assert len(index.met) <= ix.REMEMBERED
+
+
 # No deadline: the packed path imports numpy on first need.
 @settings(deadline=None)
 @given(st.lists(cell_sets(), min_size=1, max_size=40), st.integers(0, 39), cell_sets(),

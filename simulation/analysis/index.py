@@ -23,9 +23,11 @@ Keys = tuple[tuple[int, ...], tuple[int, ...]]
 FEW = 8
 # Up to this many asked, "meeting" tests each entry while the packed cells are not made yet (Unchanged.meeting).
 UNPACKED = 256
-# The distinct cells a request's crowd remembers its "meeting" answers for (two masks each): a request asks about
-# its candidates' cells again and again; a component of thousands asks about each of its kinds once.
-REMEMBERED = 16
+# The distinct cells whose "meeting" answers a snapshot remembers (two masks each, so memory linear in the entries:
+# 2 MB at 100,000): a request asks about its candidates' cells again and again, and the requests after it about the
+# same cells (a denied candidate is sent again: retries, dry runs, re-applies); a component of thousands asks about
+# each of its kinds once. Past it all are forgotten at once (dict.clear is one step for concurrent requests).
+REMEMBERED = 64
 # Cells whose slots are more than 1/SPREAD of a block are asked of their NodePools' buckets only (Unchanged.meeting):
 # they span dozens of chunks (a capacity-type-wide candidate: 18-64 of 128), whose buckets leave hundreds of rows,
 # which cost as much as reading every row (row 5's spot-wide candidates, in a request: 115 -> 80 us).
@@ -84,6 +86,9 @@ class Index:
     # (position, field) -> what a `shadowed` finding on that entry's field says whoever wins over it (checks.Site,
     # filled by shadows.others): its witness, that cell's text and price, picked once per snapshot.
     sites: dict[tuple[int, merge.Field], checks.Site] = dataclasses.field(default_factory=dict)
+    # (the level asked, cells) -> (the entries asked about so far, those of them meeting the cells), as masks: the
+    # answers of every request's crowd (Unchanged.meeting), derived from the snapshot alone, at most REMEMBERED.
+    met: dict[tuple[bool, cellset.Cells], tuple[int, int]] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
@@ -139,9 +144,9 @@ class Index:
         return overlaps.Overlaps.build([e.type_cells for e in self.order])
 
     def crowd(self, skip: set[str], remember: bool = False) -> Unchanged:
-        """The entries less the changed ones, as a merge.Crowd; `remember`: its answers to `meeting`, for the rules
-        of one request to share (Unchanged)."""
-        return Unchanged(self, ((1 << len(self.order)) - 1) & ~self.mask(skip), {} if remember else None)
+        """The entries less the changed ones, as a merge.Crowd; `remember`: its answers to `meeting` kept with the
+        snapshot's (`met`), for the rules of one request and the requests after it to share (Unchanged)."""
+        return Unchanged(self, ((1 << len(self.order)) - 1) & ~self.mask(skip), self.met if remember else None)
 
     @classmethod
     def build(cls, entries: Sequence[merge.Entry], pools: int) -> Index:
@@ -324,8 +329,8 @@ class Unchanged:
 
     index: Index
     members: int
-    # (the level asked, cells) -> (the entries asked about so far, those of them meeting the cells), as masks; None:
-    # nothing remembered (a whole run asks about every overlay's cells once).
+    # Index.met, or None: nothing remembered (a whole run asks about every overlay's cells once). An answer is about
+    # the index's entries, whatever the members: a crowd reads only its members' part of it.
     known: dict[tuple[bool, cellset.Cells], tuple[int, int]] | None = dataclasses.field(
         default=None, compare=False, repr=False)
 
@@ -357,8 +362,9 @@ class Unchanged:
         asked, hit = known.get(key, (0, 0))
         if fresh := among & ~asked:
             hit |= self._meeting(field, cells, fresh)
-            if key in known or len(known) < REMEMBERED:
-                known[key] = (asked | fresh, hit)
+            if key not in known and len(known) >= REMEMBERED:
+                known.clear()
+            known[key] = (asked | fresh, hit)
         return hit & among
 
     def _meeting(self, field: merge.Field, cells: cellset.Cells, among: int) -> int:
