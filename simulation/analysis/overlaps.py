@@ -102,8 +102,8 @@ class Overlaps:
             count = len(self.sets)
             hit = np.zeros(count, dtype=np.bool_)
             for pools, bits in cells.parts:
-                hit |= _nonzero(self.pools & _row(pools, self.pools.shape[1])) & self._per_block(
-                    self.block_of, _row(bits, self.width))
+                hit |= _nonzero(self.pools & _row(pools, self.pools.shape[1])) & self._every_block(
+                    _row(bits, self.width))[self.block_of]
             out = arrays.of_flags(hit & arrays.flags(among, count)[:count])
         else:
             at, block, _ = self._products(among)
@@ -193,8 +193,17 @@ class Overlaps:
             words = np.repeat(first - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
             answer[self.word_block[words[(self.word_values[words] & row[self.word_at[words]]) != 0]]] = True
         else:
-            answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
+            answer = self._every_block(row)
         return answer[block]
+
+    def _every_block(self, row: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+        """Per block, whether it shares a bit with `row`: every block's non-zero words read in one step (asked of
+        every row, every block is asked: none is marked or counted first)."""
+        import numpy as np
+
+        answer = np.zeros(len(self.block_start) - 1, dtype=np.bool_)
+        answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
+        return answer
 
     def _each_within(self, among: int, product: cellset.Cells) -> int:
         """`_each` with Cells.within of one product, a product's test in line: a narrow candidate's few dozen claims
