@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import operator
 from collections.abc import Iterable, Mapping
@@ -169,6 +170,9 @@ def first_few(found: list[Finding], total: int) -> list[Finding]:
     return found
 
 
+# Kept per distinct path: a request renders the same few dozen fields (a price, a capacity resource) each time.
+# Typed: a key True (YAML's `yes:`) is not the index 1.
+@functools.lru_cache(maxsize=4096, typed=True)
 def json_path(*parts: str | int) -> str:
     """`spec.requirements[2].key` style paths from path segments."""
     out = ""
