@@ -622,8 +622,11 @@ class Cache:
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
         basis = {k: v for k, v in snap.basis.items() if k not in without} if without else snap.basis
         plan = store.plan(basis, lg.holds(view), key, operation, old)
-        asked = (snap.generation, without, operation, _judged_form(candidate), _judged_form(old))
-        if not keep:
+        # The key renders the object as JSON (about 15 µs for a usual one): only when a report is kept, or to keep one
+        # (a webhook configured without /mutate keeps none).
+        asked = (snap.generation, without, operation, _judged_form(candidate), _judged_form(old)) \
+            if keep or self._judged else None
+        if not keep and asked is not None:
             kept = self._judged.pop(asked, None)
             if kept is not None and kept[0] is view and kept[1] is catalog:
                 return kept[2], plan
@@ -640,7 +643,7 @@ class Cache:
             if found is not None:
                 checks[model.name_of(extra) or ""] = found
         report = await self._judged_by(ends, prepared, candidate, plan.extras, checks, small)
-        if keep and not note:
+        if asked is not None and keep and not note:
             # A note says the judgement was not the exact one: /validate asks again.
             if len(self._judged) >= JUDGED_KEPT:
                 del self._judged[next(iter(self._judged))]
