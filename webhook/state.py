@@ -698,10 +698,14 @@ class Cache:
         if records and not attempt.fresh and attempt.take():
             attempt.view, attempt.fresh = await self._read_ledger(ends), True
             return True
-        found = lg.sweep(attempt.view, self._snapshot.basis, self._deleted, self._wall())
-        # Records whose deletion the watch delivered (deleted, then replaced) count no more.
-        settled = {n: at for n, at in found.settled.items() if (model.NODEOVERLAY, n) in records}
-        overdue = [r for r in found.overdue if r.key in records][:attempt.reads - 1]
+        settled: dict[str, int] = {}
+        overdue: list[lg.Record] = []
+        if records:
+            # Only the records the denial rests on count: with none (almost every denial), no sweep of the ledger.
+            found = lg.sweep(attempt.view, self._snapshot.basis, self._deleted, self._wall())
+            # Records whose deletion the watch delivered (deleted, then replaced) count no more.
+            settled = {n: at for n, at in found.settled.items() if (model.NODEOVERLAY, n) in records}
+            overdue = [r for r in found.overdue if r.key in records][:attempt.reads - 1]
         if (settled or overdue) and attempt.take(len(overdue) + 1):
             after = await self._settle(attempt.view, overdue, settled, ends)
             if after is not None:
