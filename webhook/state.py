@@ -609,6 +609,15 @@ class Cache:
             return
         self._derived = {tag: task.result()}
 
+    def _asked(self, snap: Snapshot, without: frozenset[Key], operation: str, candidate: Mapping[str, Any],
+               old: Mapping[str, Any] | None, keep: bool) -> tuple[Any, ...]:
+        """The key of a /mutate report kept for the /validate of the same object (module docstring); () while none
+        is kept and this is no /mutate: the key renders the object as JSON (about 15 µs for a usual one), which a
+        webhook configured without /mutate never needs."""
+        if not keep and not self._judged:
+            return ()
+        return snap.generation, without, operation, _judged_form(candidate), _judged_form(old)
+
     async def _evaluate(self, candidate: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None,
                         view: lg.Ledger, ends: float, without: frozenset[Key] = frozenset(),
                         small: bool = False, keep: bool = False) -> tuple[ev.Report, store.Plan]:
@@ -622,14 +631,10 @@ class Cache:
         key = (model.NODEOVERLAY, model.name_of(candidate) or "")
         basis = {k: v for k, v in snap.basis.items() if k not in without} if without else snap.basis
         plan = store.plan(basis, lg.holds(view), key, operation, old)
-        # The key renders the object as JSON (about 15 µs for a usual one): only when a report is kept, or to keep one
-        # (a webhook configured without /mutate keeps none).
-        asked = (snap.generation, without, operation, _judged_form(candidate), _judged_form(old)) \
-            if keep or self._judged else None
-        if not keep and asked is not None:
-            kept = self._judged.pop(asked, None)
-            if kept is not None and kept[0] is view and kept[1] is catalog:
-                return kept[2], plan
+        asked = self._asked(snap, without, operation, candidate, old, keep)
+        kept = self._judged.pop(asked, None) if asked and not keep else None
+        if kept is not None and kept[0] is view and kept[1] is catalog:
+            return kept[2], plan
         if without:
             prepared, note = await self._within(asyncio.to_thread(
                 admission.rebased, basis, key, plan, catalog, snap.prepared, snap.prepared.crd), ends), ""
@@ -643,7 +648,7 @@ class Cache:
             if found is not None:
                 checks[model.name_of(extra) or ""] = found
         report = await self._judged_by(ends, prepared, candidate, plan.extras, checks, small)
-        if asked is not None and keep and not note:
+        if keep and not note:
             # A note says the judgement was not the exact one: /validate asks again.
             if len(self._judged) >= JUDGED_KEPT:
                 del self._judged[next(iter(self._judged))]
