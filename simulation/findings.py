@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import operator
 from collections.abc import Iterable, Mapping
@@ -65,7 +66,7 @@ class Witness:
 _REF_ORDER = operator.attrgetter("kind", "name")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class Finding:
     """One problem. `source` is the index of the input document it is about, for adapters
     that map `field` back to a file position; the core never looks at it."""
@@ -82,6 +83,25 @@ class Finding:
     detail: tuple[tuple[str, str], ...] = ()
     # What to change so that the intended overlay wins (every error has one; see analysis.hints).
     hint: str = ""
+
+    def __init__(self, code: str, obj: ObjectRef, path: tuple[str | int, ...], message: str,
+                 related: tuple[ObjectRef, ...] = (), witness: Witness | None = None,
+                 severity: Severity = Severity.ERROR, source: int | None = None,
+                 detail: tuple[tuple[str, str], ...] = (), hint: str = "") -> None:
+        # The dataclass's own, with the fields written into the instance's dict: a frozen dataclass's generated
+        # __init__ calls object.__setattr__ per field, five times this cost, and a request builds a finding per
+        # shadowed field and conflict (tests/test_findings_type.py holds the fields and defaults to the class's).
+        own = self.__dict__
+        own["code"] = code
+        own["obj"] = obj
+        own["path"] = path
+        own["message"] = message
+        own["related"] = related
+        own["witness"] = witness
+        own["severity"] = severity
+        own["source"] = source
+        own["detail"] = detail
+        own["hint"] = hint
 
     @once.Once
     def field(self) -> str:
@@ -169,6 +189,9 @@ def first_few(found: list[Finding], total: int) -> list[Finding]:
     return found
 
 
+# Kept per distinct path: a request renders the same few dozen fields (a price, a capacity resource) each time.
+# Typed: a key True (YAML's `yes:`) is not the index 1.
+@functools.lru_cache(maxsize=4096, typed=True)
 def json_path(*parts: str | int) -> str:
     """`spec.requirements[2].key` style paths from path segments."""
     out = ""

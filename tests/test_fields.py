@@ -47,6 +47,12 @@ def test_path_points_into_the_overlay() -> None:
         ("spec", "dynamicResources", "resourceSliceTemplates", 1, "spec", "driver")
 
 
+def test_paths_are_rendered_by_their_own_segments_whatever_was_rendered_before() -> None:
+    # json_path keeps what it rendered: a YAML key True is not the index 1, nor a key "1".
+    assert [findings.json_path(*p) for p in (("spec", 1), ("spec", True), ("spec", "1"), ("spec", 1))] == \
+        ["spec[1]", "spec[True]", "spec.1", "spec[1]"]
+
+
 def test_entry_fields_are_typed(small_catalog: Any) -> None:
     g: cells.Grid = cs.grid(small_catalog)
     o = cs.overlay("a", price="1", capacity={GPU: "1"}, dynamicResources=_templates("a.io"))

@@ -94,6 +94,30 @@ def test_overlays_meant_to_stack_are_told_the_one_overlay_that_charges_both(lowe
     assert f"weight 20 setting {combined}" in hint and "#3004" in hint
 
 
+def test_the_stacking_hint_is_each_winners_own_whatever_was_asked_before() -> None:
+    """The hint is kept per (changes, weight, base price): winners of other names share it, another weight, base or
+    change gets its own, and the message names each winner."""
+    from simulation.analysis import traps
+    from simulation.semantics import model
+
+    def price(name: str, change: str, weight: int) -> model.Overlay:
+        return model.overlay(_overlay(name, ("node.kubernetes.io/instance-type", "In", ["m5.large"]),
+                                      weight=weight, priceAdjustment=change))
+
+    lower = price("discount", "-10%", 10)
+    asked = [(price(n, c, w), base) for n, c, w, base in (
+        ("fee-a", "+0.05", 20, 0.096), ("fee-b", "+0.05", 20, 0.096), ("fee-c", "+0.05", 30, 0.096),
+        ("fee-d", "+0.05", 20, 0.2), ("fee-e", "+5%", 20, 0.096), ("fee-a", "+0.05", 20, 0.096))]
+    said = [traps.stacked(lower, winner, base) for winner, base in asked]
+    assert all(s is not None for s in said)
+    assert [s[0].split("only ")[1].split("'s")[0] for s in said if s] == [w.name for w, _ in asked]
+    hints = [s[1] for s in said if s]
+    assert hints[0] == hints[1] == hints[5]
+    assert "weight 30 setting" in hints[2] and "weight 20 setting" in hints[0]
+    assert 'price: "0.1364"' in hints[0] and 'price: "0.23"' in hints[3]
+    assert 'priceAdjustment: "-5.5%"' in hints[4]
+
+
 def test_two_absolute_prices_are_told_to_keep_one() -> None:
     from simulation.analysis import traps
     from simulation.semantics import model

@@ -384,6 +384,40 @@ def test_only_a_candidate_of_usual_size_is_judged_on_the_loop() -> None:
     assert not judging.usual(deep)
 
 
+async def test_validate_renders_the_object_for_a_kept_report_only(
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key of a /mutate report kept for /validate is the object as JSON: a /validate renders it only while a
+    report is kept (a webhook without /mutate never does), and still takes the report /mutate kept."""
+    from webhook import state
+
+    judged_form = state._judged_form
+    rendered: list[str | None] = []
+
+    def counted(obj: Mapping[str, Any] | None) -> str | None:
+        rendered.append(None if obj is None else obj["metadata"]["name"])
+        return judged_form(obj)
+
+    monkeypatch.setattr(state, "_judged_form", counted)
+    cache = Cache(debounce=0.01)
+    cache.set_catalog(small_catalog)
+    cache.load([nodepool("p"), overlay("stored", price="1")])
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+        for name in ("a", "b"):
+            await cache.decide(overlay(name, weight=10, price="2"), "CREATE", None, dry_run=True,
+                               admits=lambda r: True)
+        assert rendered == []
+        mutated = await cache.simulate(overlay("c", weight=10, price="2"), "CREATE", None)
+        decided = await cache.decide(overlay("c", weight=10, price="2"), "CREATE", None, dry_run=True,
+                                     admits=lambda r: True)
+        assert decided.report is mutated and rendered == ["c", None, "c", None]
+        await cache.decide(overlay("d", weight=10, price="2"), "CREATE", None, dry_run=True, admits=lambda r: True)
+        assert rendered == ["c", None, "c", None]
+    finally:
+        await cache.close()
+
+
 async def test_validate_takes_the_report_mutate_made_of_the_same_object(
         small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     """An apply goes to /mutate, then to /validate with what the API server added (uid, creationTimestamp): one

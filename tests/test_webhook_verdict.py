@@ -38,3 +38,22 @@ def test_clip_cuts_ascii_and_wider_text_alike() -> None:
     assert verdict.clip("a" * verdict.WARNING_LIMIT) == "a" * verdict.WARNING_LIMIT
     assert verdict.clip("é" * 200) == "é" * ((verdict.WARNING_LIMIT - 3) // 2) + "…"
     assert verdict.clip(" one\r\ntwo\x7f ") == "one two"
+
+
+def test_a_denial_rests_on_the_other_objects_of_its_errors_in_order_of_first_mention() -> None:
+    from simulation import findings
+    from simulation.analysis import report as rp
+
+    def ref(name: str, kind: str = "NodeOverlay") -> findings.ObjectRef:
+        return findings.ObjectRef(kind, name)
+
+    subject = ref("me")
+    found = (findings.make("same-weight-conflict", ref("me"), ("spec", "price"), "m", related=[ref("b"), ref("a")]),
+             findings.make("shadowed", ref("c"), ("spec", "price"), "m", related=[ref("me"), ref("b")]),
+             findings.make("unknown-label", ref("d"), ("spec",), "m"),
+             findings.make("same-weight-conflict", ref("me", "NodePool"), ("spec",), "m", related=[ref("a")]))
+    report = rp.Report(found, {}, None, {}, {}, None, ())  # type: ignore[arg-type]
+    assert [f.severity for f in found] == [findings.Severity.ERROR, findings.Severity.WARNING,
+                                           findings.Severity.WARNING, findings.Severity.ERROR]
+    # Errors only; the subject itself never; a NodePool of the subject's name is another object.
+    assert verdict.grounds(report, subject) == [ref("a"), ref("b"), ref("me", "NodePool")]

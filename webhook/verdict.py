@@ -155,12 +155,15 @@ def overlay(report: ev.Report, subject: findings.ObjectRef, *, enforce: bool,
 def grounds(report: ev.Report, subject: findings.ObjectRef) -> list[findings.ObjectRef]:
     """The other objects the report's errors rest on, in order of first mention: a denial is
     only as good as their existence."""
-    out: dict[findings.ObjectRef, None] = {}
+    # Keyed by (kind, name), hashed and compared in C: a reference's dataclass __hash__ and __eq__ are Python calls,
+    # and every denial asks this of its errors' objects.
+    mine = (subject.kind, subject.name)
+    out: dict[tuple[str, str], findings.ObjectRef] = {}
     for f in report.errors():
         for ref in (f.obj, *f.related):
-            if ref != subject:
-                out.setdefault(ref)
-    return list(out)
+            if (key := (ref.kind, ref.name)) != mine:
+                out.setdefault(key, ref)
+    return list(out.values())
 
 
 def nodepool(found: Sequence[findings.Finding], subject: findings.ObjectRef) -> Verdict:

@@ -16,6 +16,7 @@ from simulation.semantics import requirements as reqs
 _BUILTIN_KEYS = frozenset({reqs.NODEPOOL, reqs.ZONE, reqs.CAPACITY_TYPE})
 _SHADOWED = findings.CODES["shadowed"]
 _NAME = operator.attrgetter("name")
+_RANK = operator.attrgetter("rank")
 
 
 def conflicts(grid: cells.Grid, entries: Mapping[str, merge.Entry], status: Mapping[str, merge.State],
@@ -186,21 +187,20 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
                f"(e.g. {at.where})")
     # The overlays' own refs (built once each), not new ones per finding.
     related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
-    first = max(winners[:clash.LIMIT], key=operator.attrgetter("rank")).overlay if winners else None
-    if field.kind is merge.Kind.PRICE and first is not None and witness is not None and \
-            (stack := traps.stacked(overlay, first, at.base)) is not None:
+    hint = ""
+    if field.kind is merge.Kind.PRICE and winners and witness is not None and \
+            (stack := traps.stacked(overlay, max(winners[:clash.LIMIT], key=_RANK).overlay, at.base)) is not None:
         # Price overlays meant to stack (issue 41 row 3): the message and hint say how to charge both.
-        said, fix = stack
-        return findings.make("shadowed", overlay.ref, at.path, message + said, related=related,
-                             witness=witness, source=overlay.source, hint=fix)
+        said, hint = stack
+        message += said
     if len(set(names)) < len(names):
         # Two winners of one name (candidates so named): findings.make keeps one.
         return findings.make("shadowed", overlay.ref, at.path, message, related=related,
-                             witness=witness, source=overlay.source)
+                             witness=witness, source=overlay.source, hint=hint)
     # findings.make's finding, built positionally: distinct refs, in name order already (a report builds
     # clash.LIMIT of these per candidate).
     return findings.Finding("shadowed", overlay.ref, at.path, message, related, witness, _SHADOWED,
-                            overlay.source)
+                            overlay.source, (), hint)
 
 
 def clamped(grid: cells.Grid, e: merge.Entry, price_claim: cellset.Cells) -> findings.Finding | None:

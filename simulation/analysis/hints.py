@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import difflib
+import functools
 import json
 import operator
 import re
@@ -283,9 +284,17 @@ def _not_in(target: str, key: str, values: tuple[str, ...]) -> tuple[str, str]:
     """The NotIn requirement on `key` for `target`, as JSON inline (", " and ": " separators) and as
     json.dumps(..., sort_keys=True) writes {"overlay": target, "requirement": requirement} (its keys are
     in order already, and those are its default separators): strings written as json writes them."""
-    unique = sorted(set(values))
-    rendered = f'{{"key": {_STRING(key)}, "operator": "NotIn", "values": [{", ".join(map(_STRING, unique))}]}}'
+    rendered = _not_in_requirement(key, values)
     return rendered, f'{{"overlay": {_STRING(target)}, "requirement": {rendered}}}'
+
+
+# Kept per (key, values): the partners a candidate is told to part from are the same few overlays request after
+# request, whatever the candidate's name.
+@functools.lru_cache(maxsize=4096)
+def _not_in_requirement(key: str, values: tuple[str, ...]) -> str:
+    """`_not_in`'s requirement, as JSON inline."""
+    unique = sorted(set(values))
+    return f'{{"key": {_STRING(key)}, "operator": "NotIn", "values": [{", ".join(map(_STRING, unique))}]}}'
 
 
 def _ahead(first: merge.Entry, second: merge.Entry, taken: Taken, seen: Seen) -> tuple[str, dict[str, str]]:

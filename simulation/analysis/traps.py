@@ -25,6 +25,7 @@ both paths compute them once per overlay (evaluate._local).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Collection, Mapping
 from decimal import Decimal
 
@@ -157,15 +158,23 @@ def stacked(shadowed: model.Overlay, winner: model.Overlay, base: float | None) 
         return None
     said = (f"; price overlays never stack: only {winner.name}'s {then} applies, not {first} as well "
             "(kubernetes-sigs/karpenter#2616)")
+    return said, _stack_fix(first, then, winner.weight, base)
+
+
+# Kept per distinct (changes, weight, base price): a broad candidate's price shadows the same few overlays request
+# after request, and the combined figure is Decimal arithmetic (a pure function of these four).
+@functools.lru_cache(maxsize=4096)
+def _stack_fix(first: str, then: str, weight: int, base: float | None) -> str:
+    """`stacked`'s hint: the one overlay at `weight` that charges both changes, or what else to do."""
     combined = _combined(first, then)
     if combined is None and base is not None and _absolute(first) is None and _absolute(then) is None:
         figure = effects.adjusted(effects.adjusted(base, first), then)
         combined = None if figure is None else \
             f'price: "{_money(figure)}" for this offering (from its {_money(base)}; one overlay per instance type)'
-    how = (f"to charge both, replace them with one overlay at weight {winner.weight} setting {combined}"
+    how = (f"to charge both, replace them with one overlay at weight {weight} setting {combined}"
            if combined is not None else "keep one of the two absolute prices")
-    return said, (f"Overlays never stack: {how}, or follow the priceExpression RFC "
-                  "(kubernetes-sigs/karpenter#3004) for a price built from several terms.")
+    return (f"Overlays never stack: {how}, or follow the priceExpression RFC "
+            "(kubernetes-sigs/karpenter#3004) for a price built from several terms.")
 
 
 def base_price(grid: cells.Grid, witness: findings.Witness) -> float | None:
