@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import difflib
 import operator
@@ -108,6 +109,66 @@ def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], l
     return sorted(found, key=_NAME)[:limit]
 
 
+class Above:
+    """`first_higher` of each overlay as Karpenter's loop reaches it, for a whole run that asks it of thousands:
+    per field, the applied overlays added so far (in the loop's order, so all precede the one asked about) grouped
+    by equal cells, each group's first clash.LIMIT by name kept and the groups filed by place (cellset.Near). An
+    overlay's winners are then the first by name of the groups near its cells that meet them: a few set tests,
+    where `first_higher`'s masks are as wide as the index (a grid's shadowed overlays are most of it)."""
+
+    def __init__(self) -> None:
+        self._fields: dict[merge.Field, _Groups] = {}
+
+    def add(self, e: merge.Entry, field: merge.Field) -> None:
+        """`e`, applied and setting `field`, next in Karpenter's order."""
+        groups = self._fields.get(field)
+        if groups is None:
+            groups = self._fields[field] = _Groups()
+        groups.add(e, e.fields()[field])
+
+    def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry] | None:
+        """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`; None where more groups are
+        near its cells than `_GROUPS` (the caller asks `first_higher`)."""
+        groups = self._fields.get(field)
+        return groups.first(e.fields().get(field, merge.EMPTY)) if groups is not None else []
+
+
+# Above.first reads at most this many groups one by one (an overlay spread over the places of thousands).
+_GROUPS = 256
+
+
+class _Groups:
+    """One field's groups of `Above`."""
+
+    def __init__(self) -> None:
+        self.number: dict[cellset.Cells, int] = {}
+        self.cells: list[cellset.Cells] = []
+        self.firsts: list[list[merge.Entry]] = []
+        self.near = cellset.Near()
+
+    def add(self, e: merge.Entry, bits: cellset.Cells) -> None:
+        number = self.number.get(bits)
+        if number is None:
+            number = self.number[bits] = len(self.cells)
+            self.cells.append(bits)
+            self.firsts.append([])
+            self.near.add(number, bits)
+        first = self.firsts[number]
+        if len(first) < clash.LIMIT or e.name < first[-1].name:
+            bisect.insort(first, e, key=_NAME)
+            del first[clash.LIMIT:]
+
+    def first(self, bits: cellset.Cells) -> list[merge.Entry] | None:
+        near: Sequence[int] | None = self.near.around(bits)
+        if near is None:
+            near = range(len(self.cells))
+        if len(near) > _GROUPS:
+            return None
+        cells, firsts = self.cells, self.firsts
+        found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
+        return sorted(found, key=_NAME)[:clash.LIMIT]
+
+
 def _preceding(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[Around]:
     """Per crowd, its applied overlays that precede `e` and set `field` (a mask): `higher` is those of them that
     meet `e`'s cells."""
@@ -136,10 +197,12 @@ def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) ->
 
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Sequence[Around],
-             status: Mapping[str, merge.State], claimed: cellset.Cells | None = None) -> findings.Finding | None:
+             status: Mapping[str, merge.State], claimed: cellset.Cells | None = None,
+             above: Above | None = None) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead. `claimed`: its claim on the field, where the caller
-    has it (Karpenter's loop records every claim as it goes)."""
+    has it (Karpenter's loop records every claim as it goes); `above`: the overlays before it, where the caller
+    sweeps in Karpenter's order."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
@@ -149,7 +212,8 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
         return None
     if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
-    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT))
+    winners = above.first(e, field) if above is not None else None
+    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT) if winners is None else winners)
 
 
 @dataclasses.dataclass(frozen=True)
