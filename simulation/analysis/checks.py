@@ -460,12 +460,19 @@ def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findi
     at = {pool.name: p for p, pool in enumerate(grid.pools)}
     out = []
     ordered = sorted(pools, key=lambda p: p.name)
+    # Per NodePool tried first and common offerings, the witness: NodePools alike but for their labels (one per
+    # team) tie pairwise, P² findings over P witnesses.
+    witnesses: dict[tuple[int, int], findings.Witness | None] = {}
     for i, then in enumerate(ordered):
+        launched = grid.launch_blocks[at[then.name]]
         for first in ordered[i + 1:]:
-            common = grid.launch_blocks[at[then.name]] & grid.launch_blocks[at[first.name]]
-            if then.weight != first.weight or not common:
+            if then.weight != first.weight:
                 continue
-            witness = grid.witness(grid.at(at[first.name], common))
+            common = launched & grid.launch_blocks[at[first.name]]
+            if not common:
+                continue
+            key = (at[first.name], common)
+            witness = witnesses[key] if key in witnesses else witnesses.setdefault(key, grid.witness(grid.at(*key)))
             what = witness.instance_type if witness is not None else "-"
             message = (f"NodePool {first.name} and {then.name} both have weight {first.weight} and can both launch "
                        f"{what}; Karpenter tries {first.name} first only because its name sorts later, "
@@ -474,6 +481,6 @@ def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findi
                     f"or make their requirements disjoint.")
             detail = {"first": first.name, "then": then.name, "weight": str(first.weight), "tieBreak": "name"}
             out.append(findings.make("nodepool-weight-tie", first.ref, ("spec", "weight"), message,
-                                     related=[then.ref], witness=witness, source=first.source, detail=detail,
+                                     related=(then.ref,), witness=witness, source=first.source, detail=detail,
                                      hint=hint))
     return out

@@ -232,12 +232,13 @@ class Index:
         in_pools = self._in_pools(keys[0])
         return in_pools & self._in_chunks(keys[1]) if in_pools else 0
 
-    def sharing(self, keys: Keys, among: int) -> int:
-        """The entries of `among` in `keys`' buckets (coarse_at), or, when its NodePools' buckets alone leave a few,
-        those (a superset, for the caller's exact test): the chunks' buckets are each as long as the index and a
-        broad fold has dozens, which a shadow test per overlay of a NodePool-scoped tier would pay."""
-        among &= self._in_pools(keys[0])
-        return among if among.bit_count() <= overlaps.FEW else among & self._in_chunks(keys[1])
+    def sharing(self, cells: cellset.Cells, among: int) -> int:
+        """The entries of `among` in the buckets of `cells` (coarse_at of keys_of), or, when its NodePools' buckets
+        alone leave a few, those (a superset, for the caller's exact test): the chunks' buckets are each as long as
+        the index and a broad fold has dozens, which a shadow test per overlay of a NodePool-scoped tier would pay,
+        and are then not even worked out (a walk over the fold's words per question)."""
+        among &= self._in_pools(_ones(cells.pools()))
+        return among if among.bit_count() <= overlaps.FEW else among & self._in_chunks(_chunks(cells.fold()))
 
     def _in_pools(self, pools: Sequence[int]) -> int:
         out = 0
@@ -357,7 +358,7 @@ class Unchanged:
         index = self.index
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
-            among = index.sharing(keys_of(cells), among)
+            among = index.sharing(cells, among)
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
         if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
