@@ -504,8 +504,7 @@ def _judged(snapshot: Prepared, index: ix.Index, outcome: merge.Merged, ties: bo
     for name, c in snapshot.overlays.items():
         found += c.findings
         found += snapshot.local.get(name, ())
-    everything = list(entries.values())
-    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, clash.same_weight(everything),
+    found += checks.conflicts(grid, entries, outcome.status, outcome.verdicts, index.clashes,
                               index.taken.changed((), (), index.crowd(set())))
     pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
     # Every entry as one crowd with the applied ones: the shadow test's questions are a few masks each.

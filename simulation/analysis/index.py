@@ -98,13 +98,19 @@ class Index:
     def name_ranks(self) -> arrays.Ints:
         return arrays.ranks(self.by_name)
 
+    # The entries' same-weight clashes: a whole run reports them, and a snapshot's `tied` and its baseline's
+    # findings (evaluate._judged) read the one list.
+    @once.Once
+    def clashes(self) -> tuple[clash.Clash, ...]:
+        return tuple(clash.same_weight(self.order))
+
     # Made on a request's first need: a whole run (a `check`) never asks.
     @once.Once
     def tied(self) -> Mapping[tuple[str, merge.Field], tuple[tuple[str, ...], int]]:
         """(overlay, field) -> (some of the same-weight overlays before it that set the field on a common cell, how
         many there are in all): what a `shadowed` finding defers to (clash.same_weight)."""
         out: dict[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = {}
-        for k in clash.same_weight(self.order):
+        for k in self.clashes:
             names, total = out.get((k.later, k.field), ((), 0))
             out[(k.later, k.field)] = ((*names, k.earlier), total + 1 + k.more)
         return out
