@@ -117,20 +117,30 @@ class Above:
     where `first_higher`'s masks are as wide as the index (a grid's shadowed overlays are most of it)."""
 
     def __init__(self) -> None:
+        # Per field, the overlays added and not grouped yet: they are grouped on the field's next question, so a
+        # run where none is shadowed (one overlay per instance type of thousands, an extended resource each) hashes
+        # none of their cells.
+        self._added: dict[merge.Field, list[merge.Entry]] = {}
         self._fields: dict[merge.Field, _Groups] = {}
 
     def add(self, e: merge.Entry, field: merge.Field) -> None:
         """`e`, applied and setting `field`, next in Karpenter's order."""
-        groups = self._fields.get(field)
-        if groups is None:
-            groups = self._fields[field] = _Groups()
-        groups.add(e, e.fields()[field])
+        added = self._added.get(field)
+        if added is None:
+            self._added[field] = [e]
+        else:
+            added.append(e)
 
     def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry] | None:
         """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`; None where more groups are
         near its cells than `_GROUPS` (the caller asks `first_higher`)."""
         groups = self._fields.get(field)
-        return groups.first(e.fields().get(field, merge.EMPTY)) if groups is not None else []
+        if groups is None:
+            groups = self._fields[field] = _Groups(field)
+        added = self._added.pop(field, ())
+        for w in added:
+            groups.file(w)
+        return groups.first(e.fields().get(field, merge.EMPTY))
 
 
 # Above.first reads at most this many groups one by one (an overlay spread over the places of thousands).
@@ -140,13 +150,15 @@ _GROUPS = 256
 class _Groups:
     """One field's groups of `Above`."""
 
-    def __init__(self) -> None:
+    def __init__(self, field: merge.Field) -> None:
+        self.field = field
         self.number: dict[cellset.Cells, int] = {}
         self.cells: list[cellset.Cells] = []
         self.firsts: list[list[merge.Entry]] = []
         self.near = cellset.Near()
 
-    def add(self, e: merge.Entry, bits: cellset.Cells) -> None:
+    def file(self, e: merge.Entry) -> None:
+        bits = e.fields()[self.field]
         number = self.number.get(bits)
         if number is None:
             number = self.number[bits] = len(self.cells)
