@@ -195,8 +195,8 @@ class Index:
         """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
         a snapshot in whole, and its next admission should not pay for it."""
         for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "in_report"),
-                            (self, "entry_array"), (self, "name_array"), (self, "offering_overlaps"),
-                            (self, "type_overlaps"), (self.by_kind, "of_array")):
+                            (self, "entry_array"), (self, "name_array"), (self, "name_ranks"),
+                            (self, "offering_overlaps"), (self, "type_overlaps"), (self.by_kind, "of_array")):
             getattr(owner, name)
         self.claims(merge.PRICE)
         self.taken.warm()
