@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
-from simulation.analysis import incremental, index, kinds, overlaps
+from simulation.analysis import checks, incremental, index, kinds, overlaps
 from simulation.semantics import catalog as cat
 from tests import reference_support
 from tests.strategies import crowds, examples, instance_types, overlay_docs, pool_docs
@@ -27,9 +27,12 @@ ABOVE = max(overlaps.FEW, kinds.FEW, ev.INCREMENTAL_LIMIT)
 @contextlib.contextmanager
 def _lowered() -> Iterator[None]:
     """The array cutoffs at nothing: each question of the incremental path is asked of arrays and kinds (the
-    incremental limit's far side is a request of more candidates, below)."""
+    incremental limit's far side is a request of more candidates, below), and each shadowed overlay's winners in a
+    full run of `checks.first_higher` over the index (as where more groups of cells are near it than its sweep
+    reads)."""
     with mock.patch.object(overlaps, "FEW", 0), mock.patch.object(kinds, "FEW", 0), \
-            mock.patch.object(index, "FEW", 0), mock.patch.object(index, "UNPACKED", 0):
+            mock.patch.object(index, "FEW", 0), mock.patch.object(index, "UNPACKED", 0), \
+            mock.patch.object(checks, "_GROUPS", 0):
         yield
 
 

@@ -161,3 +161,46 @@ def test_first_few_changes_only_the_last_message_and_detail() -> None:
     assert findings.first_few([first, last], 7) == [first, dataclasses.replace(
         last, message="m; and 5 more such findings on other objects", detail=(("moreObjects", "5"), ("z", "1")))]
     assert findings.first_few([first, last], 2) == [first, last]
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog=instance_types(), existing=below(), pools=pool_docs(), order=st.randoms(use_true_random=False))
+def test_a_whole_runs_sweep_names_the_winners_first_higher_names(catalog: cat.Catalog, existing: list[dict[str, Any]],
+                                                                 pools: list[dict[str, Any]], order: Any) -> None:
+    """The whole run reads each shadowed overlay's winners of the overlays its sweep has passed (checks.Above);
+    with `_GROUPS` below nothing every one is asked of `first_higher` over the index instead: the same report."""
+    docs = [*pools, *existing]
+    order.shuffle(docs)
+
+    def report() -> list[dict[str, Any]]:
+        prepared = ev.prepare([], catalog)
+        return [f.to_json() for f in ev.evaluate([ev.Document(d, i) for i, d in enumerate(docs)], prepared).findings]
+
+    swept = report()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checks, "_GROUPS", -1)
+        assert report() == swept
+
+
+def test_the_winners_named_are_the_first_by_name_of_every_group_met() -> None:
+    """A ladder over two cell sets and one overlay over both: its winners are the first clash.LIMIT by name of
+    those above it on either set, not the first in Karpenter's order nor those of one set."""
+    offerings = (cat.Offering("z-a", "spot", 1.0),)
+    catalog = cat.Catalog(tuple(cat.InstanceType(f"it{i}", {"family": f"f{i}"}, {"cpu": "2"}, offerings)
+                                for i in range(2)), "two")
+
+    def overlay(name: str, weight: int, *families: str) -> dict[str, Any]:
+        spec = {"requirements": [{"key": "family", "operator": "In", "values": list(families)}], "weight": weight,
+                "priceAdjustment": "-1%"}
+        return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+                "spec": spec}
+
+    # Names against weights: the heaviest are the last by name on f0, the first on f1.
+    docs = [overlay(f"a{9 - w}", 10 + w, "f0") for w in range(4)]
+    docs += [overlay(f"b{w}", 20 + w, "f1") for w in range(4)]
+    docs += [overlay("c-both", 1, "f0", "f1")]
+    report = ev.evaluate([ev.Document(d, i) for i, d in enumerate(docs)], ev.prepare([], catalog))
+    named = {f.obj.name: [r.name for r in f.related] for f in report.findings if f.code == "shadowed"}
+    assert named["c-both"] == ["a6", "a7", "a8", "a9", "b0"]
+    assert named["a9"] == ["a6", "a7", "a8"]
+    assert named["b0"] == ["b1", "b2", "b3"]

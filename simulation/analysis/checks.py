@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import difflib
 import operator
@@ -109,6 +110,78 @@ def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], l
     return sorted(found, key=_NAME)[:limit]
 
 
+class Above:
+    """`first_higher` of each overlay as Karpenter's loop reaches it, for a whole run that asks it of thousands:
+    per field, the applied overlays added so far (in the loop's order, so all precede the one asked about) grouped
+    by equal cells, each group's first clash.LIMIT by name kept and the groups filed by place (cellset.Near). An
+    overlay's winners are then the first by name of the groups near its cells that meet them: a few set tests,
+    where `first_higher`'s masks are as wide as the index (a grid's shadowed overlays are most of it)."""
+
+    def __init__(self) -> None:
+        # Per field, the overlays added and not grouped yet: they are grouped on the field's next question, so a
+        # run where none is shadowed (one overlay per instance type of thousands, an extended resource each) hashes
+        # none of their cells.
+        self._added: dict[merge.Field, list[merge.Entry]] = {}
+        self._fields: dict[merge.Field, _Groups] = {}
+
+    def add(self, e: merge.Entry, field: merge.Field) -> None:
+        """`e`, applied and setting `field`, next in Karpenter's order."""
+        added = self._added.get(field)
+        if added is None:
+            self._added[field] = [e]
+        else:
+            added.append(e)
+
+    def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry] | None:
+        """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`; None where more groups are
+        near its cells than `_GROUPS` (the caller asks `first_higher`)."""
+        groups = self._fields.get(field)
+        if groups is None:
+            groups = self._fields[field] = _Groups(field)
+        added = self._added.pop(field, ())
+        for w in added:
+            groups.file(w)
+        return groups.first(e.fields().get(field, merge.EMPTY))
+
+
+# Above.first reads at most this many groups one by one (an overlay spread over the places of thousands).
+_GROUPS = 256
+
+
+class _Groups:
+    """One field's groups of `Above`."""
+
+    def __init__(self, field: merge.Field) -> None:
+        self.field = field
+        self.number: dict[cellset.Cells, int] = {}
+        self.cells: list[cellset.Cells] = []
+        self.firsts: list[list[merge.Entry]] = []
+        self.near = cellset.Near()
+
+    def file(self, e: merge.Entry) -> None:
+        bits = e.fields()[self.field]
+        number = self.number.get(bits)
+        if number is None:
+            number = self.number[bits] = len(self.cells)
+            self.cells.append(bits)
+            self.firsts.append([])
+            self.near.add(number, bits)
+        first = self.firsts[number]
+        if len(first) < clash.LIMIT or e.name < first[-1].name:
+            bisect.insort(first, e, key=_NAME)
+            del first[clash.LIMIT:]
+
+    def first(self, bits: cellset.Cells) -> list[merge.Entry] | None:
+        near: Sequence[int] | None = self.near.around(bits)
+        if near is None:
+            near = range(len(self.cells))
+        if len(near) > _GROUPS:
+            return None
+        cells, firsts = self.cells, self.firsts
+        found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
+        return sorted(found, key=_NAME)[:clash.LIMIT]
+
+
 def _preceding(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[Around]:
     """Per crowd, its applied overlays that precede `e` and set `field` (a mask): `higher` is those of them that
     meet `e`'s cells."""
@@ -137,10 +210,12 @@ def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) ->
 
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Sequence[Around],
-             status: Mapping[str, merge.State], claimed: cellset.Cells | None = None) -> findings.Finding | None:
+             status: Mapping[str, merge.State], claimed: cellset.Cells | None = None,
+             above: Above | None = None) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead. `claimed`: its claim on the field, where the caller
-    has it (Karpenter's loop records every claim as it goes)."""
+    has it (Karpenter's loop records every claim as it goes); `above`: the overlays before it, where the caller
+    sweeps in Karpenter's order."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
@@ -150,7 +225,8 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
         return None
     if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
-    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT))
+    winners = above.first(e, field) if above is not None else None
+    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT) if winners is None else winners)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,12 +472,19 @@ def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findi
     at = {pool.name: p for p, pool in enumerate(grid.pools)}
     out = []
     ordered = sorted(pools, key=lambda p: p.name)
+    # Per NodePool tried first and common offerings, the witness: NodePools alike but for their labels (one per
+    # team) tie pairwise, P² findings over P witnesses.
+    witnesses: dict[tuple[int, int], findings.Witness | None] = {}
     for i, then in enumerate(ordered):
+        launched = grid.launch_blocks[at[then.name]]
         for first in ordered[i + 1:]:
-            common = grid.launch_blocks[at[then.name]] & grid.launch_blocks[at[first.name]]
-            if then.weight != first.weight or not common:
+            if then.weight != first.weight:
                 continue
-            witness = grid.witness(grid.at(at[first.name], common))
+            common = launched & grid.launch_blocks[at[first.name]]
+            if not common:
+                continue
+            key = (at[first.name], common)
+            witness = witnesses[key] if key in witnesses else witnesses.setdefault(key, grid.witness(grid.at(*key)))
             what = witness.instance_type if witness is not None else "-"
             message = (f"NodePool {first.name} and {then.name} both have weight {first.weight} and can both launch "
                        f"{what}; Karpenter tries {first.name} first only because its name sorts later, "
@@ -410,6 +493,6 @@ def weight_ties(grid: cells.Grid, pools: Sequence[model.NodePool]) -> list[findi
                     f"or make their requirements disjoint.")
             detail = {"first": first.name, "then": then.name, "weight": str(first.weight), "tieBreak": "name"}
             out.append(findings.make("nodepool-weight-tie", first.ref, ("spec", "weight"), message,
-                                     related=[then.ref], witness=witness, source=first.source, detail=detail,
+                                     related=(then.ref,), witness=witness, source=first.source, detail=detail,
                                      hint=hint))
     return out

@@ -107,13 +107,19 @@ class Index:
     def name_ranks(self) -> arrays.Ints:
         return arrays.ranks(self.by_name)
 
+    # The entries' same-weight clashes: a whole run reports them, and a snapshot's `tied` and its baseline's
+    # findings (evaluate._judged) read the one list.
+    @once.Once
+    def clashes(self) -> tuple[clash.Clash, ...]:
+        return tuple(clash.same_weight(self.order))
+
     # Made on a request's first need: a whole run (a `check`) never asks.
     @once.Once
     def tied(self) -> Mapping[tuple[str, merge.Field], tuple[tuple[str, ...], int]]:
         """(overlay, field) -> (some of the same-weight overlays before it that set the field on a common cell, how
         many there are in all): what a `shadowed` finding defers to (clash.same_weight)."""
         out: dict[tuple[str, merge.Field], tuple[tuple[str, ...], int]] = {}
-        for k in clash.same_weight(self.order):
+        for k in self.clashes:
             names, total = out.get((k.later, k.field), ((), 0))
             out[(k.later, k.field)] = ((*names, k.earlier), total + 1 + k.more)
         return out
@@ -198,8 +204,8 @@ class Index:
         """Make now what the first request would (the arrays, the packed cells, the price claims): a server swaps
         a snapshot in whole, and its next admission should not pay for it."""
         for owner, name in ((self, "tied"), (self, "ties"), (self, "report_ranks"), (self, "in_report"),
-                            (self, "entry_array"), (self, "name_array"), (self, "offering_overlaps"),
-                            (self, "type_overlaps"), (self.by_kind, "of_array")):
+                            (self, "entry_array"), (self, "name_array"), (self, "name_ranks"),
+                            (self, "offering_overlaps"), (self, "type_overlaps"), (self.by_kind, "of_array")):
             getattr(owner, name)
         self.claims(merge.PRICE)
         self.taken.warm()
@@ -241,12 +247,13 @@ class Index:
         in_pools = self._in_pools(keys[0])
         return in_pools & self._in_chunks(keys[1]) if in_pools else 0
 
-    def sharing(self, keys: Keys, among: int) -> int:
-        """The entries of `among` in `keys`' buckets (coarse_at), or, when its NodePools' buckets alone leave a few,
-        those (a superset, for the caller's exact test): the chunks' buckets are each as long as the index and a
-        broad fold has dozens, which a shadow test per overlay of a NodePool-scoped tier would pay."""
-        among &= self._in_pools(keys[0])
-        return among if among.bit_count() <= overlaps.FEW else among & self._in_chunks(keys[1])
+    def sharing(self, cells: cellset.Cells, among: int) -> int:
+        """The entries of `among` in the buckets of `cells` (coarse_at of keys_of), or, when its NodePools' buckets
+        alone leave a few, those (a superset, for the caller's exact test): the chunks' buckets are each as long as
+        the index and a broad fold has dozens, which a shadow test per overlay of a NodePool-scoped tier would pay,
+        and are then not even worked out (a walk over the fold's words per question)."""
+        among = self.in_pools(cells, among)
+        return among if among.bit_count() <= overlaps.FEW else among & self._in_chunks(_chunks(cells.fold()))
 
     def in_pools(self, cells: cellset.Cells, among: int) -> int:
         """The entries of `among` in the buckets of the NodePools of `cells`."""
@@ -371,7 +378,7 @@ class Unchanged:
         index = self.index
         # The buckets' union only when more are asked than the exact test takes one by one; then that test.
         if among.bit_count() > overlaps.FEW:
-            among = (index.sharing(keys_of(cells), among) if cells.fold().bit_count() * SPREAD <= cells.block
+            among = (index.sharing(cells, among) if cells.fold().bit_count() * SPREAD <= cells.block
                      else index.in_pools(cells, among))
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
