@@ -359,20 +359,28 @@ def test_free_weights_past_long_runs_are_the_ones_a_scan_finds(
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 8), st.booleans()),
-                min_size=2, max_size=60))
+                min_size=2, max_size=60),
+       st.integers(0, 40), st.sets(st.integers(0, 39), max_size=3))
 def test_walks_of_many_overlays_over_one_index_are_the_ones_a_scan_finds(
-        placed: list[tuple[int, int, int, bool]]) -> None:
+        placed: list[tuple[int, int, int, bool]], rungs: int, holes: set[int]) -> None:
     """Each stored overlay's walks up from above its weight and down from below it (a conflict hint's), asked in turn
-    of one index (which shares the steps of overlays with equal fields), find what a scan finds for each alone."""
+    of one index (which shares the steps of overlays with equal fields), find what a scan finds for each alone: as a
+    full run asks them, the walks of equal overlays sharing what they passed (Taken._walks) while those past
+    hints._WALK weights read the crowd (Taken._runs), and without the crowd. The rungs of a ladder on every family,
+    but for a few holes, make runs of held weights longer than a walk, and a group of equal overlays that walks it."""
+    from simulation.analysis import index
+
     grid = _family_grid(6, ("spot",))
     stored = [_family_entry(grid, f"o{i}", first, width, weight, price)
               for i, (first, width, weight, price) in enumerate(placed)]
+    stored += [_family_entry(grid, f"rung{k:02d}", 0, 6, 2 + k, True) for k in range(rungs) if k not in holes]
 
-    taken = hints.Taken(stored)
-    for e in stored:
-        for step in (1, -1):
-            start = e.overlay.weight + step
-            assert taken.free(e, start, step) == _scanned(e, stored, start, step)
+    built = index.Index.build(stored, 1)
+    for taken in (built.taken.changed((), (), built.crowd(set())), hints.Taken(stored)):
+        for e in stored:
+            for step in (1, -1):
+                start = e.overlay.weight + step
+                assert taken.free(e, start, step) == _scanned(e, stored, start, step)
 
 
 def _family_grid(count: int, capacity_types: tuple[str, ...]) -> Any:

@@ -182,6 +182,39 @@ async def test_a_horizon_never_issued_is_repaired_from_a_list_not_a_503_loop() -
 
 
 @pytest.mark.usefixtures("immediate")
+async def test_a_decision_past_its_budget_leaves_the_list_it_shares_to_the_others() -> None:
+    """Decisions waiting for one list share it (state.py's `_relist`): the deadline of one ends its own wait, not
+    the list the others wait for."""
+    shared, api, wall = MemoryLedger(), Api(revision=50), [NOW]
+    cache = await replica(shared, api, wall)
+    asked, answered, listing = asyncio.Event(), asyncio.Event(), api.list
+
+    async def held_list() -> tuple[list[Mapping[str, Any]], str | None]:
+        asked.set()
+        await answered.wait()
+        return await listing()
+
+    api.list = held_list  # type: ignore[method-assign]
+    cache.lister = api.list
+    tamper(shared, horizon=10**12)
+    cache._budget = 1.0
+    hurried = asyncio.ensure_future(cache.decide(overlay("x", price="1", extra=P5), "CREATE", None, dry_run=False,
+                                                 admits=admits))
+    # Its budget runs from its start: the next decision's, set once it waits for the list, is not its own.
+    await asyncio.wait({hurried, asyncio.ensure_future(asked.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    assert asked.is_set(), hurried
+    cache._budget = 30.0
+    patient = asyncio.ensure_future(cache.decide(overlay("y", price="1", family="m5"), "CREATE", None,
+                                                 dry_run=False, admits=admits))
+    with pytest.raises(state.Unanswerable, match="did not finish within"):
+        await hurried
+    assert not patient.done() and cache.unanswered["budget"] == 1
+    answered.set()
+    assert (await patient).allowed
+    assert api.lists == 1 and shared.stored.horizon == 50 and [r.name for r in shared.stored.records] == ["y"]
+
+
+@pytest.mark.usefixtures("immediate")
 async def test_a_true_horizon_ahead_of_the_watch_is_kept_and_the_list_brings_the_cache_up_to_it() -> None:
     shared, api, wall = MemoryLedger(), Api(), [NOW]
     cache = await replica(shared, api, wall)

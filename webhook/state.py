@@ -525,21 +525,13 @@ class Cache:
         return left
 
     async def _within(self, work: Awaitable[T], ends: float) -> T:
-        try:
-            return await asyncio.wait_for(work, self._left(ends))
-        except TimeoutError:
-            self._left(ends)
-            raise
-
-    async def _judged_by(self, ends: float, prepared: ev.Prepared, candidate: Mapping[str, Any],
-                         extras: tuple[Mapping[str, Any], ...], held: Mapping[str, ev.Checked],
-                         small: bool) -> ev.Report:
-        """The judgement within the budget: a deadline on this task, not `_within`'s (wait_for's) task around it,
-        so that an evaluation on the loop (judging.py) runs in the request's own task, with no task made,
-        scheduled and awaited per admission."""
+        """`work` within the budget. The deadline is on the request's own task (asyncio.timeout), not on a task made
+        around `work` (asyncio.wait_for): an evaluation on the loop (judging.py) then costs no task made, scheduled
+        and awaited per admission. A shared future (`_relisting`, a rebase) is awaited through asyncio.shield, so
+        that the deadline of one request cancels its wait, not the work others wait for."""
         try:
             async with asyncio.timeout(self._left(ends)):
-                return await self._judge(prepared, candidate, extras, held, small)
+                return await work
         except TimeoutError:
             self._left(ends)
             raise
@@ -647,7 +639,7 @@ class Cache:
             found = self._checked.get(lg.digest(store.semantic(extra)))
             if found is not None:
                 checks[model.name_of(extra) or ""] = found
-        report = await self._judged_by(ends, prepared, candidate, plan.extras, checks, small)
+        report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
         if keep and not note:
             # A note says the judgement was not the exact one: /validate asks again.
             if len(self._judged) >= JUDGED_KEPT:
