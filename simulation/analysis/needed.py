@@ -53,7 +53,7 @@ class _Search:
         for e in self.order:
             self.groups[e.weight].append(e)
         self.kept: set[str] = set()
-        # Kept overlays known applied, in Karpenter's order of keeping: the excuses of those behind them.
+        # Kept overlays known applied, in the order kept: the excuses of those behind them.
         self.applied: list[merge.Entry] = []
         self.steps = BUDGET * len(self.order)
 
