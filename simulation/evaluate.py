@@ -19,7 +19,7 @@ from simulation import findings, once
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
-from simulation.analysis import checks, hints, hugepages, traps, unknowable
+from simulation.analysis import checks, hints, hugepages, needed, traps, unknowable
 from simulation.analysis import index as ix
 from simulation.analysis import report as rp
 from simulation.semantics import catalog as cat
@@ -137,12 +137,13 @@ def _first_overlays(docs: Iterable[Document]) -> dict[str, Document]:
     return out
 
 
-def _reach(docs: Mapping[str, Document], grid: cells.Grid,
-           candidates: Sequence[Document]) -> tuple[dict[str, merge.Entry], set[str] | None]:
+def _reach(docs: Mapping[str, Document], grid: cells.Grid, candidates: Sequence[Document],
+           valid: Callable[[str], bool] | None = None) -> tuple[dict[str, merge.Entry], set[str] | None]:
     """Every existing overlay's entry (`docs`: _first_overlays) as if it were valid, and the names of
     those the candidates' findings can depend on, or None where that is all of them or cannot be told here.
     Karpenter decides a cell from the overlays on it alone, so an overlay that shares no NodePool and type with the
-    candidates, nor with an overlay that does, and so on, changes none of their findings (docs/design.md §3.3)."""
+    candidates, nor with an overlay that does, and so on, changes none of their findings (docs/design.md §3.3).
+    Of those, one new candidate reads fewer still (analysis/needed.py), given `valid(name)` to ask of some."""
     raw = {name: _mapping(doc) for name, doc in docs.items()}
     made = {name: merge.entry(grid, model.overlay(raw[name], doc.source)) for name, doc in docs.items()}
     overlays = [d for d in candidates if model.kind_of(d.obj) == model.NODEOVERLAY]
@@ -156,8 +157,11 @@ def _reach(docs: Mapping[str, Document], grid: cells.Grid,
     if any(_across_cells(grid, e, obj) for e, obj in seeds):
         return made, None
     # Overlays without a cell: those the catalog cannot place may be a possible conflict of any candidate.
-    reached = edited | {n for n, e in made.items() if not e.type_cells}
-    return made, _closure(made, [e for e, _ in seeds], reached)
+    reached = _closure(made, [e for e, _ in seeds], edited | {n for n, e in made.items() if not e.type_cells})
+    if valid is None or edited or len(seeds) != 1:
+        return made, reached
+    fewer = needed.needed(made if reached is None else {n: made[n] for n in reached}, seeds[0][0], valid)
+    return made, reached if fewer is None else fewer
 
 
 def _across_cells(grid: cells.Grid, e: merge.Entry, obj: Mapping[str, Any]) -> bool:
@@ -326,16 +330,22 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
     comparable = previous is not None and previous.catalog is catalog and previous.crd is crd
     known = previous.overlays if comparable and previous is not None else {}
     firsts = _first_overlays(docs)
-    made, reached = _reach(firsts, grid, candidates) if candidates is not None else ({}, None)
-    overlays: dict[str, Checked] = {}
-    for name, doc in firsts.items():
-        if reached is not None and name not in reached:
-            continue
-        before = known.get(name)
-        same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
-        mine = made.get(name)
-        overlays[name] = before if same and before is not None \
-            else check_overlay(doc, crd, mine.overlay if mine is not None else None)
+    made: dict[str, merge.Entry] = {}
+    done: dict[str, Checked] = {}
+
+    def judge(name: str) -> Checked:
+        found = done.get(name)
+        if found is None:
+            doc, before, mine = firsts[name], known.get(name), made.get(name)
+            same = before is not None and before.raw == doc.obj and before.overlay.source == doc.source
+            found = done[name] = before if same and before is not None \
+                else check_overlay(doc, crd, mine.overlay if mine is not None else None)
+        return found
+
+    reached = None
+    if candidates is not None:
+        made, reached = _reach(firsts, grid, candidates, lambda name: not judge(name).invalid)
+    overlays = {name: judge(name) for name in firsts if reached is None or name in reached}
     reusable = previous if previous is not None and previous.grid is grid and previous.every_nodepool == every \
         else None
     changed = [n for n in overlays if reusable is None or overlays[n] is not reusable.overlays.get(n)]

@@ -82,3 +82,20 @@ def test_a_servers_snapshot_makes_it_before_any_request() -> None:
     prepared = _prepared()
     assert not once.made(prepared.judged, "found")
     assert once.made(ev.warmed(prepared).judged, "ratchet")
+
+
+def test_a_snapshot_for_one_new_overlay_makes_no_baseline() -> None:
+    # A price ladder on m5 and a new top rung: only the rungs its findings read are in the snapshot (the top five,
+    # which it shadows and is named by: below them each rung's shadowed finding names five others first), and no
+    # baseline is made.
+    ladder = [ev.Document(_overlay(f"l{w}", f"0.{w}", w), w) for w in range(1, 9)]
+    new = ev.Document(_overlay("z", "0.1", 9), 100)
+    narrowed = ev.prepare(ladder, _catalog(), candidates=[new])
+
+    report = ev.evaluate([new], narrowed)
+
+    assert set(narrowed.overlays) == {"l8", "l7", "l6", "l5", "l4"}
+    assert not once.made(narrowed.judged, "found")
+    higher = ["l5", "l6", "l7", "l8", "z"]
+    assert _facts(report) == _facts(ev.evaluate([new], ev.warmed(ev.prepare(ladder, _catalog())))) == [
+        ("shadowed", "warning", f"l{w}", tuple(higher[w - 4:])) for w in range(4, 9)]

@@ -33,6 +33,10 @@ def test_a_snapshot_for_its_candidates_judges_them_as_a_whole_one(
     # At share 1.0 the reach is taken however much of the set it is: the drawn sets are small.
     with mock.patch.object(ev, "REACH_SHARE", share):
         reached = ev.prepare(docs, catalog, candidates=candidates)
+        grid = ev.cells.build(catalog, ev._pools(docs))
+        reach = ev._reach(ev._first_overlays(docs), grid, candidates)[1]
+    # One new candidate's snapshot may hold fewer (analysis/needed.py), never more.
+    assert reach is None or set(reached.overlays) <= reach
     whole = ev.prepare(docs, catalog)
     assert _key(ev.evaluate(candidates, reached)) == _key(ev.evaluate(candidates, whole))
 
