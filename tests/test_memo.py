@@ -156,3 +156,12 @@ def test_a_grid_of_other_nodepools_matches_afresh() -> None:
     assert other.match(asked) == other._match(asked)
     assert other.match(asked)  # the labelled NodePool's cells: not the first grid's answer
     assert grid.match(asked) is grid.match(asked)  # remembered
+
+
+def test_label_keys_are_those_of_the_overlay_at_hand() -> None:
+    zone = {"key": "failure-domain.beta.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+    first = model.overlay(_overlay("a", [_REQUIREMENTS[0], zone]))
+    again = model.overlay(_overlay("b", [copy.deepcopy(_REQUIREMENTS[0]), copy.deepcopy(zone)]))
+    other = model.overlay(_overlay("c", [_REQUIREMENTS[11]]))
+    assert first.label_keys() == again.label_keys() == {"example.com/team", "topology.kubernetes.io/zone"}
+    assert other.label_keys() == {"kubernetes.io/arch"}
