@@ -558,8 +558,10 @@ def _checked(run: _Run, cluster: str | None = None, extra: Sequence[findings.Fin
     candidates, report, _, said = run.evaluate(findings_only=True)
     found = findings.ordered(hints.attach(_first_copies([*extra, *candidates.problems, *report.findings],
                                                         run.table)))
+    # Only JUnit lists every object (a testcase each): each object's position costs a scan of its file.
+    subjects = run.subjects(candidates) if run.args.format == "junit" else ()
     return formats.Output(found, run.table, candidates.objects, candidates.ignored, [*notes, *said],
-                          candidates.skipped, run.subjects(candidates), Severity.parse(run.args.fail_on), cluster)
+                          candidates.skipped, subjects, Severity.parse(run.args.fail_on), cluster)
 
 
 def _fleet(run: _Run) -> fleets.Fleet | None:

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from simulation import findings, once
+from simulation import findings, memo, once
 
 # Report has a field named `findings`; this alias keeps the module reachable in its body.
 from simulation import findings as finding_types
@@ -105,13 +105,16 @@ class Prepared:
 def check_overlay(doc: Document, crd: crds.Crd | None = None, overlay: model.Overlay | None = None) -> Checked:
     """`overlay`: the model of `doc` (model.overlay), when the caller has it."""
     obj = _mapping(doc)
-    overlay = model.overlay(obj, doc.source) if overlay is None else overlay
-    ref = overlay.ref
-    crd = crd or crds.karpenter()
-    # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
-    validated = schema.as_validated(obj, crd)
-    layer = schema.check(obj, ref, doc.source, crd, validated=validated)
-    found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated)]
+    # Every layer asks about the requirement list (a hundred requirements, recurring across overlays): its memo key
+    # is made once.
+    with memo.pinned(model.requirements_of(obj)):
+        overlay = model.overlay(obj, doc.source) if overlay is None else overlay
+        ref = overlay.ref
+        crd = crd or crds.karpenter()
+        # Converted once for both layers: Karpenter sees what the API server stored, pruned by the CRD in use.
+        validated = schema.as_validated(obj, crd)
+        layer = schema.check(obj, ref, doc.source, crd, validated=validated)
+        found = [*layer, *runtime.check(obj, ref, doc.source, apiserver=layer, validated=validated)]
     keys: frozenset[str] = frozenset()
     # Under a CRD without the DRA extension (Karpenter's own) the field is unknown, and no DRA rule applies: the
     # DRA analysis is imported by the runs that use the extension.

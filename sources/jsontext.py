@@ -14,6 +14,7 @@ Go's decoder reads them: a pair is one character, a lone one becomes U+FFFD.
 
 from __future__ import annotations
 
+import array
 import bisect
 import itertools
 import json
@@ -30,7 +31,8 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _STRING = re.compile(r'"[^"]*"')
 _BRACKETS_AND_QUOTES = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in '[]{}"'))
-_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
+# A byte's step in depth as a signed byte (0xff is -1); anything else left (a stray quote) is no step.
+_STEPS = bytes(1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256))
 _DECODER = json.JSONDecoder()
 # The C string scanner (the decoder keeps it as an attribute; the module does not declare it).
 _scanstring: Any = getattr(json.decoder, "scanstring")  # noqa: B009
@@ -114,7 +116,9 @@ def _too_deep(text: str, max_depth: int) -> bool:
     then, and two adjacent quotes can go as a pair however they pair up)."""
     skeleton = text.replace("\\\\", "").replace('\\"', "").translate(_BRACKETS_AND_QUOTES).replace('""', "")
     brackets = _STRING.sub("", skeleton) if '"' in skeleton else skeleton
-    return max(itertools.accumulate(_DEPTH.get(c, 0) for c in brackets), default=0) > max_depth
+    # Each bracket as a signed byte, +1 or -1, summed up in C (a generator call each was most of the cost).
+    steps = array.array("b", brackets.encode().translate(_STEPS))
+    return max(itertools.accumulate(steps), default=0) > max_depth
 
 
 class _Index:
@@ -122,45 +126,28 @@ class _Index:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._members: dict[int, dict[str | int, tuple[int, int]]] = {}
+        self._members: dict[int, _Members] = {}
         self._lines: list[int] | None = None
+
+    def _container(self, offset: int) -> _Members:
+        found = self._members.get(offset)
+        if found is None:
+            found = self._members[offset] = _Members(self.text, offset)
+        return found
 
     def members(self, offset: int) -> dict[str | int, tuple[int, int]]:
         """Key or index -> (where it is reported, where its value starts) for the container at `offset`."""
-        found = self._members.get(offset)
-        if found is None:
-            found = self._members[offset] = self._scan(offset)
-        return found
+        return self._container(offset).every()
 
-    def _scan(self, offset: int) -> dict[str | int, tuple[int, int]]:
-        text = self.text
-        opening = text[offset]
-        if opening not in "{[":
-            return {}
-        out: dict[str | int, tuple[int, int]] = {}
-        i = self._skip(offset + 1)
-        while text[i] not in "}]":
-            if opening == "{":
-                key_at = i
-                key, i = _scanstring(text, i + 1)
-                i = self._skip(self._skip(i) + 1)  # the colon
-                out[key] = (key_at, i)
-            else:
-                out[len(out)] = (i, i)
-            _, end = _DECODER.raw_decode(text, i)
-            i = self._skip(end)
-            if text[i] == ",":
-                i = self._skip(i + 1)
-        return out
-
-    def _skip(self, i: int) -> int:
-        return _skip(self.text, i)
+    def member(self, offset: int, step: str | int) -> tuple[int, int] | None:
+        """members(offset).get(step), the members after it left unscanned."""
+        return self._container(offset).get(step)
 
     def value_at(self, root: int, path: Path) -> tuple[int, int] | None:
         """(reported, value) offsets of `path` under the value at `root`."""
         found = (root, root)
         for step in path:
-            entry = self.members(found[1]).get(step)
+            entry = self.member(found[1], step)
             if entry is None:
                 return None
             found = entry
@@ -172,6 +159,50 @@ class _Index:
         line = bisect.bisect_right(self._lines, offset)
         start = self._lines[line - 1] if line else 0
         return line + 1, offset - start + 1
+
+
+class _Members:
+    """A container's members, scanned as far as asked: a member's value is skipped (by the C decoder, which builds
+    it) only to reach the members after it. A finding's path names one member at each level, so the values around
+    it (an overlay's hundred requirements, the rest of a `kind: List`) are mostly never decoded again."""
+
+    def __init__(self, text: str, offset: int) -> None:
+        self._text = text
+        self._object = text[offset] == "{"
+        self.found: dict[str | int, tuple[int, int]] = {}
+        # Where the scan stands: the next member's start, or (`_skipping`) the last one's value, still to skip.
+        self._at = _skip(text, offset + 1) if text[offset] in "{[" else -1
+        self._skipping = False
+
+    def get(self, step: str | int) -> tuple[int, int] | None:
+        found = self.found
+        while step not in found and self._at >= 0:
+            self._next()
+        return found.get(step)
+
+    def every(self) -> dict[str | int, tuple[int, int]]:
+        while self._at >= 0:
+            self._next()
+        return self.found
+
+    def _next(self) -> None:
+        text, i = self._text, self._at
+        if self._skipping:
+            _, end = _DECODER.raw_decode(text, i)
+            i = _skip(text, end)
+            if text[i] == ",":
+                i = _skip(text, i + 1)
+        if text[i] in "}]":
+            self._at = -1
+            return
+        if self._object:
+            key_at = i
+            key, i = _scanstring(text, i + 1)
+            i = _skip(text, _skip(text, i) + 1)  # the colon
+            self.found[key] = (key_at, i)
+        else:
+            self.found[len(self.found)] = (i, i)
+        self._at, self._skipping = i, True
 
 
 class _Part:

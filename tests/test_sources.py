@@ -328,6 +328,32 @@ def test_json_fast_path_agrees_on_any_object(value: Any, indent: int | None) -> 
     _same(f, s)
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=20), st.randoms(use_true_random=False))
+def test_json_positions_asked_one_at_a_time_in_any_order_equal_yaml_ones(value: Any, order: Any) -> None:
+    # Members are scanned only as far as a path asks (jsontext._Members): what is found must not depend on
+    # what was asked before.
+    text = json.dumps({"v": value, "w": [value]}, indent=1, ensure_ascii=False)
+    if jsontext.documents(text, tree.MAX_DEPTH) is None:
+        return
+    expected = dict(next(tree._yaml(text)).positions)
+    paths = [*expected, ("v", "not there"), ("w", 5)]
+    order.shuffle(paths)
+    found = next(tree.documents(text)).positions
+    assert {p: found[p] for p in paths if p in expected} == expected
+    assert all(p in expected or p not in found for p in paths)
+
+
+@pytest.mark.parametrize(("text", "depth"), [
+    ('{"a": [1, {"b": "]]}}"}]}', 3), ('{"a": "\\\\"}', 1), ('{"é": ["\\"[[", []]}', 3)])
+def test_json_depth_counts_brackets_outside_strings_only(text: str, depth: int) -> None:
+    assert not jsontext._too_deep(text, depth)
+    assert jsontext._too_deep(text, depth - 1)
+
+
 @pytest.mark.parametrize("text", [
     '{"a": 1, "a": 2}',  # duplicate keys: refused by the YAML reader
     '{"a": NaN}',

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 
 from simulation import findings, once
 from simulation.semantics import catalog as cat
@@ -49,6 +49,10 @@ class LabelIndex:
         return base & ~_union(self.by_value.get(v, 0) for v in req.values)
 
 
+# Bounds a grid's memo of matched requirement maps.
+_MATCHED = 4096
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """Every (NodePool, instance type, offering) cell, with label indexes to select them by requirement."""
@@ -65,6 +69,9 @@ class Grid:
     catalog: str = ""
     provider: str = ""
     region: str | None = None
+    # The cells of each requirement map asked about (overlays repeat theirs): per grid, so never across NodePools.
+    _matched: MutableMapping[tuple[tuple[str, reqs.Requirement], ...], cellset.Cells] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def pool_mask(self) -> int:
@@ -173,6 +180,15 @@ class Grid:
     def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
         define only passes for NotIn/DoesNotExist, a defined one must intersect."""
+        asked = tuple(requirements.items())
+        found = self._matched.get(asked)
+        if found is None:
+            if len(self._matched) >= _MATCHED:
+                self._matched.clear()
+            found = self._matched[asked] = self._match(requirements)
+        return found
+
+    def _match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         masks = {k: self._key_bits(k, r, False) for k, r in requirements.items() if k != reqs.NODEPOOL}
         pool_keys = masks.keys() & self._pool_label_keys
         common = self.present

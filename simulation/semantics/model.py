@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from simulation import findings, once
+from simulation import findings, memo, once
 from simulation.semantics import requirements as reqs
 
 NODEOVERLAY = "NodeOverlay"
@@ -71,7 +71,13 @@ class Overlay:
         return ("spec", "price") if self.price is not None else ("spec", "priceAdjustment")
 
     def requirement_map(self) -> dict[str, reqs.Requirement]:
-        return reqs.from_specs((r.key, r.operator, r.values) for r in self.requirements)
+        # A copy: the map is the caller's to change, the intersection made once per distinct requirement list.
+        shared: dict[str, reqs.Requirement] = memo.held(_MAPS, self.requirements, _requirement_map)
+        return dict(shared)
+
+    def label_keys(self) -> frozenset[str]:
+        """Its requirements' keys as Karpenter normalizes them, made once per distinct requirement list."""
+        return memo.held(_KEYS, self.requirements, _label_keys)
 
     def drivers(self) -> tuple[str, ...]:
         return tuple(sorted({t.driver for t in self.templates}))
@@ -132,8 +138,29 @@ _STR = frozenset({str})
 
 
 def _req_specs(raw: Any) -> tuple[ReqSpec, ...]:
-    if not isinstance(raw, list):
-        return ()
+    # Requirement lists recur whole across overlays: one tuple of specs per distinct list.
+    return memo.remembered(_SPECS, raw, _specs_of) if isinstance(raw, list) else ()
+
+
+_SPECS: dict[Any, tuple[ReqSpec, ...]] = {}
+
+
+def _requirement_map(specs: tuple[ReqSpec, ...]) -> dict[str, reqs.Requirement]:
+    return reqs.from_specs((r.key, r.operator, r.values) for r in specs)
+
+
+# Per tuple of specs (one per distinct requirement list, _SPECS): its requirements intersected per key.
+_MAPS: dict[int, tuple[Any, dict[str, reqs.Requirement]]] = {}
+
+
+def _label_keys(specs: tuple[ReqSpec, ...]) -> frozenset[str]:
+    return frozenset(reqs.NORMALIZED_LABELS.get(r.key, r.key) for r in specs)
+
+
+_KEYS: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def _specs_of(raw: list[Any]) -> tuple[ReqSpec, ...]:
     out = []
     for item in raw:
         item = _mapping(item)
@@ -154,11 +181,17 @@ def _spec(key: str, operator: str, values: tuple[str, ...]) -> ReqSpec:
     return ReqSpec(key, operator, values)
 
 
+def requirements_of(obj: Mapping[str, Any]) -> Any:
+    """An overlay's `spec.requirements` as it stands (None when it has none)."""
+    return _mapping(obj.get("spec")).get("requirements")
+
+
 def overlay_requirements(obj: Mapping[str, Any], operator: str) -> tuple[ReqSpec, ...]:
     """An overlay's requirements with one operator, as `overlay` reads them: the others are not built (a
     question about the In ones of 10,000 overlays of a hundred requirements each)."""
-    raw = _mapping(obj.get("spec")).get("requirements")
-    return _req_specs([r for r in raw if isinstance(r, Mapping) and r.get("operator") == operator]
+    raw = requirements_of(obj)
+    # A dict tested first: the abstract Mapping costs more than the rest of the filter.
+    return _req_specs([r for r in raw if (type(r) is dict or isinstance(r, Mapping)) and r.get("operator") == operator]
                       if isinstance(raw, list) else None)
 
 

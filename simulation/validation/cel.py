@@ -11,16 +11,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
+from simulation import memo
 from simulation.validation import celexpr
 
 Path = tuple[str | int, ...]
-T = TypeVar("T")
 
-# Bounds the per-rule memory of verdicts on values (4096 of at most 1 KiB each).
-_MEMO_LIMIT = 4096
-_MEMO_KEY_LIMIT = 1024
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # `.field`, and whether a call follows (then it is a method or macro, not a field).
 _FIELD = re.compile(rf"\s*\.\s*({_IDENT})\s*(\()?")
@@ -273,25 +270,12 @@ def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
         (r, celexpr.evaluate(r.whole, {"self": v})) for r in rule_set.rules if r.skipped is None])
 
 
-def _recall(memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]], judged: Any,
+def _recall(store: MutableMapping[Any, tuple[tuple[Rule, Any], ...]], judged: Any,
             evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) -> tuple[tuple[Rule, Any], ...]:
     """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep)."""
     # Only the verdict and an error's text are kept.
-    return remembered(memo, judged, lambda v: tuple(
+    return memo.remembered(store, judged, lambda v: tuple(
         (r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(v) if o is not True))
-
-
-def remembered(memo: MutableMapping[Any, T], value: Any, make: Callable[[Any], T]) -> T:
-    """make(value), remembered in `memo` per plain JSON value (unless too large to keep)."""
-    key = _memo_key(value)
-    found = memo.get(key) if key is not None else None
-    if found is None:
-        found = make(value)
-        if key is not None:
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            memo[key] = found
-    return found
 
 
 def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterator[Violation]:
@@ -337,16 +321,6 @@ def _each_violations(rule: Rule, each: tuple[str, celexpr.Expression],
 
 def _pruned(value: Any, reads: frozenset[str] | None) -> Any:
     return {k: value[k] for k in reads if k in value} if reads is not None and isinstance(value, dict) else value
-
-
-def _memo_key(value: Any) -> Any:
-    """A value as a memo key, None when too large to keep. By type too: True and 1 are equal keys in Python,
-    not in CEL. The values judged are plain JSON (schema.as_validated), whose repr is as distinct as they are
-    and quicker to make than JSON (the same map with its keys in another order is only a miss)."""
-    if isinstance(value, dict | list):
-        text = repr(value)
-        return None if len(text) > _MEMO_KEY_LIMIT else text
-    return None if isinstance(value, str) and len(value) > _MEMO_KEY_LIMIT else (type(value).__name__, value)
 
 
 def _message(rule: Rule, value: Any, outcome: Any) -> str:

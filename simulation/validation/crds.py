@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 
-from simulation import once, packagedata
+from simulation import memo, once, packagedata
 from simulation.validation import cel
 
 if TYPE_CHECKING:
@@ -89,6 +89,9 @@ class Node:
     guarded_rest: bool = True
     # As an element of a list: the rules' violations at and under an element, per element value (schema.py).
     memo: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # As a list: the rules' violations at and under it, and whether null pruning keeps it as it is, per value.
+    lists: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    kept: MutableMapping[Any, bool] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Node:
@@ -248,6 +251,7 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
     except Exception:  # fastjsonschema refuses with many types; the validator alone still does the job
         return None
     verdicts: dict[Any, bool] = {}
+    lists: dict[Any, bool] = {}
 
     def accepts(instance: Any) -> bool:
         if not _passes(whole, instance):
@@ -257,7 +261,9 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         if one is None or type(requirements) is not list:
             return True
         passes = functools.partial(_passes, one)
-        return all(cel.remembered(verdicts, item, passes) for item in requirements)
+        # Per requirement list too: lists recur whole across overlays.
+        return memo.remembered(lists, requirements, lambda listed: all(
+            memo.remembered(verdicts, item, passes) for item in listed))
 
     return accepts
 

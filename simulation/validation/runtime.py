@@ -9,7 +9,7 @@ import functools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from simulation import findings
+from simulation import findings, memo
 from simulation.validation import schema, syntax
 
 Path = tuple[str | int, ...]
@@ -65,9 +65,13 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None, *
         return []
     problems: list[tuple[Path, str]] = []
     requirements = spec.get("requirements")
-    for i, req in enumerate(requirements if isinstance(requirements, list) else ()):
-        if isinstance(req, dict):
-            problems += _requirement(("spec", "requirements", i), req, rejected)
+    if isinstance(requirements, list) and not _under(rejected, _REQUIREMENTS):
+        # Nothing in them rejected: their problems are those of the list alone, which recurs across overlays.
+        problems += [((*_REQUIREMENTS, *at), why) for at, why in memo.remembered(_LISTS, requirements, _list)]
+    elif isinstance(requirements, list):
+        for i, req in enumerate(requirements):
+            if isinstance(req, dict):
+                problems += _requirement((*_REQUIREMENTS, i), req, rejected)
     capacity = spec.get("capacity")
     for name in capacity if isinstance(capacity, dict) else ():
         path = ("spec", "capacity", name)
@@ -83,6 +87,16 @@ def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None, *
 
 def _under(rejected: frozenset[Path], prefix: Path) -> bool:
     return bool(rejected) and any(p[:len(prefix)] == prefix for p in rejected)
+
+
+_REQUIREMENTS: Path = ("spec", "requirements")
+# The problems of a requirement list none of whose requirements the API server rejects, paths relative to it.
+_LISTS: dict[Any, tuple[tuple[Path, str], ...]] = {}
+
+
+def _list(requirements: list[Any]) -> tuple[tuple[Path, str], ...]:
+    return tuple(problem for i, req in enumerate(requirements) if isinstance(req, dict)
+                 for problem in _requirement((i,), req, frozenset()))
 
 
 def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterable[tuple[Path, str]]:

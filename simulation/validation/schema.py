@@ -8,7 +8,7 @@ import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from simulation import findings
+from simulation import findings, memo
 from simulation.validation import cel, crds, legacy
 from simulation.validation.syntax import (
     dns_subdomain_errors,
@@ -136,6 +136,14 @@ def _violations(node: crds.Node, value: Any, path: Path, out: _Found) -> None:
     wanted = _TYPES.get(node.type, ())
     if not node.guarded or not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
         return
+    if type(value) is list:
+        if found := _list_violations(node, value):
+            out += (((*path, *at), v) for at, v in found)
+        return
+    _violations_here(node, value, path, out)
+
+
+def _violations_here(node: crds.Node, value: Any, path: Path, out: _Found) -> None:
     if node.rules.rules:
         out += ((path, v) for v in cel.violations(node.rules, value))
     if isinstance(value, dict):
@@ -147,6 +155,17 @@ def _violations(node: crds.Node, value: Any, path: Path, out: _Found) -> None:
                 out += (((*path, i, *at), v) for at, v in found)
 
 
+def _list_violations(node: crds.Node, value: list[Any]) -> tuple[tuple[Path, cel.Violation], ...]:
+    """The violations at and under a list, relative to it. A list (an overlay's requirements above all) recurs
+    whole across objects: remembered per value, its rules and its elements' lookups made once."""
+    def walk(listed: list[Any]) -> tuple[tuple[Path, cel.Violation], ...]:
+        out: _Found = []
+        _violations_here(node, listed, (), out)
+        return tuple(out)
+
+    return memo.remembered(node.lists, value, walk)
+
+
 def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Violation], ...]:
     """The violations at and under one element of a list, relative to it. Elements (requirements above all)
     recur across objects: remembered per element value, the walk and the rules' lookups made once."""
@@ -155,7 +174,7 @@ def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Vi
         _violations(node, element, (), out)
         return tuple(out)
 
-    return cel.remembered(node.memo, value, walk)
+    return memo.remembered(node.memo, value, walk)
 
 
 def _property_violations(node: crds.Node, value: dict[str, Any], path: Path, out: _Found) -> None:
@@ -210,12 +229,26 @@ def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
                     source: int | None) -> Iterator[findings.Finding]:
     spec = obj.get("spec")
     requirements = spec.get("requirements") if isinstance(spec, dict) else None
-    for i, req in enumerate(requirements if isinstance(requirements, list) else ()):
+    if not isinstance(requirements, list):
+        return
+    for i, ignoring in memo.remembered(_IGNORED, requirements, _ignoring):
+        path = ("spec", "requirements", i, "values")
+        message = f"{findings.json_path(*path)}: Karpenter ignores the values of {ignoring}; remove them"
+        yield findings.make("ignored-values", ref, path, message, source=source)
+
+
+# The requirements whose values Karpenter ignores, per requirement list (lists recur across overlays).
+_IGNORED: dict[Any, tuple[tuple[int, str], ...]] = {}
+
+
+def _ignoring(requirements: list[Any]) -> tuple[tuple[int, str], ...]:
+    """(index, operator) of each requirement whose operator ignores the values it has."""
+    out = []
+    for i, req in enumerate(requirements):
         operator, values = (req.get("operator"), req.get("values")) if isinstance(req, dict) else (None, None)
         if operator in ("Exists", "DoesNotExist") and isinstance(values, list) and values:
-            path = ("spec", "requirements", i, "values")
-            message = f"{findings.json_path(*path)}: Karpenter ignores the values of {operator}; remove them"
-            yield findings.make("ignored-values", ref, path, message, source=source)
+            out.append((i, operator))
+    return tuple(out)
 
 
 def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None,
@@ -285,10 +318,7 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     if kind is list and set(map(type, value)) <= _LEAVES:  # a list of plain scalars (most lists)
         return value
     if kind is list or isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test
-        items = node.items
-        # Leaves are kept as they are: they are most of an object, and a call each is most of the walk.
-        made = [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
-        return value if kind is list and all(map(operator.is_, made, value)) else made
+        return _plain_list(value, node)
     if kind is dict and None not in value.values() and set(map(type, value)) == _STR:
         # Nothing to prune here, keys already names: copied only when a nested value is converted.
         copy = value
@@ -305,6 +335,21 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     if kind is dict or isinstance(value, dict | Mapping):
         return _pruned_mapping(value, node)
     return plain_json(value)
+
+
+def _plain_list(value: list[Any] | tuple[Any, ...], node: crds.Node) -> list[Any]:
+    items = node.items
+    # A list of maps (an overlay's requirements) recurs whole across objects: whether it is kept as it is,
+    # remembered per value.
+    if type(value) is list and memo.remembered(node.kept, value, lambda v: _pruned_list(v, items) is v):
+        return value
+    return _pruned_list(value, items)
+
+
+def _pruned_list(value: list[Any] | tuple[Any, ...], items: crds.Node | None) -> list[Any]:
+    # Leaves are kept as they are: they are most of an object, and a call each is most of the walk.
+    made = [child if type(child) in _PLAIN_LEAVES else _plain_pruned(child, items) for child in value]
+    return value if type(value) is list and all(map(operator.is_, made, value)) else made
 
 
 def _pruned_mapping(value: Mapping[Any, Any], node: crds.Node) -> dict[str, Any]:

@@ -1,0 +1,79 @@
+"""Memos keyed by plain JSON values: the values an overlay's judgement reads recur across overlays (10,000
+overlays of a hundred requirements hold a few hundred distinct requirement lists), so a verdict on one is worked
+out once. A key is the value's marshal bytes: exact (a value of another type, `True` for `1`, is another key; a map
+with its keys in another order only a miss) and some four times quicker to make than its `repr`. A judgement that
+asks several layers about one value pins it (`pinned`), so that its key is made once for all of them."""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+from collections.abc import Callable, Hashable, Iterator, MutableMapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Bounds a memo: this many entries, each key at most KEY_LIMIT bytes (a list of 100 requirements is some 7 KiB).
+LIMIT = 4096
+KEY_LIMIT = 16384
+
+# Values pinned while a judgement runs, by id, each held beside its key: a held value's id is its own, and a
+# value is not changed while it is judged (a pin ends with the judgement: a caller may change its objects after).
+_pinned: dict[int, tuple[Any, Hashable | None]] = {}
+
+
+def key(value: Any) -> Hashable | None:
+    """`value` as a memo key; None when it is too large to keep or not plain (a subclass, a custom type)."""
+    if isinstance(value, dict | list):
+        held = _pinned.get(id(value))
+        return held[1] if held is not None and held[0] is value else _dumped(value)
+    return None if isinstance(value, str) and len(value) > KEY_LIMIT else (type(value).__name__, value)
+
+
+def _dumped(value: Any) -> bytes | None:
+    try:
+        made = marshal.dumps(value)
+    except ValueError:  # a type marshal does not know (no plain JSON), or nested too deep
+        return None
+    return made if len(made) <= KEY_LIMIT else None
+
+
+@contextlib.contextmanager
+def pinned(value: Any) -> Iterator[None]:
+    """While the block runs, `value`'s key is made once: every memo asked about it finds it by identity."""
+    if not isinstance(value, dict | list):
+        yield
+        return
+    held = (value, _dumped(value))
+    _pinned[id(value)] = held
+    try:
+        yield
+    finally:
+        if _pinned.get(id(value)) is held:  # another thread's pin of the same object may have replaced it
+            del _pinned[id(value)]
+
+
+def remembered(memo: MutableMapping[Any, T], value: Any, make: Callable[[Any], T]) -> T:
+    """make(value), remembered in `memo` per plain JSON value (unless too large to keep)."""
+    made = key(value)
+    found = memo.get(made) if made is not None else None
+    if found is None:
+        found = make(value)
+        if made is not None:
+            if len(memo) >= LIMIT:
+                memo.clear()
+            memo[made] = found
+    return found
+
+
+def held(store: MutableMapping[int, tuple[Any, T]], value: Any, make: Callable[[Any], T]) -> T:
+    """make(value) for an immutable `value` (a tuple of frozen specs), remembered per object: found by its id, which
+    is its own while the entry holds it. For values an earlier memo made one object per distinct value."""
+    found = store.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
+    made = make(value)
+    if len(store) >= LIMIT:
+        store.clear()
+    store[id(value)] = (value, made)
+    return made

@@ -1,0 +1,167 @@
+"""The memos that make a long requirement list cost one lookup per layer (simulation/memo.py and its users:
+the API server's layer, Karpenter's runtime validation, the model and the cells): what a memo warmed by other
+overlays answers must be what a fresh judgement gives, and a value changed after its judgement is judged anew."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulation import evaluate as ev
+from simulation import memo
+from simulation.semantics import cells, model
+from simulation.semantics import requirements as reqs
+from simulation.validation import crds, runtime, schema
+from tests import core_support
+
+
+def test_keys_tell_json_types_apart_and_refuse_what_is_not_plain() -> None:
+    assert memo.key([{"a": ["x"]}]) == memo.key([{"a": ["x"]}])
+    assert memo.key([1]) != memo.key([True])
+    assert memo.key([1]) != memo.key([1.0])
+    assert memo.key({"a": [1]}) != memo.key({"a": (1,)})
+    assert memo.key(("x", 1)) != memo.key(["x", 1])
+    assert memo.key(1) != memo.key(True)
+
+    class Named(str):
+        pass
+
+    assert memo.key([Named("x")]) is None  # a subclass may mean something else
+    assert memo.key(["x" * memo.KEY_LIMIT]) is None  # too large to keep
+
+
+def test_a_pin_ends_with_its_block_so_a_value_changed_afterwards_gets_its_own_key() -> None:
+    listed = [{"key": "a", "operator": "In", "values": ["x"]}]
+    with memo.pinned(listed):
+        pinned = memo.key(listed)
+        assert memo.key(listed) is pinned  # made once while pinned
+    listed.append({"key": "b", "operator": "Exists"})
+    assert memo.key(listed) != pinned
+    assert memo.key(listed) == memo.key(copy.deepcopy(listed))
+
+
+def test_remembered_makes_once_per_equal_value() -> None:
+    made: list[Any] = []
+    store: dict[Any, int] = {}
+    for value in ([1, 2], [1, 2], [2, 1], [1, 2]):
+        memo.remembered(store, value, lambda v: made.append(v) or len(made))
+    assert made == [[1, 2], [2, 1]]
+
+
+# Requirements that each layer judges differently: fine, a runtime problem, a schema problem (CEL and
+# pattern), ignored values, a null the API server prunes, a wrong type.
+_REQUIREMENTS = [
+    {"key": "example.com/team", "operator": "In", "values": ["a"]},
+    {"key": "example.com/team", "operator": "NotIn", "values": ["a", "b"]},
+    {"key": "example.com/team", "operator": "In", "values": ["not ok!"]},
+    {"key": "karpenter.sh/team", "operator": "In", "values": ["a"]},
+    {"key": "-bad", "operator": "In", "values": ["a"]},
+    {"key": "example.com/gen", "operator": "Gt", "values": ["3"]},
+    {"key": "example.com/gen", "operator": "Gt", "values": ["-1"]},
+    {"key": "example.com/team", "operator": "Exists", "values": ["a"]},
+    {"key": "example.com/team", "operator": "In", "values": None},
+    {"key": "example.com/team", "operator": "In", "values": [1]},
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["cheap"]},
+    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+]
+
+
+def _overlay(name: str, requirements: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+            "spec": {"requirements": requirements, "priceAdjustment": "-1%"}}
+
+
+def _judged(obj: dict[str, Any], crd: crds.Crd) -> tuple[Any, ...]:
+    checked = ev.check_overlay(ev.Document(obj, 1), crd)
+    return (checked.overlay, checked.overlay.requirement_map(),
+            [(f.code, f.field, f.message, f.severity) for f in checked.findings])
+
+
+# The module memos of requirement lists; a fresh judgement runs with them empty and a CRD loaded anew.
+_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"))
+
+
+@contextlib.contextmanager
+def _fresh() -> Iterator[crds.Crd]:
+    saved = [(module, name, getattr(module, name)) for module, name in _MEMOS]
+    for module, name, _ in saved:
+        setattr(module, name, {})
+    try:
+        yield crds.load(copy.deepcopy(dict(crds.raw_dra())), "fresh")
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+def _fresh_judged(obj: dict[str, Any]) -> tuple[Any, ...]:
+    with _fresh() as crd:
+        return _judged(copy.deepcopy(obj), crd)
+
+
+_LISTS = st.lists(st.lists(st.sampled_from(range(len(_REQUIREMENTS))), max_size=5), min_size=2, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_LISTS)
+def test_judgements_with_warmed_memos_equal_fresh_ones(lists: list[list[int]]) -> None:
+    # The lists repeat and overlap, in every order: each overlay is judged by memos warmed by those before it.
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "shared")
+    for i, picked in enumerate(lists):
+        obj = _overlay(f"o{i}", [copy.deepcopy(_REQUIREMENTS[j]) for j in picked])
+        assert _judged(obj, crd) == _fresh_judged(obj)
+
+
+def test_the_comparison_notices_a_memo_that_mixes_lists_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the property above would see if the lists' memos mixed values up: not the fresh judgement.
+    key = memo.key
+    monkeypatch.setattr(memo, "key", lambda v: "one list" if isinstance(v, list) else key(v))
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "shared")
+    _judged(_overlay("fine", [_REQUIREMENTS[0]]), crd)
+    restricted = _overlay("restricted", [_REQUIREMENTS[3]])
+    assert _judged(restricted, crd) != _fresh_judged(restricted)
+
+
+def test_a_list_changed_after_its_judgement_is_judged_anew() -> None:
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "shared")
+    obj = _overlay("o", [copy.deepcopy(_REQUIREMENTS[0])])
+    assert _judged(obj, crd)[2] == []
+    obj["spec"]["requirements"][0]["values"] = ["not ok!"]
+    assert [(code, field) for code, field, _, _ in _judged(obj, crd)[2]] == [
+        ("runtime-invalid", "spec.requirements[0].values[0]")]
+
+
+def test_a_requirement_map_is_the_callers_to_change() -> None:
+    overlay = model.overlay(_overlay("o", [_REQUIREMENTS[0], _REQUIREMENTS[1]]))
+    first = overlay.requirement_map()
+    first.clear()
+    assert overlay.requirement_map() == reqs.from_specs((r.key, r.operator, r.values) for r in overlay.requirements)
+    assert overlay.requirement_map()
+
+
+def test_a_grid_of_other_nodepools_matches_afresh() -> None:
+    catalog = core_support.small_catalog()
+    labelled = core_support.nodepool("gpu", {"example.com/team": "ml"})
+    plain = core_support.nodepool("plain")
+    asked = reqs.from_specs([("example.com/team", "In", ("ml",))])
+    grid = cells.build(catalog, [plain])
+    assert grid.match(asked) == grid._match(asked)
+    assert not grid.match(asked)  # no type or NodePool defines the key
+    other = cells.build(catalog, [labelled, plain], grid)
+    assert other.match(asked) == other._match(asked)
+    assert other.match(asked)  # the labelled NodePool's cells: not the first grid's answer
+    assert grid.match(asked) is grid.match(asked)  # remembered
+
+
+def test_label_keys_are_those_of_the_overlay_at_hand() -> None:
+    zone = {"key": "failure-domain.beta.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+    first = model.overlay(_overlay("a", [_REQUIREMENTS[0], zone]))
+    again = model.overlay(_overlay("b", [copy.deepcopy(_REQUIREMENTS[0]), copy.deepcopy(zone)]))
+    other = model.overlay(_overlay("c", [_REQUIREMENTS[11]]))
+    assert first.label_keys() == again.label_keys() == {"example.com/team", "topology.kubernetes.io/zone"}
+    assert other.label_keys() == {"kubernetes.io/arch"}
