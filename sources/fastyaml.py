@@ -42,6 +42,9 @@ _UNSURE_CHARACTER = re.compile(
 _SURE_BYTES = bytes(sorted(set(b"\n" + bytes(range(0x20, 0x7F))) - set(b"&*!@`\\")))
 _HIGH_BYTES = bytes(range(0x80, 0x100))
 _UNSURE_TEXT = ("<<", "\n%", "\n...")
+# rapidyaml reads a flow collection that spans lines more freely than libyaml (a key may span lines there): a
+# file with one is left to tree. Brackets on their own, line by line, each line's pairs removed, show it.
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 _MARKER = "\n---"
 _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
@@ -50,10 +53,14 @@ _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 _SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
 # excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
-# (`_unsure_number`). A lookahead on the first character keeps the scan fast.
+# (`_unsure_number`); and a string opening with `]` or `}`, which rapidyaml takes for a plain scalar and libyaml
+# refuses. One scan: a lookahead on the first character keeps it fast.
 _SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
-_SUSPECT = re.compile('"(?=[-+.0-9{}])(?:({})|([-+]?\\.?[0-9][-+0-9a-fA-FxXoObB._]*))"([ \\n]*:)?'.format(
-    re.escape("".join(sorted({w[0] for w in _SPOKEN}))), "|".join(map(re.escape, _SPOKEN))))
+_SUSPECT = re.compile(
+    '"(?=[-+.0-9\\]}}{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
+    + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
+    + '|([-+]?\\.?[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
+    + '|(?<=[\\[{, ]")[\\]}])')
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = ('"null":', '"":')
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
@@ -77,7 +84,9 @@ def documents(text: str) -> list[tree.Parsed] | None:
     except _Unsure:
         return None
     later = _Later(text, starts)
-    return [tree.Parsed(i, value, _Positions(later, i), plain=literals[i]) for i, value in enumerate(values)]
+    # tree keeps the text of a typed plain scalar inside a mapping or a list only.
+    return [tree.Parsed(i, value, Positions(later, i), plain=literals[i] if isinstance(value, dict | list) else {})
+            for i, value in enumerate(values)]
 
 
 def _unsure(text: str, raw: bytes) -> bool:
@@ -87,7 +96,16 @@ def _unsure(text: str, raw: bytes) -> bool:
         return True
     if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")):
         return True
-    return "?" in text and _COMPLEX_KEY.search(text) is not None
+    return ("?" in text and _COMPLEX_KEY.search(text) is not None) or _flow_across_lines(raw)
+
+
+def _flow_across_lines(raw: bytes) -> bool:
+    brackets = raw.translate(None, _NOT_BRACKETS)
+    while True:
+        paired = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(paired) == len(brackets):
+            return paired.translate(None, b"\n") != b""
+        brackets = paired
 
 
 def _starts(text: str) -> list[int]:
@@ -121,7 +139,8 @@ def _read(text: str, raw: bytes, count: int) -> tuple[list[Any], list[jsontext.L
         emitted = emitted.replace('".inf"', '"inf"').replace('"-.inf"', '"-inf"').replace('".nan"', '"nan"')
     if jsontext.too_deep(emitted, tree.MAX_DEPTH + stream) or any(key in emitted for key in _NULL_KEYS):
         raise _Unsure
-    if any(m.group(1) or _unsure_number(m.group(2), m.group(3) is not None) for m in _SUSPECT.finditer(emitted)):
+    if any(m.group(2) is None or _unsure_number(m.group(2), m.group(3) is not None)
+           for m in _SUSPECT.finditer(emitted)):
         raise _Unsure
     try:
         value = jsontext.decoder(parse_int=_integer, parse_float=_float).decode(emitted)
@@ -201,7 +220,7 @@ class _Later:
         return list(tree._yaml(self.text))[index]
 
 
-class _Positions(Mapping[Path, Position]):
+class Positions(Mapping[Path, Position]):
     """The positions of one document, as `tree` finds them, read when first asked for."""
 
     __slots__ = ("_index", "_later", "_prefix")
@@ -225,6 +244,6 @@ class _Positions(Mapping[Path, Position]):
     def __len__(self) -> int:
         return len(self._found())
 
-    def within(self, path: Path) -> _Positions:
+    def within(self, path: Path) -> Positions:
         """The positions of the value at `path`, relative to it (an item of a `kind: List`)."""
-        return _Positions(self._later, self._index, (*self._prefix, *path))
+        return Positions(self._later, self._index, (*self._prefix, *path))
