@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import re
 import sys
@@ -30,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import ryml
+import yaml
 
 from sources import jsontext, scalars, tree
 from sources.tree import Path, Position
@@ -53,14 +55,14 @@ _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 _SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
 # excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
-# (`_unsure_number`); and a string opening with `]` or `}`, which rapidyaml takes for a plain scalar and libyaml
-# refuses. One scan: a lookahead on the first character keeps it fast.
+# (`_unsure_number`); and a string opening with `]`, `}`, `:` or `?`, which rapidyaml may have read as a plain scalar
+# where libyaml refuses one. One scan: a lookahead on the first character keeps it fast.
 _SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
 _SUSPECT = re.compile(
-    '"(?=[-+.0-9\\]}}{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
+    '"(?=[-+.0-9\\]}}:?{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
     + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
     + '|([-+]?\\.?[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
-    + '|(?<=[\\[{, ]")[\\]}])')
+    + '|(?<=[\\[{, ]")[\\]}:?])')
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = ('"null":', '"":')
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
@@ -198,51 +200,65 @@ def _quiet() -> Iterator[None]:
 
 
 class _Later:
-    """A file's documents, each read again by `tree` when a finding first asks for one of its positions."""
+    """A file's documents, found again in its text when a finding asks for a position: libyaml's events of one
+    document, as far as the path asked for (`tree.located`); all of them only to list every position."""
 
     def __init__(self, text: str, starts: list[int]) -> None:
         self.text, self.starts = text, starts
-        self.read: dict[int, tree.Parsed] = {}
+        self._lines: list[int] | None = None
+        self._found: dict[int, dict[Path, Position | None]] = {}
 
-    def parsed(self, index: int) -> tree.Parsed:
-        found = self.read.get(index)
-        if found is None:
-            found = self.read[index] = self._again(index)
-        return found
-
-    def _again(self, index: int) -> tree.Parsed:
-        start = self.starts[index]
+    def _document(self, index: int) -> tuple[str, int]:
+        """The text of a document, and the lines before it."""
+        if self._lines is None:
+            self._lines = list(itertools.accumulate(
+                self.text.count("\n", a, b) for a, b in itertools.pairwise([0, *self.starts])))
         end = self.starts[index + 1] if index + 1 < len(self.starts) else len(self.text)
-        # Blank lines before the document keep its line numbers.
-        alone = list(tree._yaml("\n" * self.text.count("\n", 0, start) + self.text[start:end]))
+        return self.text[self.starts[index]:end], self._lines[index]
+
+    def position(self, index: int, path: Path) -> Position | None:
+        known = self._found.setdefault(index, {})
+        if path not in known:
+            text, before = self._document(index)
+            try:
+                found = tree.located(text, path)
+            except yaml.YAMLError:  # the documents were told apart wrongly: every position from the file
+                found = {p: (line - before, column) for p, (line, column) in self.every(index).items()}
+            known.update({p: (line + before, column) for p, (line, column) in found.items()})
+            known.setdefault(path, None)
+        return known[path]
+
+    def every(self, index: int) -> dict[Path, Position]:
+        text, before = self._document(index)
+        alone = list(tree._yaml(text))
         if len(alone) == 1 and alone[0].problem is None:
-            return alone[0]
-        return list(tree._yaml(self.text))[index]
+            return {p: (line + before, column) for p, (line, column) in alone[0].positions.items()}
+        return dict(list(tree._yaml(self.text))[index].positions)
 
 
 class Positions(Mapping[Path, Position]):
-    """The positions of one document, as `tree` finds them, read when first asked for."""
+    """The positions of one document, as `tree` finds them, each found when first asked for."""
 
     __slots__ = ("_index", "_later", "_prefix")
 
     def __init__(self, later: _Later, index: int, prefix: Path = ()) -> None:
         self._later, self._index, self._prefix = later, index, prefix
 
-    def _found(self) -> Mapping[Path, Position]:
-        positions = self._later.parsed(self._index).positions
-        if not self._prefix:
-            return positions
-        assert isinstance(positions, tree.Marks)  # the reader in order: no anchor here
-        return positions.within(self._prefix)
-
     def __getitem__(self, path: Path) -> Position:
-        return self._found()[path]
+        found = self._later.position(self._index, (*self._prefix, *path))
+        if found is None:
+            raise KeyError(path)
+        return found
 
     def __iter__(self) -> Iterator[Path]:
-        return iter(self._found())
+        cut = len(self._prefix)
+        return (p[cut:] for p in self._later.every(self._index) if p[:cut] == self._prefix)
 
     def __len__(self) -> int:
-        return len(self._found())
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return True  # a document has a root: no need to read it to say so
 
     def within(self, path: Path) -> Positions:
         """The positions of the value at `path`, relative to it (an item of a `kind: List`)."""

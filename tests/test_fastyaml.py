@@ -165,16 +165,17 @@ def test_bad_yaml_is_tree_s_to_report(text: str, monkeypatch: pytest.MonkeyPatch
 
 
 def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """tree.documents sends a large file here, and a finding's position is read again only for its document."""
+    """tree.documents sends a large file here, and a finding's position is found in its document alone, once."""
     one = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: n{}\ndata:\n  weight: {}\n"
     text = "---\n".join(one.format(i, i) for i in range(tree.FAST_FROM // len(one) + 10))
     calls: list[str] = []
-    real = tree._yaml
-    monkeypatch.setattr(tree, "_yaml", lambda t: calls.append(t) or real(t))
+    real = tree.located
+    monkeypatch.setattr(tree, "located", lambda t, path: calls.append(t) or real(t, path))
     documents = list(tree.documents(text))
     assert calls == []
     assert isinstance(documents[7].positions, fastyaml.Positions)
     assert documents[7].positions[("data", "weight")] == (6 * 7 + 7 + 6, 3)
+    assert documents[7].positions[("data",)] == (6 * 7 + 7 + 5, 1)
     assert documents[7].plain[("data", "weight")] == "7"
     assert len(calls) == 1 and calls[0].count("---") == 1
 
