@@ -394,9 +394,9 @@ def read_as_tree_reads(text: str) -> bool:
         raise Defect(f"rapidyaml read {len(fast)} documents, tree {[p.problem for p in slow]}")
     for f, s in zip(fast, slow, strict=True):
         # Each position as a finding asks for it (the path alone, then a field that is not there), then all.
-        for path, want in s.positions.items():
-            if f.positions.get(path) != want or f.positions.get((*path, "absent")) is not None:
-                raise Defect(f"document {s.index}: {path} at {f.positions.get(path)} where tree has {want}")
+        for path, at in s.positions.items():
+            if f.positions.get(path) != at or f.positions.get((*path, "absent")) is not None:
+                raise Defect(f"document {s.index}: {path} at {f.positions.get(path)} where tree has {at}")
         for what, got, want in (("index", f.index, s.index), ("value", _typed(f.value), _typed(s.value)),
                                 ("plain", dict(f.plain), dict(s.plain)),
                                 ("positions", dict(f.positions), dict(s.positions))):
