@@ -393,9 +393,9 @@ def read_as_tree_reads(text: str) -> bool:
     if any(p.problem is not None for p in slow) or len(fast) != len(slow):
         raise Defect(f"rapidyaml read {len(fast)} documents, tree {[p.problem for p in slow]}")
     for f, s in zip(fast, slow, strict=True):
-        # Each position as a finding asks for it (the path alone, then a field that is not there), then all.
+        # Each position as a finding asks for it (the path alone, then one that cannot be there), then all.
         for path, at in s.positions.items():
-            if f.positions.get(path) != at or f.positions.get((*path, "absent")) is not None:
+            if f.positions.get(path) != at or f.positions.get((*path, -1)) is not None:
                 raise Defect(f"document {s.index}: {path} at {f.positions.get(path)} where tree has {at}")
         for what, got, want in (("index", f.index, s.index), ("value", _typed(f.value), _typed(s.value)),
                                 ("plain", dict(f.plain), dict(s.plain)),

@@ -43,7 +43,8 @@ _UNSURE_CHARACTER = re.compile(
 # The bytes of UTF-8 text none of those can be: deleting them leaves nothing in most files, faster than a search.
 _SURE_BYTES = bytes(sorted(set(b"\n" + bytes(range(0x20, 0x7F))) - set(b"&*!@`\\")))
 _HIGH_BYTES = bytes(range(0x80, 0x100))
-_UNSURE_TEXT = ("<<", "\n%", "\n...")
+# A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it.
+_UNSURE_TEXT = ("<<", "\n%", "\n...", ":]", ":,", ":}")
 # rapidyaml reads a flow collection that spans lines more freely than libyaml (a key may span lines there): a
 # file with one is left to tree. Brackets on their own, line by line, each line's pairs removed, show it.
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
