@@ -8,15 +8,18 @@ read here only when none of that can happen:
 
 - nothing the general reader exists for (anchors, aliases, merge keys, tags, directives, complex keys), and
   nothing where the two parsers read the syntax differently (tabs, backslash escapes, carriage returns,
-  characters libyaml refuses or takes for line breaks, `@` and a backquote, a document end marker);
+  characters libyaml refuses or takes for line breaks, `@` and a backquote, a document end marker, a flow
+  collection across lines, a `:` right before a flow indicator, a scalar opening with `]`, `}`, `:` or `?`:
+  rapidyaml reads some such texts libyaml refuses; the fuzz target `fastyaml` looks for more);
 - no string in the JSON that a plain scalar becomes and kubectl types otherwise (`yes`, `True`, `~`, `.inf`,
   `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was;
 - no number in the JSON but a decimal integer kubectl reads as the same integer (no float at all);
 - no duplicate key, nothing nested deeper than `tree.MAX_DEPTH`, and as many documents as the text's markers.
 
 Anything else makes `documents` answer None, and `tree` reads the file. Positions are found when a finding asks
-for one: the document is read again by `tree`'s reader, alone, at its lines. The text of each number and
-boolean (`plain`) is the JSON's, which for a decimal integer or a boolean is the text as written.
+for one, in the document's own text, by libyaml's events as far as the path asked for (`tree.located`). The text
+of each number and boolean (`plain`) is the JSON's, which for a decimal integer or a boolean is the text as
+written.
 """
 
 from __future__ import annotations
@@ -45,8 +48,6 @@ _SURE_BYTES = bytes(sorted(set(b"\n" + bytes(range(0x20, 0x7F))) - set(b"&*!@`\\
 _HIGH_BYTES = bytes(range(0x80, 0x100))
 # A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it.
 _UNSURE_TEXT = ("<<", "\n%", "\n...", ":]", ":,", ":}")
-# rapidyaml reads a flow collection that spans lines more freely than libyaml (a key may span lines there): a
-# file with one is left to tree. Brackets on their own, line by line, each line's pairs removed, show it.
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 _MARKER = "\n---"
@@ -103,6 +104,8 @@ def _unsure(text: str, raw: bytes) -> bool:
 
 
 def _flow_across_lines(raw: bytes) -> bool:
+    """Whether a flow collection spans lines, which rapidyaml reads more freely than libyaml (a key may span lines
+    there): the brackets alone, line by line, with each line's pairs removed until none is left, show it."""
     brackets = raw.translate(None, _NOT_BRACKETS)
     while True:
         paired = brackets.replace(b"[]", b"").replace(b"{}", b"")
