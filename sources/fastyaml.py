@@ -50,6 +50,9 @@ _HIGH_BYTES = bytes(range(0x80, 0x100))
 _UNSURE_TEXT = ("<<", "\n%", "\n...", ":]", ":,", ":}")
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
+# A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
+# some such headers libyaml refuses. A plain scalar holding ` > ` is left to tree too.
+_ODD_BLOCK_HEADER = re.compile(r"(?<![^\s])[|>](?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
 _MARKER = "\n---"
 _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 # rapidyaml writes a plain `inf` or `infinity` as ".inf" (`-inf` as "-.inf", `nan` as ".nan"), which kubectl keeps
@@ -99,6 +102,8 @@ def _unsure(text: str, raw: bytes) -> bool:
     if odd and (odd.translate(None, _HIGH_BYTES) or _UNSURE_CHARACTER.search(text) is not None):
         return True
     if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")):
+        return True
+    if ("|" in text or ">" in text) and _ODD_BLOCK_HEADER.search(text) is not None:
         return True
     return ("?" in text and _COMPLEX_KEY.search(text) is not None) or _flow_across_lines(raw)
 
