@@ -169,6 +169,8 @@ def _go_float32_g(value: float) -> str:
     """strconv.FormatFloat(value, 'g', -1, 32): the fewest digits that give back the same float32,
     in exponent form below 1e-4 or from 1e6 on."""
     (single,) = struct.unpack("f", struct.pack("f", value))
+    if math.isinf(single):  # past float32's range: an infinity, which sigs.k8s.io/yaml names as YAML does
+        return ".inf" if single > 0 else "-.inf"
     for digits in range(1, 10):
         text = f"{single:.{digits - 1}e}"
         if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
