@@ -60,14 +60,15 @@ _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 _SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
 # excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
-# (`_unsure_number`); and a string opening with `]`, `}`, `:` or `?`, which rapidyaml may have read as a plain scalar
-# where libyaml refuses one. One scan: a lookahead on the first character keeps it fast.
+# (`_unsure_number`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
+# rapidyaml may have read as a plain scalar where libyaml refuses one. One scan: a lookahead on the first
+# character keeps it fast.
 _SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
 _SUSPECT = re.compile(
-    '"(?=[-+.0-9\\]}}:?{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
+    '"(?=[-+.0-9\\]}}:?%#|>,{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
     + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
     + '|([-+]?\\.?[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
-    + '|(?<=[\\[{, ]")[\\]}:?])')
+    + '|(?<=[\\[{, ]")[\\]}:?%#|>,])')
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = ('"null":', '"":')
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).

@@ -134,7 +134,7 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("a:\tb\n", False), ("a: @x\n", False), ("? a\n: b\n", False), ("a: 1\n...\nb: 2\n", False),
     # What the fuzz target found rapidyaml reading where libyaml refuses the text.
     ("apiVersion: ]\n", False), (">2.\n", False), ("a: |2-\n   x\nb: >+ # c\n  y\n", True),
-    ("a: [:g]\n", False), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
+    ("a: [:g]\n", False), ("h: [g: %]\n", False), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
