@@ -53,6 +53,8 @@ _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 # A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
 # some such headers libyaml refuses. A plain scalar holding ` > ` is left to tree too.
 _ODD_BLOCK_HEADER = re.compile(r"(?<![^\s])[|>](?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
+# A block scalar as a document's root: rapidyaml takes lines at column 0 for its text, libyaml refuses them.
+_ROOT_BLOCK = re.compile(r"^(?:---[ ]+)?[|>]", re.MULTILINE)
 _MARKER = "\n---"
 _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 # rapidyaml writes a plain `inf` or `infinity` as ".inf" (`-inf` as "-.inf", `nan` as ".nan"), which kubectl keeps
@@ -104,7 +106,9 @@ def _unsure(text: str, raw: bytes) -> bool:
         return True
     if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")):
         return True
-    if ("|" in text or ">" in text) and _ODD_BLOCK_HEADER.search(text) is not None:
+    # A block scalar that ends the text without a line break: rapidyaml gives it one.
+    if ("|" in text or ">" in text) and (not text.endswith("\n") or _ODD_BLOCK_HEADER.search(text) is not None
+                                         or _ROOT_BLOCK.search(text) is not None):
         return True
     return ("?" in text and _COMPLEX_KEY.search(text) is not None) or _flow_across_lines(raw)
 

@@ -100,7 +100,8 @@ def yaml_stream(draw: st.DrawFn) -> str:
     documents = draw(st.lists(st.one_of(_mapping(0, 3), _sequence(0, 3), scalar_text.map(lambda s: s + "\n")),
                               min_size=1, max_size=3))
     head = draw(st.sampled_from(["", "---\n", "# leading comment\n", "# c\n---\n"]))
-    return head + "---\n".join(documents)
+    text = head + "---\n".join(documents)
+    return text.rstrip("\n") if draw(st.booleans()) else text  # a file without its last line break
 
 
 def _same(text: str) -> bool:
@@ -134,7 +135,8 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("a:\tb\n", False), ("a: @x\n", False), ("? a\n: b\n", False), ("a: 1\n...\nb: 2\n", False),
     # What the fuzz target found rapidyaml reading where libyaml refuses the text.
     ("apiVersion: ]\n", False), (">2.\n", False), ("a: |2-\n   x\nb: >+ # c\n  y\n", True),
-    ("a: [:g]\n", False), ("h: [g: %]\n", False), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
+    ("a: [:g]\n", False), ("h: [g: %]\n", False), ("|\np\n", False), ("--- |\nx\n", False),
+    ("a: >\n\n x", False), ("a: >\n\n x\n", True), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
