@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = ("loader", "shapes", "admission", "core", "quantity")
+TARGETS = ("loader", "shapes", "admission", "core", "quantity", "fastyaml")
 # Longest input per target: files for the loader, a handful of choices for the structured ones.
-MAX_LEN = {"loader": 16384, "admission": 8192, "shapes": 1024, "core": 4096, "quantity": 128}
-SEEDS = {"loader": ("examples", "tests/lint_fixtures/basic"), "admission": ("tests/admission",)}
+MAX_LEN = {"loader": 16384, "admission": 8192, "shapes": 1024, "core": 4096, "quantity": 128, "fastyaml": 16384}
+SEEDS = {"loader": ("examples", "tests/lint_fixtures/basic"), "admission": ("tests/admission",),
+         "fastyaml": ("examples", "tests/lint_fixtures/basic")}
 RSS_LIMIT_MB = 2048
 # An input that runs longer than this counts as a hang (libFuzzer writes it out as a timeout).
 INPUT_TIMEOUT = 30

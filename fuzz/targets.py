@@ -8,6 +8,8 @@ traceback, a 5xx, a wrong answer). Setting up is done once per process, outside 
   mutated like `shapes`) POSTed to /validate or /mutate of the real aiohttp app in process.
 - `core`: generated catalogs, NodePools and overlays evaluated by the core and by the plain
   port of Karpenter's loop in tests/reference.py (the property test's own generators).
+- `fastyaml`: the bytes as a YAML file read by rapidyaml (`sources/fastyaml.py`) and by libyaml (`tree`): where
+  the fast reader answers, the values (types included), typed plain scalars and positions are tree's.
 - `quantity`: the quantity parser against `kubernetes.utils.parse_quantity` where the client
   is a faithful oracle, and its own canonical form round trip.
 """
@@ -36,7 +38,7 @@ from fuzz import provider
 from lint import cli
 from simulation import findings
 from simulation.semantics import quantity
-from sources import tree
+from sources import fastyaml, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "tests" / "lint_fixtures" / "catalog.yaml"
@@ -373,12 +375,52 @@ def quantity_target(data: bytes) -> None:
     quantity_check(quantity_text(data))
 
 
+def _typed(value: Any) -> Any:
+    """`value` with the type of every scalar beside it (`1 == 1.0 == True` in Python)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+def read_as_tree_reads(text: str) -> bool:
+    """Whether rapidyaml read `text` (`fastyaml`); Defect unless all it gives is what tree's reader gives."""
+    fast = fastyaml.documents(text)
+    if fast is None:
+        return False
+    slow = list(tree._yaml(text))
+    if any(p.problem is not None for p in slow) or len(fast) != len(slow):
+        raise Defect(f"rapidyaml read {len(fast)} documents, tree {[p.problem for p in slow]}")
+    for f, s in zip(fast, slow, strict=True):
+        # Each position as a finding asks for it (the path alone, then one that cannot be there), then all.
+        for path, at in s.positions.items():
+            if f.positions.get(path) != at or f.positions.get((*path, -1)) is not None:
+                raise Defect(f"document {s.index}: {path} at {f.positions.get(path)} where tree has {at}")
+        for what, got, want in (("index", f.index, s.index), ("value", _typed(f.value), _typed(s.value)),
+                                ("plain", dict(f.plain), dict(s.plain)),
+                                ("positions", dict(f.positions), dict(s.positions))):
+            if got != want:
+                raise Defect(f"document {s.index}: {what} {got!r} where tree has {want!r}")
+        items = s.value.get("items") if isinstance(s.value, dict) else None
+        if isinstance(items, list) and items and isinstance(f.positions, fastyaml.Positions):
+            assert isinstance(s.positions, tree.Marks)
+            if dict(f.positions.within(("items", 0))) != dict(s.positions.within(("items", 0))):
+                raise Defect(f"document {s.index}: the positions of its first item differ")
+    return True
+
+
+def fastyaml_target(data: bytes) -> None:
+    read_as_tree_reads(data.decode("utf-8", "replace"))
+
+
 TARGETS: Mapping[str, Callable[[bytes], None]] = {
     "loader": loader,
     "shapes": shapes,
     "admission": admission,
     "core": core,
     "quantity": quantity_target,
+    "fastyaml": fastyaml_target,
 }
 
 def once_per_process() -> None:

@@ -19,7 +19,7 @@ import bisect
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -38,13 +38,15 @@ _DECODER = json.JSONDecoder()
 _scanstring: Any = getattr(json.decoder, "scanstring")  # noqa: B009
 
 
-class _NotPlain(Exception):
+class NotPlain(Exception):
     """Valid JSON that reads differently from YAML, or that the YAML reader should refuse."""
 
 
-def _decoder() -> json.JSONDecoder:
+def decoder(parse_int: Callable[[str], Any] | None = None,
+            parse_float: Callable[[str], Any] | None = None) -> json.JSONDecoder:
     """A decoder for one text that refuses what YAML reads otherwise and keeps one object per distinct string
-    value in objects and their lists (a file's objects repeat theirs: `NotIn`, a label key, a family)."""
+    value in objects and their lists (a file's objects repeat theirs: `NotIn`, a label key, a family).
+    `parse_int`, `parse_float`: as json's, and may refuse a number with NotPlain."""
     strings: dict[str, str] = {}
     share = strings.setdefault
 
@@ -58,32 +60,33 @@ def _decoder() -> json.JSONDecoder:
                 value[:] = [share(v, v) if type(v) is str else v for v in value]
             out[key] = value
         if len(out) != len(found):
-            raise _NotPlain("duplicate key")
+            raise NotPlain("duplicate key")
         return out
 
-    return json.JSONDecoder(object_pairs_hook=pairs, parse_constant=_constant)
+    return json.JSONDecoder(object_pairs_hook=pairs, parse_constant=_constant, parse_int=parse_int,
+                            parse_float=parse_float)
 
 
 def _constant(name: str) -> Any:
-    raise _NotPlain(name)
+    raise NotPlain(name)
 
 
 def documents(text: str, max_depth: int) -> list[tuple[Any, Located]] | None:
     """Every JSON value of a stream of JSON objects, each with its positions; None when the text is
     not one (or is one the YAML reader must judge)."""
     start = _skip(text, 0)
-    if not text.startswith("{", start) or _too_deep(text, max_depth):
+    if not text.startswith("{", start) or too_deep(text, max_depth):
         return None
-    index = _Index(text)
+    index = Index(text)
     lone = _SURROGATE_ESCAPE.search(text)
     out: list[tuple[Any, Located]] = []
-    strict = _decoder()
+    strict = decoder()
     try:
         while start < len(text):
             value, end = strict.raw_decode(text, start)
             out.append((value if lone is None else _replaced(value), Located(index, start)))
             start = _skip(text, end)
-    except (ValueError, _NotPlain, RecursionError):
+    except (ValueError, NotPlain, RecursionError):
         return None
     return out
 
@@ -110,7 +113,7 @@ def _skip(text: str, i: int) -> int:
     return found.end() if found is not None else i
 
 
-def _too_deep(text: str, max_depth: int) -> bool:
+def too_deep(text: str, max_depth: int) -> bool:
     """Nesting deeper than `max_depth`, judged with C-speed string operations: escaped backslashes
     and quotes go first, then everything but brackets and quotes, then strings (most are empty by
     then, and two adjacent quotes can go as a pair however they pair up)."""
@@ -121,7 +124,7 @@ def _too_deep(text: str, max_depth: int) -> bool:
     return max(itertools.accumulate(steps), default=0) > max_depth
 
 
-class _Index:
+class Index:
     """Offsets in one text: of each container's members (filled in as asked for) and of its lines."""
 
     def __init__(self, text: str) -> None:
@@ -209,7 +212,7 @@ class _Part:
     """The value at `prefix` under the value at `root`, found when first asked for: a `kind: List` of
     thousands of items gets one of these per item, and a clean run never looks."""
 
-    def __init__(self, index: _Index, root: int, prefix: Path = ()) -> None:
+    def __init__(self, index: Index, root: int, prefix: Path = ()) -> None:
         self._index = index
         self._root = root
         self._prefix = prefix

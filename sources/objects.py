@@ -19,7 +19,7 @@ from simulation import findings
 from simulation.evaluate import Document
 from simulation.semantics import model
 from simulation.validation import crds
-from sources import files, jsontext, shapes, templates, tree
+from sources import files, shapes, templates, tree
 from sources.positions import Origin, Table, split_items
 
 if typing.TYPE_CHECKING:
@@ -257,15 +257,16 @@ class Loader:
 
     def _document(self, out: Loaded, name: str, parsed: tree.Parsed, candidate: bool) -> None:
         obj = parsed.value
-        where = parsed.positions.get((), (1, 1))
+        # Asked only for a problem: a position may cost a second reading of the document (`fastyaml`).
         if not isinstance(obj, dict):
+            where = parsed.positions.get((), (1, 1))
             out.problems.append(self._problem(
                 name, parsed.index, f"a document must be a mapping (an object), not {_describe(obj)}", where))
             return
         if model.kind_of(obj) in LIST_KINDS and "items" in obj:
             items = obj["items"]
             if not isinstance(items, list):
-                where = parsed.positions.get(("items",), where)
+                where = parsed.positions.get(("items",)) or parsed.positions.get((), (1, 1))
                 out.problems.append(self._problem(
                     name, parsed.index, f"the items of a List must be a list, not {_describe(items)}", where))
                 return
@@ -334,8 +335,10 @@ class Loader:
 
 def _items(found: Mapping[tree.Path, T], count: int) -> list[Mapping[tree.Path, T]]:
     """Per item of a List, its entries (positions, literals) relative to the item."""
-    if isinstance(found, jsontext.Located | jsontext.Literals | tree.Marks):
-        return [typing.cast(Mapping[tree.Path, T], found.within(("items", i))) for i in range(count)]
+    # A reader's lazy mapping (jsontext's, tree's in order, fastyaml's) gives each item's without reading any.
+    within = getattr(found, "within", None)
+    if within is not None:
+        return [typing.cast(Mapping[tree.Path, T], within(("items", i))) for i in range(count)]
     split = split_items(found, "items")
     return [split.get(i, {}) for i in range(count)]
 

@@ -25,7 +25,7 @@ _TAG = "tag:yaml.org,2002:"
 _INT64 = 2**63
 _UINT64 = 2**64
 
-_TABLE: dict[str, Any] = {
+TABLE: dict[str, Any] = {
     **dict.fromkeys(["y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"], True),
     **dict.fromkeys(["n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"], False),
     **dict.fromkeys(["", "~", "null", "Null", "NULL"], None),
@@ -76,8 +76,8 @@ def _digits(digits: str) -> int:
 
 def _resolve(text: str) -> tuple[str, Any]:
     """go-yaml v2's (tag, value) for an untagged plain scalar."""
-    if text in _TABLE:
-        value = _TABLE[text]
+    if text in TABLE:
+        value = TABLE[text]
         return ("null" if value is None else "bool" if isinstance(value, bool) else "float"), value
     if not text:
         return "str", text
@@ -111,7 +111,7 @@ def _sent(value: Any, text: str) -> Any:
 def plain(text: str) -> Any:
     """An untagged plain scalar's value."""
     # Most scalars are names and words: neither in the table nor starting like a number.
-    if text and text not in _TABLE and text[0] not in _MAYBE_NUMBER:
+    if text and text not in TABLE and text[0] not in _MAYBE_NUMBER:
         return text
     return _sent(_resolve(text)[1], text)
 
@@ -157,7 +157,7 @@ def key(value: Any) -> str:
 
 def plain_key(text: str) -> str:
     """An untagged plain key: typed as a value is, then named."""
-    if text and text not in _TABLE and text[0] not in _MAYBE_NUMBER:
+    if text and text not in TABLE and text[0] not in _MAYBE_NUMBER:
         return text
     found, value = _resolve(text)
     if found == "float" and (math.isnan(value) or math.isinf(value)):
@@ -169,6 +169,8 @@ def _go_float32_g(value: float) -> str:
     """strconv.FormatFloat(value, 'g', -1, 32): the fewest digits that give back the same float32,
     in exponent form below 1e-4 or from 1e6 on."""
     (single,) = struct.unpack("f", struct.pack("f", value))
+    if math.isinf(single):  # past float32's range: an infinity, which sigs.k8s.io/yaml names as YAML does
+        return ".inf" if single > 0 else "-.inf"
     for digits in range(1, 10):
         text = f"{single:.{digits - 1}e}"
         if struct.unpack("f", struct.pack("f", float(text)))[0] == single:

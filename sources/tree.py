@@ -27,6 +27,9 @@ Path = tuple[str | int, ...]
 Position = tuple[int, int]  # 1-based line and column
 
 MAX_DEPTH = 100
+# Characters from which a YAML text is tried with rapidyaml first (`fastyaml`): below, importing it costs more
+# than it saves (about 13 ms, the libyaml reading of some 40 kB).
+FAST_FROM = 1 << 16
 # Nodes a document may gain through aliases (each alias counts the full size of what it names).
 ALIAS_BUDGET = 100_000
 
@@ -549,6 +552,13 @@ def documents(text: str) -> Iterator[Parsed]:
         yield from (Parsed(i, value, located, problem=None, plain=located.literals())
                     for i, (value, located) in enumerate(fast))
         return
+    if len(text) >= FAST_FROM:
+        from sources import fastyaml
+
+        read = fastyaml.documents(text)
+        if read is not None:
+            yield from read
+            return
     yield from _yaml(text)
 
 
@@ -588,6 +598,56 @@ def _document(index: int, start: events.DocumentStartEvent, next_event: Callable
         raise _Refused(f"found incompatible YAML document (%YAML {major}.{minor}): kubectl reads YAML 1.1 "
                        "only; remove the directive", _pos(start), fatal=True)
     return (_InOrder(index, seen) if seen is not None else _Builder(index)).read(next_event)
+
+
+def located(text: str, path: Path) -> dict[Path, Position]:
+    """The positions of `path` and of those of its ancestors present, in the first document of `text` (one `_yaml`
+    reads in order: no anchor, alias or duplicate key), as `Marks` has them; libyaml's events are read only as far
+    as the path, and the mappings and lists beside it are skipped."""
+    loader = _LOADER(text)
+    try:
+        node = loader.get_event()
+        while not isinstance(node, events.NodeEvent):
+            node = loader.get_event()
+        found: dict[Path, Position] = {(): _pos(node)}
+        for depth, step in enumerate(path):
+            member = _member(loader.get_event, node, step)
+            if member is None:
+                break
+            found[path[:depth + 1]], node = member
+        return found
+    finally:
+        loader.dispose()
+
+
+def _member(next_event: Callable[[], Any], node: Any, step: str | int) -> tuple[Position, Any] | None:
+    """Where the member `step` of the collection `node` is (a key's position, an item's own), and its first
+    event; None if it has none."""
+    is_map = isinstance(node, events.MappingStartEvent)
+    if not (is_map or (isinstance(node, events.SequenceStartEvent) and type(step) is int)):
+        return None
+    index = 0
+    while True:
+        event = next_event()
+        if isinstance(event, events.CollectionEndEvent):
+            return None
+        if is_map:
+            value = next_event()
+            if _key_text(event) == step:
+                return _pos(event), value
+            _skip_node(next_event, value)
+        elif index == step:
+            return _pos(event), event
+        else:
+            _skip_node(next_event, event)
+            index += 1
+
+
+def _skip_node(next_event: Callable[[], Any], node: Any) -> None:
+    depth = int(isinstance(node, events.CollectionStartEvent))
+    while depth:
+        event = next_event()
+        depth += isinstance(event, events.CollectionStartEvent) - isinstance(event, events.CollectionEndEvent)
 
 
 def _skip_document(next_event: Callable[[], Any]) -> None:

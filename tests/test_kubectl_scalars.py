@@ -123,3 +123,11 @@ def test_without_libyaml_the_pure_python_parser_gives_the_same_trees(monkeypatch
     fast = read()
     monkeypatch.setattr(tree, "_LOADER", yaml.BaseLoader)
     assert read() == fast and fast[-1][-1] == (text.count("\n") + 1, 1)
+
+
+@pytest.mark.parametrize(("key", "want"), [("1e39", ".inf"), ("-6.5e62", "-.inf"), ("3.4e38", "3.4e+38")])
+def test_a_float_key_past_float32_is_named_an_infinity(key: str, want: str) -> None:
+    """sigs.k8s.io/yaml names a float key by FormatFloat(key, 'g', -1, 32), then `+Inf` as `.inf` (found by the
+    fastyaml fuzz target: the reader raised on it)."""
+    (parsed,) = tree.documents(f"metadata:\n  labels:\n    {key}: x\n")
+    assert parsed.problem is None and list(parsed.value["metadata"]["labels"]) == [want]

@@ -24,7 +24,7 @@ watched = ("prompt_toolkit", "pygments", "jsonschema", "importlib.metadata", "li
            "lint.sides", "lint.changes", "xml.etree.ElementTree", "subprocess", "ruamel", "urllib.request", "ssl",
            "http.client", "kubernetes", "aiohttp", "sources.karpenter", "sources.kube", "simulation.live",
            "lint.sarif", "lint.jsonstream", "simulation.analysis.incremental", "simulation.analysis.candidate",
-           "simulation.analysis.shadows", "simulation.analysis.dra")
+           "simulation.analysis.shadows", "simulation.analysis.dra", "ryml", "sources.fastyaml")
 print(json.dumps({"status": status, "loaded": [m for m in watched if m in sys.modules]}))
 """
 

@@ -1,0 +1,279 @@
+"""Large YAML files read by rapidyaml (C++), when nothing in them can mean anything but what `tree` makes of it.
+
+rapidyaml parses a file several times as fast as libyaml's events reach Python, and writes the tree as JSON,
+which the standard library's C decoder reads: about the cost of reading the same objects from JSON. But it types
+plain scalars as YAML 1.2 does, and kubectl as YAML 1.1 does (go-yaml v2, `scalars`): `yes`, `on`, `~`, `0755`,
+`0x1F`, `1_000` stay strings in its JSON, `1e3` and `1.0` become floats, and it writes `nan` as `.nan`. A file is
+read here only when none of that can happen:
+
+- nothing the general reader exists for (anchors, aliases, merge keys, tags, directives, complex keys), and
+  nothing where the two parsers read the syntax differently (tabs, backslash escapes, carriage returns,
+  characters libyaml refuses or takes for line breaks, `@` and a backquote, a document end marker, a flow
+  collection across lines, a `:` right before a flow indicator, a scalar opening with `]`, `}`, `:` or `?`:
+  rapidyaml reads some such texts libyaml refuses; the fuzz target `fastyaml` looks for more);
+- no string in the JSON that a plain scalar becomes and kubectl types otherwise (`yes`, `True`, `~`, `.inf`,
+  `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was;
+- no number in the JSON but a decimal integer kubectl reads as the same integer (no float at all);
+- no duplicate key, nothing nested deeper than `tree.MAX_DEPTH`, and as many documents as the text's markers.
+
+Anything else makes `documents` answer None, and `tree` reads the file. Positions are found when a finding asks
+for one, in the document's own text, by libyaml's events as far as the path asked for (`tree.located`). The text
+of each number and boolean (`plain`) is the JSON's, which for a decimal integer or a boolean is the text as
+written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import ryml
+import yaml
+
+from sources import jsontext, scalars, tree
+from sources.tree import Path, Position
+
+# What the general reader handles, or where libyaml and rapidyaml read the same text differently. Conservative:
+# a `*` in a quoted string sends its file to the general reader too.
+_UNSURE_CHARACTER = re.compile(
+    r"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+# The bytes of UTF-8 text none of those can be: deleting them leaves nothing in most files, faster than a search.
+_SURE_BYTES = bytes(sorted(set(b"\n" + bytes(range(0x20, 0x7F))) - set(b"&*!@`\\")))
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+# A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it.
+_UNSURE_TEXT = ("<<", "\n%", "\n...", ":]", ":,", ":}")
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
+_COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
+# A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
+# some such headers libyaml refuses. A plain scalar holding ` > ` is left to tree too.
+_ODD_BLOCK_HEADER = re.compile(r"(?<![^\s])[|>](?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
+# A block scalar as a document's root: rapidyaml takes lines at column 0 for its text, libyaml refuses them.
+_ROOT_BLOCK = re.compile(r"^(?:---[ ]+)?[|>]", re.MULTILINE)
+_MARKER = "\n---"
+_BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
+# rapidyaml writes a plain `inf` or `infinity` as ".inf" (`-inf` as "-.inf", `nan` as ".nan"), which kubectl keeps
+# as written: AWS's instance category `inf` is one. Undone where the text holds no other spelling of them.
+_SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
+# Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
+# excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
+# (`_unsure_number`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
+# rapidyaml may have read as a plain scalar where libyaml refuses one. One scan: a lookahead on the first
+# character keeps it fast.
+_SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
+_SUSPECT = re.compile(
+    '"(?=[-+.0-9\\]}}:?%#|>,{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
+    + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
+    + '|([-+]?\\.?[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
+    + '|(?<=[\\[{, ]")[\\]}:?%#|>,])')
+# Keys kubectl refuses: `null` and nothing.
+_NULL_KEYS = ('"null":', '"":')
+# 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
+_LONGEST_INT = 19
+
+
+class _Unsure(Exception):
+    """Something in the text rapidyaml's JSON may not say as kubectl would."""
+
+
+def documents(text: str) -> list[tree.Parsed] | None:
+    """Every document of a YAML stream, as `tree` reads them; None when `tree` must read it."""
+    raw = text.encode()
+    if _unsure(text, raw):
+        return None
+    if _BLANK.fullmatch(text):
+        return []
+    starts = _starts(text)
+    try:
+        values, literals = _read(text, raw, len(starts))
+    except _Unsure:
+        return None
+    later = _Later(text, starts)
+    # tree keeps the text of a typed plain scalar inside a mapping or a list only.
+    return [tree.Parsed(i, value, Positions(later, i), plain=literals[i] if isinstance(value, dict | list) else {})
+            for i, value in enumerate(values)]
+
+
+def _unsure(text: str, raw: bytes) -> bool:
+    """Whether `text` (`raw` in UTF-8) holds anything only the general reader reads as kubectl does."""
+    odd = raw.translate(None, _SURE_BYTES)
+    if odd and (odd.translate(None, _HIGH_BYTES) or _UNSURE_CHARACTER.search(text) is not None):
+        return True
+    if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")):
+        return True
+    # A block scalar that ends the text without a line break: rapidyaml gives it one.
+    if ("|" in text or ">" in text) and (not text.endswith("\n") or _ODD_BLOCK_HEADER.search(text) is not None
+                                         or _ROOT_BLOCK.search(text) is not None):
+        return True
+    return ("?" in text and _COMPLEX_KEY.search(text) is not None) or _flow_across_lines(raw)
+
+
+def _flow_across_lines(raw: bytes) -> bool:
+    """Whether a flow collection spans lines, which rapidyaml reads more freely than libyaml (a key may span lines
+    there): the brackets alone, line by line, with each line's pairs removed until none is left, show it."""
+    brackets = raw.translate(None, _NOT_BRACKETS)
+    while True:
+        paired = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(paired) == len(brackets):
+            return paired.translate(None, b"\n") != b""
+        brackets = paired
+
+
+def _starts(text: str) -> list[int]:
+    """Where each document begins: at a `---` line, and before the first one if anything but comments is there."""
+    starts = [0] if text.startswith("---") and text[3:4] in ("", " ", "\n") else []
+    at = text.find(_MARKER)
+    while at >= 0:
+        if text[at + 4:at + 5] in ("", " ", "\n"):
+            starts.append(at + 1)
+        at = text.find(_MARKER, at + 4)
+    if not starts or _BLANK.fullmatch(text, 0, starts[0]) is None:
+        starts.insert(0, 0)
+    return starts
+
+
+def _read(text: str, raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
+    """The values of the `count` documents of `text` (`raw` in UTF-8), with the text of their numbers and booleans."""
+    try:
+        with _quiet():
+            parsed = ryml.parse_in_arena(raw)
+        emitted = ryml.emit_json(parsed)
+    except Exception as err:  # rapidyaml raises its own classes (ExceptionParse...): tree reports the error
+        raise _Unsure from err
+    root = parsed.root_id()
+    stream = parsed.is_stream(root)
+    if (parsed.num_children(root) if stream else 1) != count or not emitted:
+        raise _Unsure
+    if '.inf"' in emitted or '.nan"' in emitted:
+        if _SPELLED.search(text) is not None:
+            raise _Unsure
+        emitted = emitted.replace('".inf"', '"inf"').replace('"-.inf"', '"-inf"').replace('".nan"', '"nan"')
+    if jsontext.too_deep(emitted, tree.MAX_DEPTH + stream) or any(key in emitted for key in _NULL_KEYS):
+        raise _Unsure
+    if any(m.group(2) is None or _unsure_number(m.group(2), m.group(3) is not None)
+           for m in _SUSPECT.finditer(emitted)):
+        raise _Unsure
+    try:
+        value = jsontext.decoder(parse_int=_integer, parse_float=_float).decode(emitted)
+    except (ValueError, jsontext.NotPlain, RecursionError) as err:
+        raise _Unsure from err
+    index = jsontext.Index(emitted)
+    at = len(emitted) - len(emitted.lstrip())
+    if stream:
+        return value, [jsontext.Literals(index, at, (i,)) for i in range(count)]
+    return [value], [jsontext.Literals(index, at)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _unsure_number(text: str, is_key: bool) -> bool:
+    """Whether a JSON string may be a plain scalar kubectl reads otherwise. A value: rapidyaml writes a plain
+    decimal number unquoted, so a string `"2"` was quoted; `"0755"` may not have been. A key is always a string."""
+    try:
+        if is_key:
+            return scalars.plain_key(text) != text
+        if isinstance(scalars.plain(text), str):
+            return False
+    except scalars.Unsendable:
+        return True
+    try:
+        with _quiet():
+            written = ryml.emit_json(ryml.parse_in_arena(f"- {text}\n"))
+    except Exception:  # rapidyaml's own classes
+        return True
+    return '"' in written
+
+
+def _integer(text: str) -> int:
+    if len(text) > _LONGEST_INT:
+        raise jsontext.NotPlain(text)
+    return int(text)
+
+
+def _float(text: str) -> float:
+    # `1.0` and `1e3` are integers to kubectl, `1e400` a string: not worth telling apart here.
+    raise jsontext.NotPlain(text)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """rapidyaml prints a parse error to the process's stderr before raising it: the error is `tree`'s to report."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class _Later:
+    """A file's documents, found again in its text when a finding asks for a position: libyaml's events of one
+    document, as far as the path asked for (`tree.located`); all of them only to list every position."""
+
+    def __init__(self, text: str, starts: list[int]) -> None:
+        self.text, self.starts = text, starts
+        self._lines: list[int] | None = None
+        self._found: dict[int, dict[Path, Position | None]] = {}
+
+    def _document(self, index: int) -> tuple[str, int]:
+        """The text of a document, and the lines before it."""
+        if self._lines is None:
+            self._lines = list(itertools.accumulate(
+                self.text.count("\n", a, b) for a, b in itertools.pairwise([0, *self.starts])))
+        end = self.starts[index + 1] if index + 1 < len(self.starts) else len(self.text)
+        return self.text[self.starts[index]:end], self._lines[index]
+
+    def position(self, index: int, path: Path) -> Position | None:
+        known = self._found.setdefault(index, {})
+        if path not in known:
+            text, before = self._document(index)
+            try:
+                found = tree.located(text, path)
+            except yaml.YAMLError:  # the documents were told apart wrongly: every position from the file
+                found = {p: (line - before, column) for p, (line, column) in self.every(index).items()}
+            known.update({p: (line + before, column) for p, (line, column) in found.items()})
+            known.setdefault(path, None)
+        return known[path]
+
+    def every(self, index: int) -> dict[Path, Position]:
+        text, before = self._document(index)
+        alone = list(tree._yaml(text))
+        if len(alone) == 1 and alone[0].problem is None:
+            return {p: (line + before, column) for p, (line, column) in alone[0].positions.items()}
+        return dict(list(tree._yaml(self.text))[index].positions)
+
+
+class Positions(Mapping[Path, Position]):
+    """The positions of one document, as `tree` finds them, each found when first asked for."""
+
+    __slots__ = ("_index", "_later", "_prefix")
+
+    def __init__(self, later: _Later, index: int, prefix: Path = ()) -> None:
+        self._later, self._index, self._prefix = later, index, prefix
+
+    def __getitem__(self, path: Path) -> Position:
+        found = self._later.position(self._index, (*self._prefix, *path))
+        if found is None:
+            raise KeyError(path)
+        return found
+
+    def __iter__(self) -> Iterator[Path]:
+        cut = len(self._prefix)
+        return (p[cut:] for p in self._later.every(self._index) if p[:cut] == self._prefix)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return True  # a document has a root: no need to read it to say so
+
+    def within(self, path: Path) -> Positions:
+        """The positions of the value at `path`, relative to it (an item of a `kind: List`)."""
+        return Positions(self._later, self._index, (*self._prefix, *path))

@@ -1,0 +1,192 @@
+"""rapidyaml's reading (`fastyaml`) against libyaml's (`tree`): the same values, types included, the same text of
+every typed plain scalar and the same positions, or no answer (the file is then tree's). Generated YAML holds
+plain scalars of every kind YAML 1.1 and 1.2 type differently, quoted ones, block scalars, flow and block
+collections, comments and several documents."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fuzz import targets
+from sources import fastyaml, scalars, tree
+
+# Plain scalars whose meaning differs between YAML 1.1 (kubectl) and 1.2 (rapidyaml), or looks as if it might.
+AMBIGUOUS = [
+    *sorted(w for w in scalars.TABLE if w),
+    "0755", "0x1F", "0o17", "0b101", "1_000", "1e3", "1E3", ".5", "1.0", "1.", "+1", "-0", "-1", "0", "10", "007",
+    "12:30", "2026-01-01", "99999999999999999999", "9223372036854775808", "-9223372036854775809", "1e400",
+    "inf", "-inf", "nan", "infinity", "Infinity", "-.inf", "1.5", "-1.5", "0.5", "1e-3", "-01",
+]
+WORDS = ["-1%", "1Gi", "100m", "c5", "amd64", "NotIn", "a b", "x.y/z", "team-a", "v1"]
+PLAIN = [*AMBIGUOUS, *WORDS]
+KEYS = ["key", "values", "a", "b", "metadata", "10", "-5", "yes", "on", "true", "1.0", "0x10", "null", "~", "inf"]
+
+
+def _quoted(text: str, double: bool) -> str:
+    return json.dumps(text) if double else "'" + text.replace("'", "''") + "'"
+
+
+# Mostly what rapidyaml reads as kubectl does, so that most files are read by it; one in four scalars is unsure.
+SURE = [*WORDS, "0", "10", "-1", "true", "false", "null"]
+scalar_text = st.one_of(
+    st.sampled_from(SURE), st.sampled_from(SURE), st.sampled_from(SURE),
+    st.sampled_from(PLAIN),
+    st.builds(_quoted, st.sampled_from([*PLAIN, "it's", 'say "hi"']), st.booleans()),
+)
+key_text = st.one_of(st.sampled_from(KEYS), st.builds(_quoted, st.sampled_from(KEYS), st.booleans()))
+comment = st.sampled_from(["", "", " # note", " # on yes 0755"])
+
+
+def _flow(depth: int) -> st.SearchStrategy[str]:
+    leaf = scalar_text
+    if depth <= 0:
+        return leaf
+    inner = _flow(depth - 1)
+    return st.one_of(
+        leaf,
+        st.lists(inner, max_size=3).map(lambda items: "[" + ", ".join(items) + "]"),
+        st.lists(st.tuples(key_text, inner), max_size=3, unique_by=lambda kv: kv[0]).map(
+            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"),
+    )
+
+
+block_scalar = st.tuples(st.sampled_from(["|", "|-", ">", "|+", ">-"]),
+                         st.lists(st.sampled_from([*PLAIN, "text here", ""]), min_size=1, max_size=3))
+
+
+@st.composite
+def _node(draw: st.DrawFn, indent: int, depth: int) -> str:
+    """A value after `key:` or `-`: its text, starting with what follows the indicator."""
+    kind = draw(st.sampled_from(["scalar", "scalar", "empty", "flow", "block", "map", "seq"] if depth > 0
+                                else ["scalar", "empty", "flow", "block"]))
+    pad = " " * (indent + 2)
+    if kind == "scalar":
+        return " " + draw(scalar_text) + draw(comment) + "\n"
+    if kind == "empty":
+        return "\n"
+    if kind == "flow":
+        return " " + draw(_flow(2)) + draw(comment) + "\n"
+    if kind == "block":
+        style, lines = draw(block_scalar)
+        return f" {style}\n" + "".join(f"{pad}{line}\n" if line else "\n" for line in lines)
+    if kind == "map":
+        return "\n" + draw(_mapping(indent + 2, depth - 1))
+    return "\n" + draw(_sequence(indent + 2, depth - 1))
+
+
+@st.composite
+def _mapping(draw: st.DrawFn, indent: int, depth: int) -> str:
+    keys = draw(st.lists(key_text, min_size=1, max_size=4, unique=True))
+    out = ""
+    for key in keys:
+        if draw(st.integers(0, 9)) == 0:
+            out += " " * indent + "# a comment: yes\n"
+        out += " " * indent + key + ":" + draw(_node(indent, depth))
+    return out
+
+
+@st.composite
+def _sequence(draw: st.DrawFn, indent: int, depth: int) -> str:
+    count = draw(st.integers(1, 4))
+    return "".join(" " * indent + "-" + draw(_node(indent, depth)) for _ in range(count))
+
+
+@st.composite
+def yaml_stream(draw: st.DrawFn) -> str:
+    documents = draw(st.lists(st.one_of(_mapping(0, 3), _sequence(0, 3), scalar_text.map(lambda s: s + "\n")),
+                              min_size=1, max_size=3))
+    head = draw(st.sampled_from(["", "---\n", "# leading comment\n", "# c\n---\n"]))
+    text = head + "---\n".join(documents)
+    return text.rstrip("\n") if draw(st.booleans()) else text  # a file without its last line break
+
+
+def _same(text: str) -> bool:
+    """Whether rapidyaml read `text`; if it did, everything is as tree's reader has it (the fuzz target's check)."""
+    return targets.read_as_tree_reads(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(yaml_stream())
+def test_same_as_tree(text: str) -> None:
+    event("read by rapidyaml" if _same(text) else "left to tree")
+
+
+@pytest.mark.parametrize("text", [f"a: {s}\n" for s in PLAIN] + [f"{s}: x\n" for s in PLAIN] +
+                         [f"- [{s}]\n" for s in PLAIN] + [f"a: {{k: {s}}}\n" for s in PLAIN])
+def test_each_ambiguous_scalar(text: str) -> None:
+    """Each scalar as a value, a key and in flow collections: read the same, or left to tree."""
+    _same(text)
+
+
+@pytest.mark.parametrize(("text", "fast"), [
+    # Words and numbers whose meaning is sure: read here.
+    ("a: 10\nb: true\nc: x\nd: '2'\ne: \"-1%\"\nf: '1.5'\n", True),
+    # Quoted, but rapidyaml's JSON does not say so: a plain one would mean something else to kubectl.
+    ("a: '0755'\n", False), ("a: 'yes'\n", False),
+    # AWS's instance category: rapidyaml writes `.inf`, undone.
+    ("values: [inf, c5]\nkey: karpenter.k8s.aws/instance-category\n", True),
+    ("a: yes\n", False), ("a: 0755\n", False), ("a: 1e3\n", False), ("a: ~\n", False), ("on: x\n", False),
+    ("a: inf\nb: .inf\n", False), ("a: 1.5\n", False), ("null: x\n", False), ("a: 1\na: 2\n", False),
+    ("a: &x 1\nb: *x\n", False), ("a: !!str 5\n", False), ("%YAML 1.1\n---\na: 1\n", False),
+    ("a:\tb\n", False), ("a: @x\n", False), ("? a\n: b\n", False), ("a: 1\n...\nb: 2\n", False),
+    # What the fuzz target found rapidyaml reading where libyaml refuses the text.
+    ("apiVersion: ]\n", False), (">2.\n", False), ("a: |2-\n   x\nb: >+ # c\n  y\n", True),
+    ("a: [:g]\n", False), ("h: [g: %]\n", False), ("|\np\n", False), ("--- |\nx\n", False),
+    ("a: >\n\n x", False), ("a: >\n\n x\n", True), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
+])
+def test_what_is_read_here(text: str, fast: bool) -> None:
+    assert _same(text) is fast
+
+
+def test_empty_and_comments_only() -> None:
+    assert fastyaml.documents("") == [] == list(tree._yaml(""))
+    assert fastyaml.documents("# nothing\n\n") == [] == list(tree._yaml("# nothing\n\n"))
+
+
+def _deep(levels: int) -> str:
+    return "".join(" " * i + f"k{i}:\n" for i in range(levels)) + " " * levels + "leaf: 1\n"
+
+
+@pytest.mark.parametrize("levels", [tree.MAX_DEPTH - 1, tree.MAX_DEPTH, tree.MAX_DEPTH + 5])
+def test_depth_refused_the_same_way(levels: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _deep(levels)
+    monkeypatch.setattr(tree, "FAST_FROM", 0)
+    assert [(p.value, p.problem) for p in tree.documents(text)] == [(p.value, p.problem) for p in tree._yaml(text)]
+
+
+@pytest.mark.parametrize("text", ["a: b: c\n", "a: [b, c\n", "a: 'x\n", "- a\nb: c\n", "x: 1\n---\n{a: 1}}\n"])
+def test_bad_yaml_is_tree_s_to_report(text: str, monkeypatch: pytest.MonkeyPatch,
+                                      capfd: pytest.CaptureFixture[str]) -> None:
+    """A parse error is reported with its position by tree, and rapidyaml prints nothing of it."""
+    monkeypatch.setattr(tree, "FAST_FROM", 0)
+    got = list(tree.documents(text))
+    assert got[-1].problem is not None
+    assert [(p.value, p.problem) for p in got] == [(p.value, p.problem) for p in tree._yaml(text)]
+    assert capfd.readouterr().err == ""
+
+
+def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tree.documents sends a large file here, and a finding's position is found in its document alone, once."""
+    one = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: n{}\ndata:\n  weight: {}\n"
+    text = "---\n".join(one.format(i, i) for i in range(tree.FAST_FROM // len(one) + 10))
+    calls: list[str] = []
+    real = tree.located
+    monkeypatch.setattr(tree, "located", lambda t, path: calls.append(t) or real(t, path))
+    documents = list(tree.documents(text))
+    assert calls == []
+    assert isinstance(documents[7].positions, fastyaml.Positions)
+    assert documents[7].positions[("data", "weight")] == (6 * 7 + 7 + 6, 3)
+    assert documents[7].positions[("data",)] == (6 * 7 + 7 + 5, 1)
+    assert documents[7].plain[("data", "weight")] == "7"
+    assert len(calls) == 1 and calls[0].count("---") == 1
+
+
+def test_the_comparison_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break the reader (take every JSON string of a number for a quoted one) and watch the check fail."""
+    monkeypatch.setattr(fastyaml, "_unsure_number", lambda text, is_key: False)
+    with pytest.raises(targets.Defect, match="value"):
+        targets.fastyaml_target(b"a: 0755\n")
