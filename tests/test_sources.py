@@ -350,8 +350,8 @@ def test_json_positions_asked_one_at_a_time_in_any_order_equal_yaml_ones(value: 
 @pytest.mark.parametrize(("text", "depth"), [
     ('{"a": [1, {"b": "]]}}"}]}', 3), ('{"a": "\\\\"}', 1), ('{"é": ["\\"[[", []]}', 3)])
 def test_json_depth_counts_brackets_outside_strings_only(text: str, depth: int) -> None:
-    assert not jsontext._too_deep(text, depth)
-    assert jsontext._too_deep(text, depth - 1)
+    assert not jsontext.too_deep(text, depth)
+    assert jsontext.too_deep(text, depth - 1)
 
 
 @pytest.mark.parametrize("text", [
