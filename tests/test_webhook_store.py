@@ -4,9 +4,10 @@ no HTTP. (Against a real API server: tests/e2e.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -26,6 +27,20 @@ def with_rv(obj: Mapping[str, Any], rv: str, **meta: Any) -> dict[str, Any]:
 
 def event(etype: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": etype, "object": obj, "raw_object": obj}
+
+
+@contextlib.asynccontextmanager
+async def _ready(catalog: cat.Catalog, objects: list[Mapping[str, Any]]) -> AsyncIterator[Cache]:
+    """A started cache holding `objects`, synced; closed on leaving."""
+    cache = Cache(debounce=0.01)
+    cache.set_catalog(catalog)
+    cache.load(objects)
+    await cache.start()
+    try:
+        assert await cache.wait_ready(5)
+        yield cache
+    finally:
+        await cache.close()
 
 
 def test_added_modified_deleted() -> None:
@@ -299,20 +314,13 @@ async def test_a_nodepool_change_sees_an_overlay_admitted_a_moment_ago() -> None
     """The NodePool's assessment counts held overlays: applied right after an overlay, before the
     watch delivers it, the NodePool still gets the warning that it makes the two conflict."""
     team = {"key": "team", "operator": "In", "values": ["x"]}
-    cache = Cache(debounce=0.01)
-    cache.set_catalog(default_catalog())
-    cache.load([nodepool("p"), overlay("t1", weight=3, price="1", extra=[team])])
-    await cache.start()
-    try:
-        assert await cache.wait_ready(5)
+    async with _ready(default_catalog(), [nodepool("p"), overlay("t1", weight=3, price="1", extra=[team])]) as cache:
         pool = nodepool("q", {"team": "x"})
         assert not [f for f in (await cache.assess(pool)).findings if f.code == "same-weight-conflict"]
         held = overlay("t2", weight=3, price="2", extra=[team])
         assert (await cache.decide(held, "CREATE", None, dry_run=False, admits=lambda r: True)).held
         found = [f for f in (await cache.assess(pool)).findings if f.code == "same-weight-conflict"]
         assert found and {r.name for f in found for r in (f.obj, *f.related)} >= {"t1", "t2"}
-    finally:
-        await cache.close()
 
 
 @pytest.mark.parametrize("busy", [True, False], ids=["cpu", "waiting"])
@@ -339,12 +347,7 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         return judge(*args)
 
     monkeypatch.setattr(admission, "judge", timed)
-    cache = Cache(debounce=0.01)
-    cache.set_catalog(small_catalog)
-    cache.load([nodepool("p")])
-    await cache.start()
-    try:
-        assert await cache.wait_ready(5)
+    async with _ready(small_catalog, [nodepool("p")]) as cache:
 
         async def decide(name: str) -> bool:
             d = await cache.decide(overlay(name, price="1"), "CREATE", None, dry_run=True,
@@ -363,8 +366,6 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         delay[0] = 0.0
         on_loop = [await decide(f"d{i}") for i in range(12)]
         assert not on_loop[0] and on_loop[-1]
-    finally:
-        await cache.close()
 
 
 def test_only_a_candidate_of_usual_size_is_judged_on_the_loop() -> None:
@@ -398,12 +399,7 @@ async def test_validate_renders_the_object_for_a_kept_report_only(
         return judged_form(obj)
 
     monkeypatch.setattr(state, "_judged_form", counted)
-    cache = Cache(debounce=0.01)
-    cache.set_catalog(small_catalog)
-    cache.load([nodepool("p"), overlay("stored", price="1")])
-    await cache.start()
-    try:
-        assert await cache.wait_ready(5)
+    async with _ready(small_catalog, [nodepool("p"), overlay("stored", price="1")]) as cache:
         for name in ("a", "b"):
             await cache.decide(overlay(name, weight=10, price="2"), "CREATE", None, dry_run=True,
                                admits=lambda r: True)
@@ -414,8 +410,6 @@ async def test_validate_renders_the_object_for_a_kept_report_only(
         assert decided.report is mutated and rendered == ["c", None, "c", None]
         await cache.decide(overlay("d", weight=10, price="2"), "CREATE", None, dry_run=True, admits=lambda r: True)
         assert rendered == ["c", None, "c", None]
-    finally:
-        await cache.close()
 
 
 async def test_validate_takes_the_report_mutate_made_of_the_same_object(
@@ -433,12 +427,7 @@ async def test_validate_takes_the_report_mutate_made_of_the_same_object(
         return judge(prepared, candidate, *rest)
 
     monkeypatch.setattr(admission, "judge", counted)
-    cache = Cache(debounce=0.01)
-    cache.set_catalog(small_catalog)
-    cache.load([nodepool("p"), overlay("stored", price="1")])
-    await cache.start()
-    try:
-        assert await cache.wait_ready(5)
+    async with _ready(small_catalog, [nodepool("p"), overlay("stored", price="1")]) as cache:
 
         async def apply(obj: Mapping[str, Any], *, dry_run: bool = True) -> int:
             """Judgements one /mutate + /validate pair costs, and whether /validate's report is /mutate's."""
@@ -480,5 +469,3 @@ async def test_validate_takes_the_report_mutate_made_of_the_same_object(
         assert cache.snapshot.generation > generation
         await cache.decide(a, "CREATE", None, dry_run=True, admits=lambda r: True)
         assert len(judged) == before + 2
-    finally:
-        await cache.close()
