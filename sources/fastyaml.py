@@ -69,7 +69,7 @@ _SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
 _SUSPECT = re.compile(
     '"(?=[-+.0-9\\]}}:?%#|>,{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
     + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
-    + '|([-+]?\\.?[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
+    + '|([-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
     + '|(?<=[\\[{, ]")[\\]}:?%#|>,])')
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = ('"null":', '"":')
