@@ -5,19 +5,15 @@ it may refuse ones `usual` accepts, which are then counted."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-import time
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import examples
 from tests.webhook_support import overlay
-from webhook import admission, judging, review
+from webhook import judging, review
 
 # Text with the JSON structure characters, escapes and wide characters in it.
 TEXT = st.text(st.sampled_from([",", "[", "{", '"', "\\", "a", "é", "😀", "\n"]), max_size=150)
@@ -74,31 +70,3 @@ def test_first_members_count_as_well_as_the_ones_after_commas() -> None:
     nested["spec"]["x"] = [[0]] * (judging.INLINE_ITEMS // 2)
     assert not judging.usual(nested)
     assert not judging.few_items(body(nested, compact=True))
-
-
-def test_evaluations_slow_by_wall_time_go_to_a_thread_and_quick_ones_come_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The estimate is of wall time: an evaluation that waits (here in sleep, as one waiting for a core does)
-    without using CPU moves the next ones off the loop; quick ones bring them back."""
-    ran_in: list[int] = []
-    pause = [judging.INLINE_SECONDS * 4]
-
-    def judge(*_: Any) -> Any:
-        ran_in.append(threading.get_ident())
-        time.sleep(pause[0])
-        return None
-
-    monkeypatch.setattr(admission, "judge", judge)
-
-    async def run(times: int) -> list[bool]:
-        judge_ = judging.Judge()
-        loop = threading.get_ident()
-        out = []
-        for i in range(times):
-            if i == times // 2:
-                pause[0] = 0.0
-            await judge_(None, {}, (), {}, small=True)  # type: ignore[arg-type]
-            out.append(ran_in[-1] != loop)
-        return out
-
-    in_thread = asyncio.run(run(30))
-    assert in_thread[0] is False and any(in_thread[:15]) and in_thread[-1] is False
