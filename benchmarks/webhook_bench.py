@@ -481,8 +481,8 @@ async def _versus(tmp: Path, trees: dict[str, Path], rounds: int, seconds: float
             os.sched_setaffinity(0, affinity)
         _stop([proc for proc, _, _ in servers.values()])
 
-    def med(xs: list[dict[str, Any]], key: str, field: str) -> float:
-        return round(float(statistics.median(x[key][field] for x in xs)), 1)
+    def med(xs: list[dict[str, Any]], key: str, field: str, digits: int = 1) -> float:
+        return round(float(statistics.median(x[key][field] for x in xs)), digits)
 
     return {
         "workload": VERSUS.label, "concurrency": VERSUS_CONCURRENCY, "rounds": rounds, "round_s": seconds,
@@ -493,9 +493,11 @@ async def _versus(tmp: Path, trees: dict[str, Path], rounds: int, seconds: float
             "conflicting_per_s": med(xs, "conflicting", "per_s"),
             "conflicting_p50_ms": med(xs, "conflicting", "median_ms"),
             "conflicting_p99_ms": med(xs, "conflicting", "p99_ms"),
-            "mixed_cpu_ms": med(xs, "mixed", "server_cpu_ms"),
-            "conflicting_cpu_ms": med(xs, "conflicting", "server_cpu_ms"),
+            # To the microsecond: the trees differ by a tenth of a millisecond, which tenths would hide.
+            "mixed_cpu_ms": med(xs, "mixed", "server_cpu_ms", 3),
+            "conflicting_cpu_ms": med(xs, "conflicting", "server_cpu_ms", 3),
             "rounds": [{"mixed_per_s": round(x["mixed"]["per_s"], 1), "mixed_p99_ms": round(x["mixed"]["p99_ms"], 1),
+                        "mixed_cpu_ms": round(x["mixed"]["server_cpu_ms"], 3),
                         "conflicting_p99_ms": round(x["conflicting"]["p99_ms"], 1)} for x in xs],
             "failures": sum(x[k]["failures"] for x in xs for k in ("mixed", "conflicting")),
         } for name, xs in measured.items()},

@@ -328,7 +328,8 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch, busy: bool) -> None:
     """A thread hand-off costs more CPU than the rest of the webhook's own work per request, so
     evaluations run on the loop until they turn slow, and return there once quick again. Slow means
-    CPU: time spent waiting (for a core on a loaded machine, for the GIL) moves nothing to a thread."""
+    wall time: time spent waiting (for a core on a loaded machine) moves them to a thread too, where the loop
+    goes on serving the other connections (judging.py)."""
     from webhook import admission, judging
 
     monkeypatch.setattr(judging, "INLINE_SECONDS", 0.05)
@@ -359,9 +360,6 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         assert await decide("a")
         delay[0] = 0.25  # the estimate moves past INLINE_SECONDS at once
         assert await decide("b")  # decided on the loop before it was known to be slow
-        if not busy:
-            assert await decide("c")
-            return
         assert not await decide("c")
         delay[0] = 0.0
         on_loop = [await decide(f"d{i}") for i in range(12)]

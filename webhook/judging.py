@@ -8,11 +8,13 @@ the next one is comes from a running estimate of the last ones' durations, and o
 usual size runs in place: anyone who reaches the port can send a 3 MiB overlay whose evaluation takes
 seconds, and in place it would stall every other connection and the probes for that long.
 
-The estimate is of the evaluations' CPU time, not their wall time. On a loaded machine an evaluation of
-1 ms waits for a core for tens of milliseconds now and then; by wall time the estimate then sent the next
-ones to a thread, which waits for a core just the same (the process is what waits) and adds the hand-off
-and the loop's wait for the GIL to every one of them: the conflicting admissions' p99 at concurrency 16
-(docs/performance.md).
+The estimate is of the evaluations' wall time, read in the thread that ran them (the hand-off and the wait
+for a worker left out). On a loaded machine an evaluation that waited for a core then sends the next ones to a
+thread: the loop goes on reading, answering and encrypting the other connections' requests while one is judged,
+and the webhook kept more of its core's time against the other processes on it. Estimated by CPU time, which
+kept every evaluation on the loop, the row-5 load at concurrency 16 beside memory-bound neighbours on both
+cores ran at 0.75-0.79 of the admissions/s of the same code estimating by wall time, at the same p99
+(docs/performance.md "Row 5 after the sixth pass").
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ class Judge:
 
 def _timed(prepared: ev.Prepared, candidate: Mapping[str, Any], extras: tuple[Mapping[str, Any], ...],
            held: Mapping[str, ev.Checked]) -> tuple[ev.Report, float]:
-    """admission.judge and the CPU time it took, read in the thread that ran it."""
-    started = time.thread_time()
+    """admission.judge and the wall time it took, read in the thread that ran it."""
+    started = time.perf_counter()
     report = admission.judge(prepared, candidate, extras, held)
-    return report, time.thread_time() - started
+    return report, time.perf_counter() - started
 
 
 def usual(candidate: Mapping[str, Any]) -> bool:

@@ -140,7 +140,9 @@ def _listed(e: merge.Entry, field: merge.Field, bits: cellset.Cells, first: Sequ
     # The common cells of the listed partners only: a broad overlay meets hundreds.
     found = [Clash(e.name, o.name, field, bits & o.fields()[field]) for o in first]
     if total > len(found) and found:
-        found[-1] = dataclasses.replace(found[-1], more=total - len(found))
+        # Built again positionally: dataclasses.replace reads the fields' list and calls by keyword.
+        last = found[-1]
+        found[-1] = Clash(last.later, last.earlier, field, last.cells, total - len(found))
     return found
 
 
