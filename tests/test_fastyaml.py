@@ -6,6 +6,7 @@ collections, comments and several documents."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -192,3 +193,21 @@ def test_the_comparison_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fastyaml, "_unsure_number", lambda text, is_key: False)
     with pytest.raises(targets.Defect, match="value"):
         targets.fastyaml_target(b"a: 0755\n")
+
+
+def _resident_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_reading_a_file_again_and_again_holds_no_memory() -> None:
+    """rapidyaml's own JSON writer never frees its buffer (twice the JSON's size per call): a run over many large
+    files grew by hundreds of MB."""
+    text = "".join(f"---\nkind: NodeOverlay\nmetadata: {{name: o{i}}}\nspec:\n  requirements:\n"
+                   + "".join(f"  - key: k{k}\n    operator: NotIn\n    values: [v{k}]\n" for k in range(40))
+                   for i in range(600))
+    assert len(text) > 1_000_000 and fastyaml.documents(text) is not None
+    before = _resident_mb()
+    for _ in range(10):
+        fastyaml.documents(text)
+    assert _resident_mb() - before < 15
