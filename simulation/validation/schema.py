@@ -5,7 +5,7 @@ the CRD given (crds.py), Karpenter's own by default."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
 from simulation import findings, memo
@@ -158,23 +158,24 @@ def _violations_here(node: crds.Node, value: Any, path: Path, out: _Found) -> No
 def _list_violations(node: crds.Node, value: list[Any]) -> tuple[tuple[Path, cel.Violation], ...]:
     """The violations at and under a list, relative to it. A list (an overlay's requirements above all) recurs
     whole across objects: remembered per value, its rules and its elements' lookups made once."""
-    def walk(listed: list[Any]) -> tuple[tuple[Path, cel.Violation], ...]:
-        out: _Found = []
-        _violations_here(node, listed, (), out)
-        return tuple(out)
-
-    return memo.remembered(node.lists, value, walk)
+    return _relative(node.lists, node, value, _violations_here)
 
 
 def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Violation], ...]:
     """The violations at and under one element of a list, relative to it. Elements (requirements above all)
     recur across objects: remembered per element value, the walk and the rules' lookups made once."""
-    def walk(element: Any) -> tuple[tuple[Path, cel.Violation], ...]:
+    return _relative(node.memo, node, value, _violations)
+
+
+def _relative(store: MutableMapping[Any, Any], node: crds.Node, value: Any,
+              walk: Callable[[crds.Node, Any, Path, _Found], None]) -> tuple[tuple[Path, cel.Violation], ...]:
+    """walk's violations of `value` from its own root, remembered in `store` per value."""
+    def made(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
         out: _Found = []
-        _violations(node, element, (), out)
+        walk(node, at_hand, (), out)
         return tuple(out)
 
-    return memo.remembered(node.memo, value, walk)
+    return memo.remembered(store, value, made)
 
 
 def _property_violations(node: crds.Node, value: dict[str, Any], path: Path, out: _Found) -> None:
