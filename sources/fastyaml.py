@@ -229,6 +229,9 @@ class _Later:
         self.text, self.starts = text, starts
         self._lines: list[int] | None = None
         self._found: dict[int, dict[Path, Position | None]] = {}
+        # Documents whose every position was listed (a copy of the map, a render cache's entry): one reading answers
+        # each path after, not one reading per path.
+        self._every: dict[int, dict[Path, Position]] = {}
 
     def _document(self, index: int) -> tuple[str, int]:
         """The text of a document, and the lines before it."""
@@ -239,6 +242,9 @@ class _Later:
         return self.text[self.starts[index]:end], self._lines[index]
 
     def position(self, index: int, path: Path) -> Position | None:
+        listed = self._every.get(index)
+        if listed is not None:
+            return listed.get(path)
         known = self._found.setdefault(index, {})
         if path not in known:
             text, before = self._document(index)
@@ -251,11 +257,14 @@ class _Later:
         return known[path]
 
     def every(self, index: int) -> dict[Path, Position]:
-        text, before = self._document(index)
-        alone = list(tree._yaml(text))
-        if len(alone) == 1 and alone[0].problem is None:
-            return {p: (line + before, column) for p, (line, column) in alone[0].positions.items()}
-        return dict(list(tree._yaml(self.text))[index].positions)
+        listed = self._every.get(index)
+        if listed is None:
+            text, before = self._document(index)
+            alone = list(tree._yaml(text))
+            listed = self._every[index] = (
+                {p: (line + before, column) for p, (line, column) in alone[0].positions.items()}
+                if len(alone) == 1 and alone[0].problem is None else dict(list(tree._yaml(self.text))[index].positions))
+        return listed
 
 
 class Positions(Mapping[Path, Position]):

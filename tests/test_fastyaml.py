@@ -188,6 +188,24 @@ def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(calls) == 1 and calls[0].count("---") == 1
 
 
+def test_a_document_listed_whole_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copying a document's positions (a render cache's entry) reads it once, and every path is then answered from
+    that reading, not by one reading per path."""
+    one = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: n{}\ndata:\n  weight: {}\n"
+    text = "---\n".join(one.format(i, i) for i in range(tree.FAST_FROM // len(one) + 10))
+    located: list[str] = []
+    read: list[str] = []
+    real_located, real_yaml = tree.located, tree._yaml
+    monkeypatch.setattr(tree, "located", lambda t, path: located.append(t) or real_located(t, path))
+    monkeypatch.setattr(tree, "_yaml", lambda t: read.append(t) or real_yaml(t))
+    positions = list(tree.documents(text))[7].positions
+    assert isinstance(positions, fastyaml.Positions)
+    copied = dict(positions)
+    assert copied[("data", "weight")] == (6 * 7 + 7 + 6, 3) == positions[("data", "weight")]
+    assert len(read) == 1 and located == []
+    assert copied == dict(list(real_yaml(text))[7].positions)
+
+
 def test_the_comparison_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the reader (take every JSON string of a number for a quoted one) and watch the check fail."""
     monkeypatch.setattr(fastyaml, "_unsure_number", lambda text, is_key: False)
