@@ -64,7 +64,7 @@ class Scan:
         return checks.claim(self.c, field, checks.higher(self.c, field, self.around))
 
     def shadowed(self, grid: cells.Grid, field: merge.Field) -> findings.Finding | None:
-        return checks.shadowed(grid, self.c, field, self.around, self.status)
+        return checks.shadowed(grid, self.c, field, self.around, self.status, settled=self.index)
 
 
 def reported(index: ix.Index, prepared: ix.Unchanged, c: merge.Entry, field: merge.Field,

@@ -80,9 +80,9 @@ class Index:
     # a field's first question: a cache of values derived from the snapshot alone, so any request may fill it.
     claimed: Mapping[merge.Field, Mapping[str, cellset.Cells]] = dataclasses.field(default_factory=dict)
     claim_tables: dict[merge.Field, tuple[int, overlaps.Overlaps]] = dataclasses.field(default_factory=dict)
-    # (position, field) -> the first few by name of the baseline's applied entries over that entry on the field
-    # (shadows._winners fills it): as `claim_tables`, derived from the snapshot alone.
-    winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
+    # Per field, the baseline's applied entries setting it as checks.Above, made on the field's first question (the
+    # whole run's shadowed findings, a request's): as `claim_tables`, derived from the snapshot alone.
+    aboves: dict[merge.Field, checks.Above] = dataclasses.field(default_factory=dict)
     # (position, field) -> what a `shadowed` finding on that entry's field says whoever wins over it (checks.Site,
     # filled by shadows.others): its witness, that cell's text and price, picked once per snapshot.
     sites: dict[tuple[int, merge.Field], checks.Site] = dataclasses.field(default_factory=dict)
@@ -195,7 +195,7 @@ class Index:
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
                                       claimed=baseline.claimed_by_field, claim_tables={},
-                                      winners={})
+                                      aboves={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
@@ -223,6 +223,20 @@ class Index:
             table = self.claim_tables[field] = (self.mask(n for n, c in held.items() if c), overlaps.Overlaps.build(
                 [held.get(n, merge.EMPTY) for n in self.names]))
         return table
+
+    def above(self, e: merge.Entry, field: merge.Field, applied: int) -> list[merge.Entry] | None:
+        """checks.Settled.above: the field's checks.Above over the baseline's applied entries, asked at `e`'s place."""
+        if self.applied_bits is None:
+            return None
+        setting = self.by_field.get(field, 0)
+        place = self.place(e.rank)
+        if (applied ^ self.applied_bits) & setting & (1 << place) - 1:
+            return None
+        table = self.aboves.get(field)
+        if table is None:
+            table = self.aboves[field] = checks.Above(field, ((p, self.order[p]) for p in
+                                                              self.positions(self.applied_bits & setting)))
+        return table.first(place, e.fields().get(field, merge.EMPTY))
 
     def place(self, rank: tuple[int, str]) -> int:
         """The position an overlay of this rank takes: the number of entries before it."""
