@@ -83,6 +83,8 @@ class Index:
     # Per field, the baseline's applied entries setting it as checks.Above, made on the field's first question (the
     # whole run's shadowed findings, a request's): as `claim_tables`, derived from the snapshot alone.
     aboves: dict[merge.Field, checks.Above] = dataclasses.field(default_factory=dict)
+    # (position, field) -> an entry's answer of `aboves` (Index.above).
+    winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
     # (position, field) -> what a `shadowed` finding on that entry's field says whoever wins over it (checks.Site,
     # filled by shadows.others): its witness, that cell's text and price, picked once per snapshot.
     sites: dict[tuple[int, merge.Field], checks.Site] = dataclasses.field(default_factory=dict)
@@ -195,7 +197,7 @@ class Index:
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
                                       claimed=baseline.claimed_by_field, claim_tables={},
-                                      aboves={})
+                                      aboves={}, winners={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
@@ -225,18 +227,33 @@ class Index:
         return table
 
     def above(self, e: merge.Entry, field: merge.Field, applied: int) -> list[merge.Entry] | None:
-        """checks.Settled.above: the field's checks.Above over the baseline's applied entries, asked at `e`'s place."""
-        if self.applied_bits is None:
+        """checks.Settled.above: the field's checks.Above over the baseline's applied entries, asked at `e`'s place;
+        for an entry of the snapshot, its answer kept (`winners`: a broad candidate's requests name the same few)."""
+        baseline = self.applied_bits
+        if baseline is None:
             return None
+        at = self.position.get(e.name)
+        mine = at is not None and self.order[at] is e
+        # An entry of the snapshot is at its own position; another (a candidate) at the place its rank takes.
+        place = at if at is not None and mine else self.place(e.rank)
         setting = self.by_field.get(field, 0)
-        place = self.place(e.rank)
-        if (applied ^ self.applied_bits) & setting & (1 << place) - 1:
+        # The crowd's applied entries setting the field differ from the baseline's ahead of this place: the table is
+        # not the crowd's (the first difference, its lowest bit, is before the place).
+        moved = (applied ^ baseline) & setting
+        if moved and (moved & -moved).bit_length() <= place:
             return None
+        if mine and (found := self.winners.get((place, field))) is not None:
+            return found
         table = self.aboves.get(field)
         if table is None:
-            table = self.aboves[field] = checks.Above(field, ((p, self.order[p]) for p in
-                                                              self.positions(self.applied_bits & setting)))
-        return table.first(place, e.fields().get(field, merge.EMPTY))
+            # The entries read off the mask's binary digits: numpy (`positions`) is not imported for it, so a one-shot
+            # check of a price ladder does not load it.
+            flags = bin(baseline & setting)[:1:-1].encode().translate(_DIGITS)
+            table = self.aboves[field] = checks.Above(field, itertools.compress(enumerate(self.order), flags))
+        found = table.first(place, e.fields().get(field, merge.EMPTY))
+        if mine:
+            self.winners[(place, field)] = found
+        return found
 
     def place(self, rank: tuple[int, str]) -> int:
         """The position an overlay of this rank takes: the number of entries before it."""
