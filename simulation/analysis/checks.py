@@ -217,8 +217,8 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
              settled: Settled | None = None) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead. `claimed`: its claim on the field, where the caller
-    has it (Karpenter's loop records every claim as it goes); `settled`: the snapshot `around`'s first crowd is
-    (first_higher)."""
+    has it (Karpenter's loop records every claim as it goes); `settled`: the snapshot whose entries `around`'s first
+    crowd holds (first_higher reads its `Above`)."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None

@@ -425,13 +425,6 @@ class Unchanged:
         table: overlaps.Overlaps = getattr(index, packed)
         return table.meeting(cells, among)
 
-    def by_name(self, members: int, count: int) -> int:
-        if members.bit_count() <= count:
-            return members
-        index = self.index
-        return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
-                           len(index.order))
-
     def each(self, members: int) -> Iterator[merge.Entry]:
         """The entries of `members` in Karpenter's order, made as they are read: the first few one by one, the rest
         in one step, so that a reader stopping early (the conflict test stops at the first price it meets) does not
