@@ -139,3 +139,9 @@ def test_each_reads_the_entries_in_order(entries: list[cellset.Cells], members: 
     members &= (1 << len(entries)) - 1
     crowd = index.crowd(set())
     assert list(crowd.each(members)) == crowd.entries(members) == [index.order[i] for i in index.positions(members)]
+
+
+@given(cells=cell_sets(), most=st.integers(0, 4))
+def test_narrow_keys_are_the_keys_of_cells_over_at_most_that_many_ranges(cells: cellset.Cells, most: int) -> None:
+    pools, chunks = ix.keys_of(cells)
+    assert ix.narrow_keys(cells, most) == ((pools, chunks) if len(chunks) <= most else None)

@@ -438,6 +438,14 @@ def keys_of(cells: cellset.Cells) -> Keys:
     return tuple(_ones(cells.pools())), _chunks(cells.fold())
 
 
+def narrow_keys(cells: cellset.Cells, most: int) -> Keys | None:
+    """`keys_of` for cells whose fold spans at most `most` CHUNK-slot ranges; None for wider ones, whose ranges are
+    not all listed."""
+    fold = cells.fold()
+    chunks = arrays.nonzero_words(fold, -(-fold.bit_length() // CHUNK), most + 1)
+    return (tuple(_ones(cells.pools())), tuple(chunks)) if len(chunks) <= most else None
+
+
 def _keys(e: merge.Entry) -> Keys:
     return tuple(_ones(e.pools)), _chunks(e.fold)
 

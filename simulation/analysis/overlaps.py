@@ -145,8 +145,11 @@ class Overlaps:
         if len(self.block_start) > 1:
             # Whole rows from `start`, no positions picked first: a row of several products or none (block -1)
             # reads the last block's answer, which `block >= 0` then drops.
-            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) \
-                & ~self._per_block(block, ~_row(bits, self.width))
+            # From at least a WHOLE-th of the rows (a broad candidate high in the order), every block's words are
+            # read at once, as `meeting` does: marking and gathering the blocks asked costs more than the rest.
+            outside = (self._every_block(~_row(bits, self.width))[block] if (len(block) * WHOLE >= len(self.sets))
+                       else self._per_block(block, ~_row(bits, self.width)))
+            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) & ~outside
             out = arrays.of_flags(inside) << start
         for i in self.several:
             if i >= start and self.sets[i].within(cells):
