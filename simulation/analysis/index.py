@@ -382,8 +382,9 @@ class Unchanged:
                      else index.in_pools(cells, among))
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
-        if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
-            # A few, or a one-shot run's first questions: packing every entry's cells would cost more than them.
+        if asked <= UNPACKED and not once.made(index, packed):
+            # A one-shot run's first questions: packing every entry's cells would cost more than them. Once packed,
+            # the table answers even a few (it tests them one by one, reading the packed sets: no Entry.level each).
             out, order = 0, index.order
             while among:
                 low = among & -among
