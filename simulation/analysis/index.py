@@ -89,6 +89,8 @@ class Index:
     # (the level asked, cells) -> (the entries asked about so far, those of them meeting the cells), as masks: the
     # answers of every request's crowd (Unchanged.meeting), derived from the snapshot alone, at most REMEMBERED.
     met: dict[tuple[bool, cellset.Cells], tuple[int, int]] = dataclasses.field(default_factory=dict)
+    # (field, cells) -> `inside`'s answer, at most REMEMBERED (as `claim_tables`, derived from the baseline).
+    insides: dict[tuple[merge.Field, cellset.Cells], int] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
@@ -195,7 +197,7 @@ class Index:
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
                                       claimed=baseline.claimed_by_field, claim_tables={},
-                                      winners={})
+                                      winners={}, insides={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
@@ -223,6 +225,19 @@ class Index:
             table = self.claim_tables[field] = (self.mask(n for n, c in held.items() if c), overlaps.Overlaps.build(
                 [held.get(n, merge.EMPTY) for n in self.names]))
         return table
+
+    def inside(self, field: merge.Field, cells: cellset.Cells) -> int:
+        """The entries whose baseline claim on `field` is not empty and lies within `cells`, as a mask (the claims'
+        Overlaps.inside from the first), remembered: a broad candidate's question reads every claim, and the same
+        cells come again (a dry run and the apply, a retry, a cluster's few alike broad overlays)."""
+        key = (field, cells)
+        found = self.insides.get(key)
+        if found is None:
+            found = self.claims(field)[1].inside(cells, 0)
+            if len(self.insides) >= REMEMBERED:
+                self.insides.clear()
+            self.insides[key] = found
+        return found
 
     def place(self, rank: tuple[int, str]) -> int:
         """The position an overlay of this rank takes: the number of entries before it."""

@@ -115,7 +115,7 @@ def _emptied(view: View, c: merge.Entry, field: merge.Field) -> tuple[int, int]:
     if keys is not None and (near := below & held & index.coarse_at(keys)).bit_count() <= overlaps.FEW:
         covered = claims.within(bits, near)
     else:
-        covered = below & claims.inside(bits, index.place(c.rank))
+        covered = below & index.inside(field, bits)
     covered |= view.prepared.meeting(field, bits, below & index.by_field.get(field, 0) & ~held)
     return covered, covered
 
