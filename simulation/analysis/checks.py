@@ -232,13 +232,16 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
 @dataclasses.dataclass(frozen=True)
 class Site:
     """What a `shadowed` finding on one overlay's field says whichever overlays win over it: the cell it names,
-    that cell's text and catalog price (for a price), and the field's path. A snapshot keeps one per unchanged
-    overlay and field it has reported (shadows.others), so that a request builds only what names its candidate."""
+    that cell's text and catalog price (for a price), the field's path and the message's opening words. A snapshot
+    keeps one per unchanged overlay and field it has reported (shadows.others), so that a request builds only what
+    names its candidate."""
 
     witness: findings.Witness | None
     where: str
     base: float | None
     path: tuple[str | int, ...]
+    # The message's words before the winners' names.
+    lead: str
 
 
 def site(grid: cells.Grid, e: merge.Entry, field: merge.Field) -> Site:
@@ -246,7 +249,9 @@ def site(grid: cells.Grid, e: merge.Entry, field: merge.Field) -> Site:
     price = field.kind is merge.Kind.PRICE
     witness = grid.witness(e.fields().get(field, merge.EMPTY), with_offering=price)
     return Site(witness, witness.describe() if witness else "-",
-                traps.base_price(grid, witness) if price and witness is not None else None, field.path(e.overlay))
+                traps.base_price(grid, witness) if price and witness is not None else None, field.path(e.overlay),
+                f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is already set by "
+                "higher-precedence ")
 
 
 def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
@@ -258,9 +263,7 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
         at = site(grid, e, field)
     witness = at.witness
     names = [w.name for w in winners[:clash.LIMIT]]
-    message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
-               f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
-               f"(e.g. {at.where})")
+    message = f"{at.lead}{', '.join(names[:3])}{' …' if len(names) > 3 else ''} (e.g. {at.where})"
     # The overlays' own refs (built once each), not new ones per finding.
     related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
     hint = ""
