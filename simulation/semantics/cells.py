@@ -51,7 +51,7 @@ class LabelIndex:
 
 # Bounds a grid's memo of matched requirement maps.
 _MATCHED = 4096
-# Bounds a grid's memo of witnesses (Grid.witness_at): a few hundred bytes each.
+# Bounds a grid's memo of witnesses (Grid.witness_at): some 700 bytes each with the offering.
 WITNESSES = 4096
 
 
