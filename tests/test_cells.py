@@ -186,3 +186,19 @@ def test_type_cells_agree_with_a_pass_per_slot(counts: list[int], data: st.DataO
         if it.offerings and bits >> (t * g.slots) & ((1 << g.slots) - 1):
             expected |= 1 << (t * g.slots)
     assert g.type_cells(cellset.Cells.product(0b11, bits, g.block)) == cellset.Cells.product(0b11, expected, g.block)
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10**6), st.booleans()), min_size=1, max_size=30),
+       st.integers(1, 4))
+def test_a_kept_witness_is_the_one_a_fresh_grid_names(small_catalog: cat.Catalog,
+                                                      asked: list[tuple[int, int, bool]], bound: int) -> None:
+    # Cells asked over and over, with and without their offering, past the memo's bound (it forgets all at once).
+    g = cs.grid(small_catalog, cs.nodepool("a"), cs.nodepool("b"), cs.nodepool("c"))
+    slots = [b for b in range(g.block) if g.present >> b & 1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cells, "WITNESSES", bound)
+        for pool, k, with_offering in asked:
+            bit = pool * g.block + slots[k % len(slots)]
+            fresh = cs.grid(small_catalog, cs.nodepool("a"), cs.nodepool("b"), cs.nodepool("c"))
+            assert g.witness_at(bit, with_offering) == fresh.witness_at(bit, with_offering)
+            assert len(g._witnesses) <= bound

@@ -139,3 +139,39 @@ def test_each_reads_the_entries_in_order(entries: list[cellset.Cells], members: 
     members &= (1 << len(entries)) - 1
     crowd = index.crowd(set())
     assert list(crowd.each(members)) == crowd.entries(members) == [index.order[i] for i in index.positions(members)]
+
+
+@given(cells=cell_sets(), most=st.integers(0, 4))
+def test_narrow_keys_are_the_keys_of_cells_over_at_most_that_many_ranges(cells: cellset.Cells, most: int) -> None:
+    pools, chunks = ix.keys_of(cells)
+    assert ix.narrow_keys(cells, most) == ((pools, chunks) if len(chunks) <= most else None)
+
+
+def _weighted(name: str, weight: int, cells: cellset.Cells) -> merge.Entry:
+    overlay = model.Overlay(name, weight, (), None, "-1%", (), ())
+    return merge.Entry(overlay, cells, cells, cells.pools(), cells.fold())
+
+
+# No deadline: the packed claims import numpy on first need.
+@settings(deadline=None)
+@given(st.lists(st.tuples(cell_sets(), st.integers(1, 4)), min_size=2, max_size=30),
+       st.lists(st.integers(0, 59), min_size=1, max_size=12), cell_sets(), st.integers(1, 3))
+def test_a_remembered_inside_is_the_claims_inside_asked_afresh(entries: list[tuple[cellset.Cells, int]],
+                                                                asked: list[int], other: cellset.Cells,
+                                                                bound: int) -> None:
+    """Index.inside keeps what the baseline's claims answered per (field, cells), at most REMEMBERED (all forgotten
+    at once past it): asked again, or of a new baseline over the same entries (settled), it answers as the claims'
+    table asked afresh."""
+    built = [_weighted(f"e{i:02d}", weight, cells) for i, (cells, weight) in enumerate(entries)]
+    # An entry's own cells, or widened by another set: claims within them, and claims not.
+    questions = [entries[k % len(entries)][0] | (other if k >= len(entries) else cellset.Cells((), BLOCK))
+                 for k in asked]
+    index = ix.Index.build(built, POOLS).settled(merge.karpenter(built))
+    with mock.patch.object(ix, "REMEMBERED", bound):
+        for cells in [*questions, *questions]:
+            assert index.inside(merge.PRICE, cells) == index.claims(merge.PRICE)[1].inside(cells, 0)
+            assert len(index.insides) <= bound
+        # Another baseline: the first entry gone from Karpenter's loop, so its claim passes to those below it.
+        again = index.settled(merge.karpenter(built[1:]))
+        for cells in questions:
+            assert again.inside(merge.PRICE, cells) == again.claims(merge.PRICE)[1].inside(cells, 0)

@@ -366,6 +366,28 @@ async def test_quick_evaluations_run_on_the_loop_and_slow_ones_in_a_thread(
         assert not on_loop[0] and on_loop[-1]
 
 
+@pytest.mark.parametrize("on_loop", [True, False], ids=["loop", "thread"])
+async def test_only_an_evaluation_in_a_thread_is_given_a_deadline_timer(
+        small_catalog: cat.Catalog, monkeypatch: pytest.MonkeyPatch, on_loop: bool) -> None:
+    """Nothing suspends an evaluation on the loop, so a deadline could not end it early: it gets no timer (one made
+    and cancelled per admission); one in a thread is awaited, and its deadline ends the wait."""
+    from webhook import judging
+
+    monkeypatch.setattr(judging, "INLINE_SECONDS", 60.0 if on_loop else 0.0)
+    timeout = asyncio.timeout
+    timers: list[float | None] = []
+
+    def counted(delay: float | None) -> asyncio.Timeout:
+        timers.append(delay)
+        return timeout(delay)
+
+    async with _ready(small_catalog, [nodepool("p")]) as cache:
+        monkeypatch.setattr(asyncio, "timeout", counted)
+        d = await cache.decide(overlay("a", price="1"), "CREATE", None, dry_run=True, admits=lambda r: True)
+    assert d.allowed
+    assert len(timers) == (0 if on_loop else 1)
+
+
 def test_only_a_candidate_of_usual_size_is_judged_on_the_loop() -> None:
     """Whoever reaches the port can send a huge overlay: its evaluation must not stall the loop."""
     from webhook import judging

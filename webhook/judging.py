@@ -41,15 +41,25 @@ class Judge:
     def __init__(self) -> None:
         self.estimate = 0.0
 
+    def inline(self, candidate: Mapping[str, Any], small: bool = False) -> bool:
+        """Whether the candidate's evaluation runs on the loop (module docstring). `small`: the candidate came in a
+        body `few_items` vouches for, so it is usual without being counted."""
+        return self.estimate < INLINE_SECONDS and (small or usual(candidate))
+
+    def here(self, prepared: ev.Prepared, candidate: Mapping[str, Any], extras: tuple[Mapping[str, Any], ...],
+             held: Mapping[str, ev.Checked]) -> ev.Report:
+        """admission.judge on the loop, where `inline` says so."""
+        report, seconds = _timed(prepared, candidate, extras, held)
+        self.estimate += (seconds - self.estimate) * ESTIMATE_WEIGHT
+        return report
+
     async def __call__(self, prepared: ev.Prepared, candidate: Mapping[str, Any],
                        extras: tuple[Mapping[str, Any], ...], held: Mapping[str, ev.Checked],
                        small: bool = False) -> ev.Report:
-        """admission.judge, in place or in a thread (module docstring). `small`: the candidate came in a
-        body `few_items` vouches for, so it is usual without being counted."""
-        if self.estimate < INLINE_SECONDS and (small or usual(candidate)):
-            report, seconds = _timed(prepared, candidate, extras, held)
-        else:
-            report, seconds = await asyncio.to_thread(_timed, prepared, candidate, extras, held)
+        """admission.judge, in place or in a thread (module docstring)."""
+        if self.inline(candidate, small):
+            return self.here(prepared, candidate, extras, held)
+        report, seconds = await asyncio.to_thread(_timed, prepared, candidate, extras, held)
         self.estimate += (seconds - self.estimate) * ESTIMATE_WEIGHT
         return report
 

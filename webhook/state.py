@@ -639,7 +639,13 @@ class Cache:
             found = self._checked.get(lg.digest(store.semantic(extra)))
             if found is not None:
                 checks[model.name_of(extra) or ""] = found
-        report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
+        if self._judge.inline(candidate, small):
+            # Nothing suspends an evaluation on the loop, so no deadline could end it early: the budget left is read
+            # first, as _within reads it, and no timer is made and cancelled per admission.
+            self._left(ends)
+            report = self._judge.here(prepared, candidate, plan.extras, checks)
+        else:
+            report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
         if keep and not note:
             # A note says the judgement was not the exact one: /validate asks again.
             if len(self._judged) >= JUDGED_KEPT:

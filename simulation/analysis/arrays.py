@@ -5,6 +5,7 @@ takes none of these steps, and the import would be a fifth of its start-up (benc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +18,18 @@ if TYPE_CHECKING:
     Objects = npt.NDArray[np.object_]
 
 
-def nonzero_words(bits: int, count: int) -> list[int]:
-    """The indices of the non-zero 64-bit words of a non-negative int below 2**(64 * count), ascending: one
-    pass over its bytes from its lowest non-zero word (whether a word is zero does not depend on the byte order
-    it is read in). An instance type's offerings fill one word high in a catalog of thousands: the words below
-    it are skipped in C, not read one by one."""
+def nonzero_words(bits: int, count: int, limit: int | None = None) -> list[int]:
+    """The indices of the non-zero 64-bit words of a non-negative int below 2**(64 * count), ascending, the first
+    `limit` of them if given: one pass over its bytes from its lowest non-zero word (whether a word is zero does
+    not depend on the byte order it is read in). An instance type's offerings fill one word high in a catalog of
+    thousands: the words below it are skipped in C, not read one by one."""
     if not bits:
         return []
     low = ((bits & -bits).bit_length() - 1) // 64
     raw = (bits >> 64 * low).to_bytes((count - low) * 8, "little")
+    if limit is not None:
+        # A broad set's dozens of words are not all read to learn that it has more than a few.
+        return list(itertools.islice((low + k for k, word in enumerate(memoryview(raw).cast("Q")) if word), limit))
     return [low + k for k, word in enumerate(memoryview(raw).cast("Q")) if word]
 
 

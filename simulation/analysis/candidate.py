@@ -61,10 +61,20 @@ class Scan:
         return out, unbuilt
 
     def claim(self, field: merge.Field) -> cellset.Cells:
-        return checks.claim(self.c, field, checks.higher(self.c, field, self.around))
+        found = self._claims.get(field)
+        if found is None:
+            found = self._claims[field] = checks.claim(self.c, field, checks.higher(self.c, field, self.around))
+        return found
+
+    @once.Once
+    def _claims(self) -> dict[merge.Field, cellset.Cells]:
+        # An applied candidate's claim is asked for its effect and again for its shadow test: worked out once.
+        return {}
 
     def shadowed(self, grid: cells.Grid, field: merge.Field) -> findings.Finding | None:
-        return checks.shadowed(grid, self.c, field, self.around, self.status, settled=self.index)
+        """checks.shadowed of the candidate's field; asked of an applied candidate only, whose claim its effect
+        has worked out already."""
+        return checks.shadowed(grid, self.c, field, self.around, self.status, self.claim(field), settled=self.index)
 
 
 def reported(index: ix.Index, prepared: ix.Unchanged, c: merge.Entry, field: merge.Field,

@@ -106,17 +106,19 @@ class Settled(Protocol):
 
 
 def first_higher(e: merge.Entry, field: merge.Field, around: Sequence[Around],
-                 settled: Settled | None = None) -> list[merge.Entry]:
+                 settled: Settled | None = None, rest: Sequence[merge.Entry] | None = None) -> list[merge.Entry]:
     """The first clash.LIMIT by name of `higher`: the overlays a `shadowed` finding names. `settled`: the snapshot,
     whose `Above` answers for `around`'s first crowd (the snapshot's entries) wherever its applied ones ahead of `e`
     on the field are the snapshot's (a whole run; a request that moved no status and edited no applied overlay ahead
-    of `e`); the other crowds (a request's few candidates), and every crowd elsewhere, are asked of `higher`."""
+    of `e`); the other crowds (a request's few candidates), and every crowd elsewhere, are asked of `higher`.
+    `rest`: `higher` over the other crowds, where the caller knows it (a lone candidate over every overlay it asks)."""
     if settled is not None and around:
-        (_, applied), *rest = around
+        (_, applied), *others = around
         first = settled.above(e, field, applied)
         if first is not None:
+            gained = higher(e, field, others) if rest is None else rest
             # The first few of a union are among the first few of each part.
-            return sorted([*first, *higher(e, field, rest)], key=_NAME)[:clash.LIMIT] if rest else first
+            return sorted([*first, *gained], key=_NAME)[:clash.LIMIT] if gained else first
     # Sorted in C: a Python heap costs more for any likely count.
     return sorted(higher(e, field, around), key=_NAME)[:clash.LIMIT]
 
@@ -234,13 +236,16 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
 @dataclasses.dataclass(frozen=True)
 class Site:
     """What a `shadowed` finding on one overlay's field says whichever overlays win over it: the cell it names,
-    that cell's text and catalog price (for a price), and the field's path. A snapshot keeps one per unchanged
-    overlay and field it has reported (shadows.others), so that a request builds only what names its candidate."""
+    that cell's text and catalog price (for a price), the field's path and the message's opening words. A snapshot
+    keeps one per unchanged overlay and field it has reported (shadows.others), so that a request builds only what
+    names its candidate."""
 
     witness: findings.Witness | None
     where: str
     base: float | None
     path: tuple[str | int, ...]
+    # The message's words before the winners' names.
+    lead: str
 
 
 def site(grid: cells.Grid, e: merge.Entry, field: merge.Field) -> Site:
@@ -248,7 +253,9 @@ def site(grid: cells.Grid, e: merge.Entry, field: merge.Field) -> Site:
     price = field.kind is merge.Kind.PRICE
     witness = grid.witness(e.fields().get(field, merge.EMPTY), with_offering=price)
     return Site(witness, witness.describe() if witness else "-",
-                traps.base_price(grid, witness) if price and witness is not None else None, field.path(e.overlay))
+                traps.base_price(grid, witness) if price and witness is not None else None, field.path(e.overlay),
+                f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is already set by "
+                "higher-precedence ")
 
 
 def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
@@ -260,9 +267,7 @@ def shadow(grid: cells.Grid, e: merge.Entry, field: merge.Field,
         at = site(grid, e, field)
     witness = at.witness
     names = [w.name for w in winners[:clash.LIMIT]]
-    message = (f"NodeOverlay {e.name}: {field} has no effect; every cell it selects is "
-               f"already set by higher-precedence {', '.join(names[:3])}{' …' if len(names) > 3 else ''} "
-               f"(e.g. {at.where})")
+    message = f"{at.lead}{', '.join(names[:3])}{' …' if len(names) > 3 else ''} (e.g. {at.where})"
     # The overlays' own refs (built once each), not new ones per finding.
     related = tuple(w.overlay.ref for w in winners[:clash.LIMIT])
     hint = ""

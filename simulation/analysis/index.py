@@ -91,6 +91,8 @@ class Index:
     # (the level asked, cells) -> (the entries asked about so far, those of them meeting the cells), as masks: the
     # answers of every request's crowd (Unchanged.meeting), derived from the snapshot alone, at most REMEMBERED.
     met: dict[tuple[bool, cellset.Cells], tuple[int, int]] = dataclasses.field(default_factory=dict)
+    # (field, cells) -> `inside`'s answer, at most REMEMBERED (as `claim_tables`, derived from the baseline).
+    insides: dict[tuple[merge.Field, cellset.Cells], int] = dataclasses.field(default_factory=dict)
 
     # `report_rank`, `order` and `names` as arrays: a request takes a crowd's thousands of them in one step, not
     # one each. Made on first need (numpy's import alone costs a one-file check more than its whole merge).
@@ -197,7 +199,7 @@ class Index:
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
                                       claimed=baseline.claimed_by_field, claim_tables={},
-                                      aboves={}, winners={})
+                                      aboves={}, winners={}, insides={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
@@ -253,6 +255,19 @@ class Index:
         found = table.first(place, e.fields().get(field, merge.EMPTY))
         if mine:
             self.winners[(place, field)] = found
+        return found
+
+    def inside(self, field: merge.Field, cells: cellset.Cells) -> int:
+        """The entries whose baseline claim on `field` is not empty and lies within `cells`, as a mask (the claims'
+        Overlaps.inside from the first), remembered: a broad candidate's question reads every claim, and the same
+        cells come again (a dry run and the apply, a retry, a cluster's few alike broad overlays)."""
+        key = (field, cells)
+        found = self.insides.get(key)
+        if found is None:
+            found = self.claims(field)[1].inside(cells, 0)
+            if len(self.insides) >= REMEMBERED:
+                self.insides.clear()
+            self.insides[key] = found
         return found
 
     def place(self, rank: tuple[int, str]) -> int:
@@ -413,8 +428,9 @@ class Unchanged:
                      else index.in_pools(cells, among))
         packed = "offering_overlaps" if field.per_offering else "type_overlaps"
         asked = among.bit_count()
-        if asked <= overlaps.FEW or (asked <= UNPACKED and not once.made(index, packed)):
-            # A few, or a one-shot run's first questions: packing every entry's cells would cost more than them.
+        if asked <= UNPACKED and not once.made(index, packed):
+            # A one-shot run's first questions: packing every entry's cells would cost more than them. Once packed,
+            # the table answers even a few (it tests them one by one, reading the packed sets: no Entry.level each).
             out, order = 0, index.order
             while among:
                 low = among & -among
@@ -460,6 +476,14 @@ def _report_key(e: merge.Entry) -> tuple[object, ...]:
 def keys_of(cells: cellset.Cells) -> Keys:
     """The buckets of these cells: an entry shares one with them wherever its cells meet them."""
     return tuple(_ones(cells.pools())), _chunks(cells.fold())
+
+
+def narrow_keys(cells: cellset.Cells, most: int) -> Keys | None:
+    """`keys_of` for cells whose fold spans at most `most` CHUNK-slot ranges; None for wider ones, whose ranges are
+    not all listed."""
+    fold = cells.fold()
+    chunks = arrays.nonzero_words(fold, -(-fold.bit_length() // CHUNK), most + 1)
+    return (tuple(_ones(cells.pools())), tuple(chunks)) if len(chunks) <= most else None
 
 
 def _keys(e: merge.Entry) -> Keys:

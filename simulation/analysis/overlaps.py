@@ -94,7 +94,7 @@ class Overlaps:
             return 0
         asked = among.bit_count()
         if asked <= FEW:
-            return self._each(among, cells.intersects)
+            return self._each_meeting(among, cells) if len(cells.parts) == 1 else self._each(among, cells.intersects)
         if asked * WHOLE >= len(self.sets) and len(self.block_start) > 1:
             # Most rows asked (a broad candidate's same-weight neighbours): every row read, the mask applied last,
             # with no positions picked and gathered first. A row of several products or none (block -1) reads the
@@ -145,8 +145,11 @@ class Overlaps:
         if len(self.block_start) > 1:
             # Whole rows from `start`, no positions picked first: a row of several products or none (block -1)
             # reads the last block's answer, which `block >= 0` then drops.
-            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) \
-                & ~self._per_block(block, ~_row(bits, self.width))
+            # From at least a WHOLE-th of the rows (a broad candidate high in the order), every block's words are
+            # read at once, as `meeting` does: marking and gathering the blocks asked costs more than the rest.
+            outside = (self._every_block(~_row(bits, self.width))[block] if (len(block) * WHOLE >= len(self.sets))
+                       else self._per_block(block, ~_row(bits, self.width)))
+            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) & ~outside
             out = arrays.of_flags(inside) << start
         for i in self.several:
             if i >= start and self.sets[i].within(cells):
@@ -220,6 +223,20 @@ class Overlaps:
                     out |= low
             elif s.within(product):
                 out |= low
+            among ^= low
+        return out
+
+    def _each_meeting(self, among: int, product: cellset.Cells) -> int:
+        """`_each` with Cells.intersects of one product, its test in line: a narrow candidate's few dozen
+        same-weight neighbours cost a call per set otherwise."""
+        (pools, bits), = product.parts
+        out = 0
+        while among:
+            low = among & -among
+            for p, b in self.sets[low.bit_length() - 1].parts:
+                if p & pools and b & bits:
+                    out |= low
+                    break
             among ^= low
         return out
 

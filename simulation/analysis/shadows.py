@@ -58,25 +58,25 @@ def others(view: View, single: bool) -> list[findings.Finding]:
     """`shadowed` findings on unchanged overlays that name a candidate among the winners they list.
     With one changed overlay a report keeps the first clash.LIMIT of them (evaluate._bounded),
     so only those are built, and the rest only counted."""
-    index, applied = view.index, view.applied
+    index, applied, alone = view.index, view.applied, _alone(view)
     if not single:
-        named = [(index.order[t], field, _winners(view, t, field))
-                 for field, targets in _tested(view, applied, False).items() for t in index.positions(targets)]
+        named = [(index.order[t], field, _winners(view, t, field, alone))
+                 for field, targets in _tested(view, applied, False, alone).items() for t in index.positions(targets)]
         return [checks.shadow(view.grid, t, field, winners) for t, field, winners in named
                 if view.skip.intersection(w.name for w in winners)]
-    found = _tested(view, applied, True)
-    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field), _site(view, t, field))
+    found = _tested(view, applied, True, alone)
+    first = [checks.shadow(view.grid, index.order[t], field, _winners(view, t, field, alone), _site(view, t, field))
              for t, field in _first_in_report(index, found)]
     return findings.first_few(first, sum(targets.bit_count() for targets in found.values()))
 
 
-def _tested(view: View, applied: int, single: bool) -> dict[merge.Field, int]:
-    """Per field, the positions of the shadowed findings naming a candidate (a mask), each tested on its own."""
+def _tested(view: View, applied: int, single: bool, alone: merge.Entry | None) -> dict[merge.Field, int]:
+    """Per field, the positions of the shadowed findings naming a candidate (a mask), each tested on its own.
+    `alone`: `_alone`'s candidate, if any."""
     found = {}
     # With one candidate (none: a deletion, nothing to test), only the winners named before it can push it out
     # of the ones a finding lists: with none named before it, it is among them wherever it wins.
     before = applied & view.index.named_before(view.candidates[0].name) if single and view.candidates else 0
-    alone = _alone(view)
     for field, targets in (_targets(view, applied) if alone is None else dict.fromkeys(alone.fields(), 0)).items():
         scope = _Scope.of(view, field)
         left, covered = _covered_at_once(view, scope, targets) if alone is None else _emptied(view, alone, field)
@@ -110,11 +110,11 @@ def _emptied(view: View, c: merge.Entry, field: merge.Field) -> tuple[int, int]:
     held, claims = index.claims(field)
     # A claim within its cells shares a bucket with them: a narrow candidate (an instance family's few slot ranges)
     # has few such claims, each tested; a broad one's bucket union would cost more than reading every claim below.
-    pools, chunks = ix.keys_of(bits)
-    if len(chunks) <= _NARROW and (near := below & held & index.coarse_at((pools, chunks))).bit_count() <= overlaps.FEW:
+    keys = ix.narrow_keys(bits, _NARROW)
+    if keys is not None and (near := below & held & index.coarse_at(keys)).bit_count() <= overlaps.FEW:
         covered = claims.within(bits, near)
     else:
-        covered = below & claims.inside(bits, index.place(c.rank))
+        covered = below & index.inside(field, bits)
     covered |= view.prepared.meeting(field, bits, below & index.by_field.get(field, 0) & ~held)
     return covered, covered
 
@@ -239,10 +239,12 @@ def _tied(view: View, scope: _Scope, t: int) -> bool:
     return bool(clash.partners(prepared, entry.weight, field, scope.cells[t], prepared.before(entry.rank)))
 
 
-def _winners(view: View, t: int, field: merge.Field) -> list[merge.Entry]:
+def _winners(view: View, t: int, field: merge.Field, alone: merge.Entry | None) -> list[merge.Entry]:
     """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set `field` on its
-    cells."""
-    return checks.first_higher(view.index.order[t], field, view.around, view.index)
+    cells. `alone`: `_alone`'s candidate, if any: the one candidate over every overlay `_tested` finds (`_emptied`
+    takes them below it and meeting its cells), so no candidate is tested."""
+    return checks.first_higher(view.index.order[t], field, view.around, view.index,
+                               None if alone is None else [alone])
 
 
 def _site(view: View, t: int, field: merge.Field) -> checks.Site:

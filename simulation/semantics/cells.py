@@ -51,6 +51,8 @@ class LabelIndex:
 
 # Bounds a grid's memo of matched requirement maps.
 _MATCHED = 4096
+# Bounds a grid's memo of witnesses (Grid.witness_at): some 700 bytes each with the offering.
+WITNESSES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +73,9 @@ class Grid:
     region: str | None = None
     # The cells of each requirement map asked about (overlays repeat theirs): per grid, so never across NodePools.
     _matched: MutableMapping[tuple[tuple[str, reqs.Requirement], ...], cellset.Cells] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False)
+    # The witnesses named so far, by (cell, with its offering), at most WITNESSES (witness_at).
+    _witnesses: MutableMapping[tuple[int, bool], findings.Witness] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -134,6 +139,18 @@ class Grid:
         return self.witness_at(_lowest_common(cells, launched), with_offering)
 
     def witness_at(self, bit: int, with_offering: bool = True) -> findings.Witness:
+        # Kept: a request names the cells the requests before it named (a conflict's common cells with the same
+        # partners, a shadowed overlay's), and each witness is two frozen dataclasses to build.
+        key = (bit, with_offering)
+        found = self._witnesses.get(key)
+        if found is None:
+            if len(self._witnesses) >= WITNESSES:
+                # All forgotten at once: one step for concurrent requests, and the memory stays bounded.
+                self._witnesses.clear()
+            found = self._witnesses[key] = self._witness_at(bit, with_offering)
+        return found
+
+    def _witness_at(self, bit: int, with_offering: bool) -> findings.Witness:
         # self.locate, inline: a report builds a witness per conflict.
         pool, rest = divmod(bit, self.block)
         t, slot = divmod(rest, self.slots)
