@@ -274,7 +274,7 @@ class Index:
     def named_before(self, name: str) -> int:
         """The entries whose name sorts before `name`."""
         k = bisect.bisect_left(self.sorted_names, name)
-        if k <= FEW:
+        if k <= FEW or len(self.order) <= UNPACKED:
             return _mask(self.by_name[:k], len(self.order))
         return arrays.below(self.name_ranks, k)
 
@@ -398,6 +398,11 @@ class Unchanged:
         if members.bit_count() <= count:
             return members
         index = self.index
+        if members.bit_count() <= FEW or len(index.order) <= UNPACKED:
+            # A few, or a small snapshot's (a one-shot check's), sorted one by one: numpy's calls cost more, and
+            # in a run that asks nothing else of it, its import.
+            order = index.order
+            return _mask(sorted(_ones(members), key=lambda p: order[p].name)[:count], len(order))
         return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
                            len(index.order))
 
