@@ -36,6 +36,9 @@ from simulation.semantics import cellset, clash, merge
 
 # Steps (overlays looked at) past this many per existing overlay: the search costs more than validating them all.
 BUDGET = 16
+# A hint's walk that has kept more than this share of the existing overlays gives way to the reach, which reads them
+# all for less (a conflict on a price ladder, whose hints walk every weight).
+SHARE = 0.5
 
 
 def needed(entries: Mapping[str, merge.Entry], candidate: merge.Entry,
@@ -166,23 +169,31 @@ class _Search:
         """Keep what the candidate's same-weight conflicts read: its weight whole (the clashes, the counts of the
         rest and Karpenter's verdicts on both sides read only overlays of that weight) and, for each conflict's
         fix hint, the weights around the two overlays (`hints.Taken.free`: each way, the first weight that no
-        valid overlay meeting the one moved holds), one such overlay per weight passed."""
+        valid overlay meeting the one moved holds), one such overlay per weight passed. False: not told here, or
+        little left out."""
         c = self.candidate
         self._group(c)
-        for e in [c, *(e for e in self.groups[c.weight] if clash.meets(e, c) and self.valid(e.name))]:
-            for step in (1, -1):
-                self._walk(e, c.weight + step, step)
-        return self.steps >= 0
+        if len(self.kept) > SHARE * len(self.order):
+            # Its weight is most of them (an identical crowd): the reach reads them all for less.
+            return False
+        meeting = [e for e in self.groups[c.weight] if clash.meets(e, c) and self.valid(e.name)]
+        return all(self._walk(e, c.weight + step, step) for e in (c, *meeting) for step in (1, -1))
 
-    def _walk(self, e: merge.Entry, weight: int, step: int) -> None:
-        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT and self.steps >= 0:
+    def _walk(self, e: merge.Entry, weight: int, step: int) -> bool:
+        """Keep one valid overlay meeting `e` at each weight from `weight` on by `step`, up to the first weight that
+        none holds; False: past the budget or the share."""
+        most = SHARE * len(self.order)
+        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+            if self.steps < 0 or len(self.kept) > most:
+                return False
             held = self.groups.get(weight, ())
             self.steps -= len(held)
             holder = next((w for w in held if w.name != e.name and clash.meets(e, w) and self.valid(w.name)), None)
             if holder is None:
-                return
+                return True
             self._keep(holder)
             weight += step
+        return True
 
     def _settle(self, e: merge.Entry) -> None:
         """Keep what `e`'s status reads: itself where it is known applied, else its weight whole."""
@@ -207,6 +218,9 @@ class _Search:
         known = self.alone.get(weight)
         if known is None:
             group = self.groups[weight]
+            if len(group) == 1:
+                known = self.alone[weight] = {group[0].name: True}
+                return known
             self.steps -= len(group)
             known = self.alone[weight] = {}
             union = cellset.Dense(group[0].type_cells.block)
