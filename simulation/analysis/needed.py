@@ -18,12 +18,13 @@ with the candidate (`evaluate._reach`), a report on the candidate needs:
 Statuses are Karpenter's (merge._Store), told from the whole set where that is cheap: an overlay is known applied
 where it is valid, not of the candidate's weight (the candidate may drop it) and no overlay of its weight ahead of
 it shares a (NodePool, type) with it; known dropped where it sets a price on an offering where an overlay of its
-weight ahead of it, known applied, stored one. One known dropped is left out (a winner or a claim's taker it is not),
-or where kept, kept with what drops it; one whose status neither tells brings its whole weight along, so that the
-snapshot's merge says what the whole one does. The rest are read and modelled but neither validated nor judged.
-Where the candidate sets hugepages (whose findings read the overlays around it), or where the search grows past its
-budget, this cannot be told here: None. `tests/test_needed.py` holds the findings of a snapshot of these to those
-of a whole one.
+weight ahead of it, known applied, stored one. One known dropped is left out (no winner, no claim's taker, no
+`shadowed` finding of its own), or where kept, kept with what drops it; one whose status neither tells brings its
+whole weight along, so that the snapshot's merge says what the whole one does. The rest are read and modelled but
+neither validated nor judged. Where the candidate sets hugepages (whose findings read the overlays around it), or
+where the search grows past its budget or a hint's walk keeps more than `SHARE` of them (the reach reads them all
+for less), this cannot be told here: None. `tests/test_needed.py` holds the findings of a snapshot of these to
+those of a whole one.
 """
 
 from __future__ import annotations
