@@ -146,7 +146,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], dict[str, Any], set[str] | None]] =
         [_rung("zz5", 5, "m5", "c5"), _rung("n05", 5, "r5"), *(_rung(f"c{w}", w, "c5") for w in (2, 4, 6, 7, 9)),
          _rung("r6", 6, "r5"), *OTHERS], _rung("z", 5, "m5"), {"zz5", "n05", "c4", "c6", "c7"}),
     "an invalid overlay holds no weight for a hint": (
-        [_rung("zz5", 5, "m5", "c5"), _rung("c6", 6, "c5", priceAdjustment="cheap"), _rung("c7", 7, "c5")],
+        [_rung("zz5", 5, "m5", "c5"), _rung("c6", 6, "c5", priceAdjustment="cheap"), _rung("c7", 7, "c5"), *OTHERS],
         _rung("z", 5, "m5"), {"zz5"}),
     # The walks keep a6 for weight 6; y6, which does not meet z, drops it: without y6 the snapshot would apply a6
     # and name it in z's shadowed finding (top covers z).

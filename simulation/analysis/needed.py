@@ -177,8 +177,21 @@ class _Search:
         if len(self.kept) > SHARE * len(self.order):
             # Its weight is most of them (an identical crowd): the reach reads them all for less.
             return False
+        most = SHARE * len(self.order)
+        if any(self._run(c.weight + step, step, most) > most for step in (1, -1)):
+            # A walk may pass more weights than that (a price ladder's): asking which would cost more than it saves.
+            return False
         meeting = [e for e in self.groups[c.weight] if clash.meets(e, c) and self.valid(e.name)]
         return all(self._walk(e, c.weight + step, step) for e in (c, *meeting) for step in (1, -1))
+
+    def _run(self, weight: int, step: int, most: float) -> int:
+        """How many weights from `weight` on by `step` hold an overlay one after another (as far as a walk from there
+        can go), counted up to past `most`."""
+        count = 0
+        while weight in self.groups and count <= most:
+            count += 1
+            weight += step
+        return count
 
     def _walk(self, e: merge.Entry, weight: int, step: int) -> bool:
         """Keep one valid overlay meeting `e` at each weight from `weight` on by `step`, up to the first weight that
