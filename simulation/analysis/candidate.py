@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from simulation import findings, once
-from simulation.analysis import arrays, checks
+from simulation.analysis import arrays, checks, kinds
 from simulation.analysis import index as ix
 from simulation.semantics import cells, cellset, clash, merge
 
@@ -88,7 +88,10 @@ def reported(index: ix.Index, prepared: ix.Unchanged, c: merge.Entry, field: mer
     built: returns the clashes built and how many more there are."""
     out: list[clash.Clash] = []
     unbuilt = 0
-    for first, total in index.by_kind.firsts(positions, index.report_ranks, clash.LIMIT):
+    # A few positions are grouped by the plain ranks: their array is numpy's (imported for it alone in a one-shot
+    # check whose candidate meets a few overlays of its weight).
+    ranks = index.report_rank if len(positions) <= kinds.FEW else index.report_ranks
+    for first, total in index.by_kind.firsts(positions, ranks, clash.LIMIT):
         # A kind's laters all clash with `c`, or none does.
         found = _reported(index, prepared, c, field, [index.order[p] for p in first], skip, candidates)
         out += found

@@ -320,7 +320,7 @@ class Index:
     def named_before(self, name: str) -> int:
         """The entries whose name sorts before `name`."""
         k = bisect.bisect_left(self.sorted_names, name)
-        if k <= FEW:
+        if k <= FEW or len(self.order) <= UNPACKED:
             return _mask(self.by_name[:k], len(self.order))
         return arrays.below(self.name_ranks, k)
 

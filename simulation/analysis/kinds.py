@@ -56,18 +56,20 @@ class Kinds:
             yield first, members
             mask &= ~members
 
-    def firsts(self, positions: Sequence[int] | arrays.Ints, rank: arrays.Ints,
+    def firsts(self, positions: Sequence[int] | arrays.Ints, rank: Sequence[int] | arrays.Ints,
                limit: int) -> list[tuple[list[int], int]]:
         """`positions` by kind, in the order each kind first appears in them: per kind its first `limit`
         positions by `rank` and how many it has. In numpy when they are many (a crowd puts thousands of one kind
-        here); a few are grouped one by one, which costs less than numpy's calls."""
+        here; `rank` is best an array then); a few are grouped one by one, which costs less than numpy's calls
+        (and, given `rank` as a plain sequence, in a run that asks nothing else of numpy, its import)."""
         if len(positions) <= FEW:
             groups: dict[int, list[int]] = {}
             for p in positions if isinstance(positions, Sequence) else positions.tolist():
                 groups.setdefault(self.of[p], []).append(p)
-            return [(sorted(group, key=rank.item)[:limit], len(group)) for group in groups.values()]
+            return [(sorted(group, key=rank.__getitem__)[:limit], len(group)) for group in groups.values()]
         import numpy as np  # a crowd's (arrays.py)
 
+        rank = np.asarray(rank, dtype=np.int64)
         at = np.asarray(positions, dtype=np.int64)
         kinds = self.of_array[at]
         by = np.lexsort((rank[at], kinds))

@@ -9,14 +9,22 @@ with the candidate (`evaluate._reach`), a report on the candidate needs:
   it, every one that meets it;
 - behind it, only those whose `shadowed` finding may name it: one is excused where `clash.LIMIT` applied overlays
   ahead of it, named before the candidate, meet it on that field (the finding names the first `clash.LIMIT` by
-  name, so never the candidate); for the others, every overlay ahead of them that meets them.
+  name, so never the candidate); for the others, every overlay ahead of them that meets them;
+- where it meets an overlay of its own weight (a same-weight conflict): its weight whole (the clashes, the counts
+  of the rest and Karpenter's verdicts on both sides read only overlays of it), and for each conflict's fix hint
+  the weights around the two overlays: `hints.Taken.free` walks from the weight each way to the first that no valid
+  overlay meeting the one moved holds, so one valid such overlay per weight passed answers as all of them do.
 
-An overlay counts as applied here only where it is valid and alone at its weight (no same-weight conflict can drop
-it); an overlay kept for its verdict brings the whole of its weight along, so that its status is the whole set's.
-The rest are read and modelled but neither validated nor judged. Where the candidate meets an overlay of its own
-weight (a conflict, whose hint reads every weight around it) or sets hugepages (whose findings read the overlays
-around it), or where the search grows past its budget, this cannot be told here: None.
-`tests/test_needed.py` holds the findings of a snapshot of these to those of a whole one.
+Statuses are Karpenter's (merge._Store), told from the whole set where that is cheap: an overlay is known applied
+where it is valid, not of the candidate's weight (the candidate may drop it) and no overlay of its weight ahead of
+it shares a (NodePool, type) with it; known dropped where it sets a price on an offering where an overlay of its
+weight ahead of it, known applied, stored one. One known dropped is left out (no winner, no claim's taker, no
+`shadowed` finding of its own), or where kept, kept with what drops it; one whose status neither tells brings its
+whole weight along, so that the snapshot's merge says what the whole one does. The rest are read and modelled but
+neither validated nor judged. Where the candidate sets hugepages (whose findings read the overlays around it), or
+where the search grows past its budget or a hint's walk keeps more than `SHARE` of them (the reach reads them all
+for less), this cannot be told here: None. `tests/test_needed.py` holds the findings of a snapshot of these to
+those of a whole one.
 """
 
 from __future__ import annotations
@@ -24,11 +32,14 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from simulation.analysis import hugepages
-from simulation.semantics import clash, merge
+from simulation.analysis import hints, hugepages
+from simulation.semantics import cellset, clash, merge
 
 # Steps (overlays looked at) past this many per existing overlay: the search costs more than validating them all.
 BUDGET = 16
+# A hint's walk that has kept more than this share of the existing overlays gives way to the reach, which reads them
+# all for less (a conflict on a price ladder, whose hints walk every weight).
+SHARE = 0.5
 
 
 def needed(entries: Mapping[str, merge.Entry], candidate: merge.Entry,
@@ -37,8 +48,6 @@ def needed(entries: Mapping[str, merge.Entry], candidate: merge.Entry,
     or None; `valid(name)`: whether that existing overlay is valid (asked of as few as the answer needs)."""
     mine = candidate.fields()
     if not mine or any(hugepages.is_field(f) for e in (candidate, *entries.values()) for f in e.fields()):
-        return None
-    if any(e.weight == candidate.weight and clash.meets(e, candidate) for e in entries.values()):
         return None
     return _Search(entries, candidate, valid).run()
 
@@ -53,12 +62,20 @@ class _Search:
         for e in self.order:
             self.groups[e.weight].append(e)
         self.kept: set[str] = set()
+        # Weights kept whole: the statuses of their overlays are the whole set's.
+        self.weights: set[int] = set()
+        # Per weight and overlay of it: whether no overlay of its weight ahead of it can make Karpenter drop it.
+        self.alone: dict[int, dict[str, bool]] = {}
+        # Per overlay asked: the overlay known applied that drops it, if any (_dropper).
+        self.droppers: dict[str, merge.Entry | None] = {}
         # Kept overlays known applied, in the order kept: the excuses of those behind them.
         self.applied: list[merge.Entry] = []
         self.steps = BUDGET * len(self.order)
 
     def run(self) -> set[str] | None:
         c = self.candidate
+        if any(clash.meets(e, c) for e in self.groups.get(c.weight, ())) and not self._conflicts():
+            return None
         at = next((i for i, e in enumerate(self.order) if e.rank < c.rank), len(self.order))
         ahead, behind = self.order[:at], self.order[at:]
         if not self._cover(ahead):
@@ -67,7 +84,8 @@ class _Search:
         self.kept |= {e.name for e in self.order if not e.type_cells}
         for e in behind:
             common = [f for f, bits in e.fields().items() if f in c.fields() and bits.intersects(c.fields()[f])]
-            if common and not all(self._excused(e, f) for f in common) and not self._whole(e):
+            if common and not self._dropped(e) and not all(self._excused(e, f) for f in common) \
+                    and not self._whole(e):
                 return None
             if self.steps < 0:
                 return None
@@ -90,11 +108,12 @@ class _Search:
         if left:
             # Its claim may hold cells: what it is (a clamped price, say) reads every overlay ahead that meets it.
             return self._whole(c, meeting)
-        return self._first_by_name(meeting)
+        self._first_by_name(meeting)
+        return True
 
-    def _first_by_name(self, meeting: Sequence[merge.Entry]) -> bool:
+    def _first_by_name(self, meeting: Sequence[merge.Entry]) -> None:
         """Keep the candidate's `shadowed` findings' names, the first clash.LIMIT applied overlays by name of
-        those ahead that meet it on each field; False where whether one is applied is the merge's to say."""
+        those ahead that meet it on each field, and before them each one whose status is the merge's to say."""
         c = self.candidate
         for f, bits in c.fields().items():
             found = 0
@@ -102,12 +121,13 @@ class _Search:
                             key=lambda e: e.name):
                 if found == clash.LIMIT:
                     break
-                if self.valid(e.name):
-                    if not self._applied(e):
-                        return False
+                if self._applied(e):
                     self._keep(e)
                     found += 1
-        return True
+                elif not self._dropped(e) and self.valid(e.name):
+                    # Whether it is applied is the merge's to say: with its weight whole, the snapshot's merge says
+                    # what the whole one does, and the next by name may be needed too.
+                    self._group(e)
 
     def _excused(self, e: merge.Entry, f: merge.Field) -> bool:
         """Whether clash.LIMIT applied overlays ahead of `e`, named before the candidate, set `f` on its cells;
@@ -136,23 +156,110 @@ class _Search:
         """Keep `e` (if existing) and every overlay ahead of it that meets it, each with its weight: its claim and
         its finding's names are then those of the whole set."""
         if e is not self.candidate:
-            self._group(e)
+            self._settle(e)
         if meeting is None:
             ahead = self.order[:self.place[e.name]]
             self.steps -= len(ahead)
             meeting = [w for w in ahead if clash.meets(w, e)]
         for w in meeting:
-            self._group(w)
+            if not self._dropped(w):
+                self._settle(w)
         return self.steps >= 0
 
+    def _conflicts(self) -> bool:
+        """Keep what the candidate's same-weight conflicts read: its weight whole (the clashes, the counts of the
+        rest and Karpenter's verdicts on both sides read only overlays of that weight) and, for each conflict's
+        fix hint, the weights around the two overlays (`hints.Taken.free`: each way, the first weight that no
+        valid overlay meeting the one moved holds), one such overlay per weight passed. False: not told here, or
+        little left out."""
+        c = self.candidate
+        self._group(c)
+        if len(self.kept) > SHARE * len(self.order):
+            # Its weight is most of them (an identical crowd): the reach reads them all for less.
+            return False
+        most = SHARE * len(self.order)
+        if any(self._run(c.weight + step, step, most) > most for step in (1, -1)):
+            # A walk may pass more weights than that (a price ladder's): asking which would cost more than it saves.
+            return False
+        meeting = [e for e in self.groups[c.weight] if clash.meets(e, c) and self.valid(e.name)]
+        return all(self._walk(e, c.weight + step, step) for e in (c, *meeting) for step in (1, -1))
+
+    def _run(self, weight: int, step: int, most: float) -> int:
+        """How many weights from `weight` on by `step` hold an overlay one after another (as far as a walk from there
+        can go), counted up to past `most`."""
+        count = 0
+        while weight in self.groups and count <= most:
+            count += 1
+            weight += step
+        return count
+
+    def _walk(self, e: merge.Entry, weight: int, step: int) -> bool:
+        """Keep one valid overlay meeting `e` at each weight from `weight` on by `step`, up to the first weight that
+        none holds; False: past the budget or the share."""
+        most = SHARE * len(self.order)
+        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+            if self.steps < 0 or len(self.kept) > most:
+                return False
+            held = self.groups.get(weight, ())
+            self.steps -= len(held)
+            holder = next((w for w in held if w.name != e.name and clash.meets(e, w) and self.valid(w.name)), None)
+            if holder is None:
+                return True
+            self._keep(holder)
+            weight += step
+        return True
+
+    def _settle(self, e: merge.Entry) -> None:
+        """Keep what `e`'s status reads: itself where it is known applied, else its weight whole."""
+        if self._applied(e):
+            self._keep(e)
+        else:
+            self._group(e)
+
     def _group(self, e: merge.Entry) -> None:
-        if e.name not in self.kept:
+        if e.weight not in self.weights:
+            self.weights.add(e.weight)
             for w in self.groups[e.weight]:
                 self._keep(w)
 
     def _applied(self, e: merge.Entry) -> bool:
-        """Known applied: valid, and alone at its weight (the candidate's included)."""
-        return len(self.groups[e.weight]) == 1 and e.weight != self.candidate.weight and self.valid(e.name)
+        """Known applied: valid, not of the candidate's weight, and no overlay of its weight ahead of it shares a
+        (NodePool, type) with it (Karpenter's conflict test relates no others, merge._Store)."""
+        return e.weight != self.candidate.weight and self._alone(e.weight)[e.name] and self.valid(e.name)
+
+    def _alone(self, weight: int) -> dict[str, bool]:
+        """Per overlay of `weight`: whether none ahead of it at its weight shares a (NodePool, type) with it."""
+        known = self.alone.get(weight)
+        if known is None:
+            group = self.groups[weight]
+            if len(group) == 1:
+                known = self.alone[weight] = {group[0].name: True}
+                return known
+            self.steps -= len(group)
+            known = self.alone[weight] = {}
+            union = cellset.Dense(group[0].type_cells.block)
+            for e in group:
+                known[e.name] = not union.intersects(e.type_cells)
+                union.add(e.type_cells)
+        return known
+
+    def _dropped(self, e: merge.Entry) -> bool:
+        return self._dropper(e) is not None
+
+    def _dropper(self, e: merge.Entry) -> merge.Entry | None:
+        """What makes `e` known not applied: a price stored ahead of it at its weight on an offering it sets a price
+        on, by an overlay known applied (Karpenter drops it, merge._price_conflict)."""
+        if e.name in self.droppers:
+            return self.droppers[e.name]
+        found = None
+        if e.overlay.price_update is not None and e.weight != self.candidate.weight \
+                and not self._alone(e.weight)[e.name]:
+            group = self.groups[e.weight]
+            self.steps -= len(group)
+            found = next((w for w in group if w.rank > e.rank and w.overlay.price_update is not None
+                          and w.may_overlap(e) and w.cells.intersects(e.cells) and self._applied(w)), None)
+        self.droppers[e.name] = found
+        return found
 
     def _keep(self, e: merge.Entry) -> None:
         if e.name in self.kept:
@@ -160,3 +267,7 @@ class _Search:
         self.kept.add(e.name)
         if self._applied(e):
             self.applied.append(e)
+        elif e.weight not in self.weights and (dropper := self._dropper(e)) is not None:
+            # Kept without what drops it (a hint's walk keeps it for its weight), it would be applied in the
+            # snapshot, where the rules that left it out read it as dropped.
+            self._keep(dropper)
