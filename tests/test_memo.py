@@ -48,7 +48,7 @@ def test_a_pin_ends_with_its_block_so_a_value_changed_afterwards_gets_its_own_ke
 
 def test_remembered_makes_once_per_equal_value() -> None:
     made: list[Any] = []
-    store: dict[Any, int] = {}
+    store: memo.Memo[int] = memo.Memo()
     for value in ([1, 2], [1, 2], [2, 1], [1, 2]):
         memo.remembered(store, value, lambda v: made.append(v) or len(made))
     assert made == [[1, 2], [2, 1]]
@@ -91,7 +91,7 @@ _MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_I
 def _fresh() -> Iterator[crds.Crd]:
     saved = [(module, name, getattr(module, name)) for module, name in _MEMOS]
     for module, name, _ in saved:
-        setattr(module, name, {})
+        setattr(module, name, memo.Memo() if name != "_MAPS" else {})
     try:
         yield crds.load(copy.deepcopy(dict(crds.raw_dra())), "fresh")
     finally:
@@ -165,3 +165,38 @@ def test_label_keys_are_those_of_the_overlay_at_hand() -> None:
     other = model.overlay(_overlay("c", [_REQUIREMENTS[11]]))
     assert first.label_keys() == again.label_keys() == {"example.com/team", "topology.kubernetes.io/zone"}
     assert other.label_keys() == {"kubernetes.io/arch"}
+
+
+def _held_by_memos() -> int:
+    """The bytes of the distinct key objects every memo holds now (what the bound is about)."""
+    seen: dict[int, int] = {}
+    for store in list(memo._MEMOS.values()):
+        for made in list(store):
+            size = len(made) if isinstance(made, bytes) else len(made[1]) if isinstance(made[1], str) else 0
+            seen[id(made)] = size
+    return sum(seen.values())
+
+
+def test_the_memos_hold_at_most_their_bytes_of_keys_whatever_the_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Distinct long lists (a hostile input, or a webhook's stream of them) would fill each memo up to its entry
+    # limit, some 16 KiB a key: past memo.BYTES of keys every memo starts over, and the answers stay fresh ones.
+    memo.clear_all()
+    monkeypatch.setattr(memo, "BYTES", 256 << 10)
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "bounded")
+    peak = 0
+    for i in range(60):
+        requirements = [{"key": f"example.com/k{j}", "operator": "In", "values": [f"v{i}-{j}-{'x' * 40}"]}
+                         for j in range(80)]
+        obj = _overlay(f"o{i}", requirements)
+        assert _judged(obj, crd) == _fresh_judged(obj)
+        peak = max(peak, _held_by_memos())
+        assert memo.held_bytes() <= memo.BYTES
+    # 60 distinct lists of some 7 KiB, each kept by several memos and its 80 requirements by others: 440 KiB
+    # held once each, without the bound.
+    assert memo.BYTES // 2 < peak <= memo.BYTES
+
+
+def test_equal_keys_are_one_object_across_memos() -> None:
+    listed = [{"key": "example.com/team", "operator": "In", "values": ["a"]}]
+    assert memo.key(listed) is memo.key(copy.deepcopy(listed))
+    assert memo.key("a" * 10) is memo.key("".join(["a"] * 10))

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from simulation import memo
+from simulation.memo import Memo
 from simulation.validation import celexpr
 
 Path = tuple[str | int, ...]
@@ -209,10 +210,9 @@ class RuleSet:
     # The rest of the rules the guard evaluates, on the value as a whole.
     others: tuple[Rule, ...] = ()
     # Per value the rules judge whole (see violations), and per element: the failing rules and their outcomes.
-    memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
-        default_factory=dict, compare=False, repr=False)
-    element_memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
-        default_factory=dict, compare=False, repr=False)
+    memo: Memo[tuple[tuple[Rule, Any], ...]] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
+    element_memo: Memo[tuple[tuple[Rule, Any], ...]] = dataclasses.field(
+        default_factory=Memo, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw_rules: Iterable[Mapping[str, Any]]) -> RuleSet:
@@ -270,7 +270,7 @@ def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
         (r, celexpr.evaluate(r.whole, {"self": v})) for r in rule_set.rules if r.skipped is None])
 
 
-def _recall(store: MutableMapping[Any, tuple[tuple[Rule, Any], ...]], judged: Any,
+def _recall(store: Memo[tuple[tuple[Rule, Any], ...]], judged: Any,
             evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) -> tuple[tuple[Rule, Any], ...]:
     """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep)."""
     # Only the verdict and an error's text are kept.

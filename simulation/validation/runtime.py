@@ -91,7 +91,7 @@ def _under(rejected: frozenset[Path], prefix: Path) -> bool:
 
 _REQUIREMENTS: Path = ("spec", "requirements")
 # The problems of a requirement list none of whose requirements the API server rejects, paths relative to it.
-_LISTS: dict[Any, tuple[tuple[Path, str], ...]] = {}
+_LISTS: memo.Memo[tuple[tuple[Path, str], ...]] = memo.Memo()
 
 
 def _list(requirements: list[Any]) -> tuple[tuple[Path, str], ...]:

@@ -5,7 +5,7 @@ the CRD given (crds.py), Karpenter's own by default."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from simulation import findings, memo
@@ -167,7 +167,7 @@ def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Vi
     return _relative(node.memo, node, value, _violations)
 
 
-def _relative(store: MutableMapping[Any, Any], node: crds.Node, value: Any,
+def _relative(store: memo.Memo[Any], node: crds.Node, value: Any,
               walk: Callable[[crds.Node, Any, Path, _Found], None]) -> tuple[tuple[Path, cel.Violation], ...]:
     """walk's violations of `value` from its own root, remembered in `store` per value."""
     def made(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
@@ -239,7 +239,7 @@ def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
 
 
 # The requirements whose values Karpenter ignores, per requirement list (lists recur across overlays).
-_IGNORED: dict[Any, tuple[tuple[int, str], ...]] = {}
+_IGNORED: memo.Memo[tuple[tuple[int, str], ...]] = memo.Memo()
 
 
 def _ignoring(requirements: list[Any]) -> tuple[tuple[int, str], ...]:
