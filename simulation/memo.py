@@ -110,7 +110,11 @@ def pinned(value: Any) -> Iterator[None]:
 
 def remembered(memo: Memo[T], value: Any, make: Callable[[Any], T]) -> T:
     """make(value), remembered in `memo` per plain JSON value (unless too large to keep)."""
-    made = key(value)
+    return known(memo, key(value), value, make)
+
+
+def known(memo: Memo[T], made: Hashable | None, value: Any, make: Callable[[Any], T]) -> T:
+    """remembered(memo, value, make) where `made` is key(value), already at hand (`parts`)."""
     found = memo.get(made) if made is not None else None
     if found is None:
         found = make(value)
@@ -121,6 +125,20 @@ def remembered(memo: Memo[T], value: Any, make: Callable[[Any], T]) -> T:
                 _MEMOS[id(memo)] = memo
             memo[made] = found
     return found
+
+
+def parts(value: list[Any]) -> tuple[Hashable | None, ...]:
+    """The keys of a list's elements, made once per distinct list for every layer that judges its elements one by
+    one (a new list of a hundred requirements: the quick schema check, the elementwise CEL rules, the CEL rules under
+    each element)."""
+    return remembered(_PARTS, value, _keys_of)
+
+
+def _keys_of(value: list[Any]) -> tuple[Hashable | None, ...]:
+    return tuple(map(key, value))
+
+
+_PARTS: Memo[tuple[Hashable | None, ...]] = Memo()
 
 
 def held(store: MutableMapping[int, tuple[Any, T]], value: Any, make: Callable[[Any], T]) -> T:

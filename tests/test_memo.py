@@ -46,6 +46,14 @@ def test_a_pin_ends_with_its_block_so_a_value_changed_afterwards_gets_its_own_ke
     assert memo.key(listed) == memo.key(copy.deepcopy(listed))
 
 
+def test_a_lists_parts_are_the_keys_of_its_elements() -> None:
+    listed = [{"key": "a", "operator": "In", "values": ["x"]}, [1], "s", 1, True]
+    assert memo.parts(listed) == tuple(memo.key(e) for e in listed)
+    assert memo.parts(copy.deepcopy(listed)) is memo.parts(listed)  # made once per distinct list
+    listed[0]["values"] = ["y"]
+    assert memo.parts(listed) == tuple(memo.key(e) for e in listed)
+
+
 def test_remembered_makes_once_per_equal_value() -> None:
     made: list[Any] = []
     store: memo.Memo[int] = memo.Memo()
@@ -84,7 +92,7 @@ def _judged(obj: dict[str, Any], crd: crds.Crd) -> tuple[Any, ...]:
 
 
 # The module memos of requirement lists; a fresh judgement runs with them empty and a CRD loaded anew.
-_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"))
+_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"), (memo, "_PARTS"))
 
 
 @contextlib.contextmanager
@@ -148,14 +156,30 @@ def test_a_grid_of_other_nodepools_matches_afresh() -> None:
     catalog = core_support.small_catalog()
     labelled = core_support.nodepool("gpu", {"example.com/team": "ml"})
     plain = core_support.nodepool("plain")
-    asked = reqs.from_specs([("example.com/team", "In", ("ml",))])
+    overlay = model.overlay(_overlay("o", [{"key": "example.com/team", "operator": "In", "values": ["ml"]}]))
     grid = cells.build(catalog, [plain])
-    assert grid.match(asked) == grid._match(asked)
-    assert not grid.match(asked)  # no type or NodePool defines the key
+    assert grid.selected(overlay) == _selected_afresh(grid, overlay)
+    assert not grid.selected(overlay)[0]  # no type or NodePool defines the key
     other = cells.build(catalog, [labelled, plain], grid)
-    assert other.match(asked) == other._match(asked)
-    assert other.match(asked)  # the labelled NodePool's cells: not the first grid's answer
-    assert grid.match(asked) is grid.match(asked)  # remembered
+    assert other.selected(overlay) == _selected_afresh(other, overlay)
+    assert other.selected(overlay)[0]  # the labelled NodePool's cells: not the first grid's answer
+    again = model.overlay(_overlay("p", [{"key": "example.com/team", "operator": "In", "values": ["ml"]}]))
+    assert other.selected(again) is other.selected(overlay)  # remembered per distinct list
+
+
+def _selected_afresh(grid: cells.Grid, overlay: model.Overlay) -> tuple[Any, Any]:
+    chosen = grid.match(reqs.from_specs((r.key, r.operator, r.values) for r in overlay.requirements))
+    return chosen, grid.type_cells(chosen)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_LISTS)
+def test_the_cells_of_a_list_are_those_of_its_requirements(lists: list[list[int]]) -> None:
+    # Lists repeat and overlap across overlays: each overlay's cells, found by its list, are its own requirements'.
+    grid = cells.build(core_support.small_catalog(), [core_support.nodepool("gpu", {"example.com/team": "a"})])
+    for i, picked in enumerate(lists):
+        overlay = model.overlay(_overlay(f"o{i}", [copy.deepcopy(_REQUIREMENTS[j]) for j in picked]))
+        assert grid.selected(overlay) == _selected_afresh(grid, overlay)
 
 
 def test_label_keys_are_those_of_the_overlay_at_hand() -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
-from simulation import findings, once
+from simulation import findings, memo, once
 from simulation.semantics import catalog as cat
 from simulation.semantics import cellset, model, spelling
 from simulation.semantics import requirements as reqs
@@ -49,10 +50,6 @@ class LabelIndex:
         return base & ~_union(self.by_value.get(v, 0) for v in req.values)
 
 
-# Bounds a grid's memo of matched requirement maps.
-_MATCHED = 4096
-
-
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """Every (NodePool, instance type, offering) cell, with label indexes to select them by requirement."""
@@ -69,8 +66,9 @@ class Grid:
     catalog: str = ""
     provider: str = ""
     region: str | None = None
-    # The cells of each requirement map asked about (overlays repeat theirs): per grid, so never across NodePools.
-    _matched: MutableMapping[tuple[tuple[str, reqs.Requirement], ...], cellset.Cells] = dataclasses.field(
+    # Per requirement list (a tuple of specs, one per distinct list: model._SPECS), the cells it selects and those
+    # cells at the (NodePool, type) level (overlays repeat their lists): per grid, so never across NodePools.
+    _selected: MutableMapping[int, tuple[Any, tuple[cellset.Cells, cellset.Cells]]] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -177,18 +175,18 @@ class Grid:
                          if ct == "on-demand" and (spot := real.get((zone, "spot"))) is not None)
         return pairs
 
+    def selected(self, overlay: model.Overlay) -> tuple[cellset.Cells, cellset.Cells]:
+        """The cells `overlay` selects (`match` of its requirements) and the same at the (NodePool, type) level
+        (`type_cells`), worked out once per distinct requirement list."""
+        return memo.held(self._selected, overlay.requirements, lambda _: self._selecting(overlay))
+
+    def _selecting(self, overlay: model.Overlay) -> tuple[cellset.Cells, cellset.Cells]:
+        chosen = self.match(overlay.requirement_map())
+        return chosen, self.type_cells(chosen)
+
     def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
         define only passes for NotIn/DoesNotExist, a defined one must intersect."""
-        asked = tuple(requirements.items())
-        found = self._matched.get(asked)
-        if found is None:
-            if len(self._matched) >= _MATCHED:
-                self._matched.clear()
-            found = self._matched[asked] = self._match(requirements)
-        return found
-
-    def _match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         masks = {k: self._key_bits(k, r, False) for k, r in requirements.items() if k != reqs.NODEPOOL}
         pool_keys = masks.keys() & self._pool_label_keys
         common = self.present

@@ -264,7 +264,7 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         passes = functools.partial(_passes, one)
         # Per requirement list too: lists recur whole across overlays.
         return memo.remembered(lists, requirements, lambda listed: all(
-            memo.remembered(verdicts, item, passes) for item in listed))
+            memo.known(verdicts, made, item, passes) for item, made in zip(listed, memo.parts(listed), strict=True)))
 
     return accepts
 

@@ -5,7 +5,7 @@ the CRD given (crds.py), Karpenter's own by default."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from simulation import findings, memo
@@ -150,8 +150,8 @@ def _violations_here(node: crds.Node, value: Any, path: Path, out: _Found) -> No
         _property_violations(node, value, path, out)
     elif isinstance(value, list) and node.items is not None and node.items.guarded:
         items = node.items
-        for i, child in enumerate(value):
-            if found := _element_violations(items, child):
+        for i, (child, made) in enumerate(zip(value, memo.parts(value), strict=True)):
+            if found := _element_violations(items, child, made):
                 out += (((*path, i, *at), v) for at, v in found)
 
 
@@ -161,21 +161,24 @@ def _list_violations(node: crds.Node, value: list[Any]) -> tuple[tuple[Path, cel
     return _relative(node.lists, node, value, _violations_here)
 
 
-def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Violation], ...]:
-    """The violations at and under one element of a list, relative to it. Elements (requirements above all)
-    recur across objects: remembered per element value, the walk and the rules' lookups made once."""
-    return _relative(node.memo, node, value, _violations)
+def _element_violations(node: crds.Node, value: Any, made: Hashable | None) -> tuple[tuple[Path, cel.Violation], ...]:
+    """The violations at and under one element of a list (`made`: its key, memo.parts), relative to it. Elements
+    (requirements above all) recur across objects: remembered per element value, the walk and the rules' lookups
+    made once."""
+    return _relative(node.memo, node, value, _violations, made)
 
 
 def _relative(store: memo.Memo[Any], node: crds.Node, value: Any,
-              walk: Callable[[crds.Node, Any, Path, _Found], None]) -> tuple[tuple[Path, cel.Violation], ...]:
-    """walk's violations of `value` from its own root, remembered in `store` per value."""
-    def made(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
+              walk: Callable[[crds.Node, Any, Path, _Found], None],
+              made: Hashable | None = None) -> tuple[tuple[Path, cel.Violation], ...]:
+    """walk's violations of `value` from its own root, remembered in `store` per value (`made`: its key, where the
+    caller has it)."""
+    def walked(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
         out: _Found = []
         walk(node, at_hand, (), out)
         return tuple(out)
 
-    return memo.remembered(store, value, made)
+    return memo.known(store, memo.key(value) if made is None else made, value, walked)
 
 
 def _property_violations(node: crds.Node, value: dict[str, Any], path: Path, out: _Found) -> None:
