@@ -92,7 +92,8 @@ def _judged(obj: dict[str, Any], crd: crds.Crd) -> tuple[Any, ...]:
 
 
 # The module memos of requirement lists; a fresh judgement runs with them empty and a CRD loaded anew.
-_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"), (memo, "_PARTS"))
+_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"), (memo, "_PARTS"),
+          (runtime, "_ONE"))
 
 
 @contextlib.contextmanager

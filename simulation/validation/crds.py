@@ -90,7 +90,8 @@ class Node:
     guarded_rest: bool = True
     # As an element of a list: the rules' violations at and under an element, per element value (schema.py).
     memo: Memo[Any] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
-    # As a list: the rules' violations at and under it, and whether null pruning keeps it as it is, per value.
+    # As a list: the rules' violations at and under it, per value. Whether null pruning keeps a value here as it is
+    # (a list, or an element of one), per value.
     lists: Memo[Any] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
     kept: Memo[bool] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 

@@ -345,9 +345,21 @@ def _plain_list(value: list[Any] | tuple[Any, ...], node: crds.Node) -> list[Any
     items = node.items
     # A list of maps (an overlay's requirements) recurs whole across objects: whether it is kept as it is,
     # remembered per value.
-    if type(value) is list and memo.remembered(node.kept, value, lambda v: _pruned_list(v, items) is v):
+    if type(value) is list and memo.remembered(node.kept, value, lambda v: _kept(v, items)):
         return value
     return _pruned_list(value, items)
+
+
+def _kept(value: list[Any], items: crds.Node | None) -> bool:
+    """Whether pruning keeps a list as it is: whether it keeps each element as it is, remembered per element at
+    the elements' place (a new list of a hundred requirements holds requirements met before)."""
+    if items is None:
+        return _pruned_list(value, items) is value
+    def alone(child: Any) -> bool:
+        return _plain_pruned(child, items) is child
+
+    return all(type(child) in _PLAIN_LEAVES or memo.known(items.kept, made, child, alone)
+               for child, made in zip(value, memo.parts(value), strict=True))
 
 
 def _pruned_list(value: list[Any] | tuple[Any, ...], items: crds.Node | None) -> list[Any]:
