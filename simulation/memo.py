@@ -10,11 +10,10 @@ whatever an input (or a webhook's stream of requests) holds, the memos keep at m
 
 from __future__ import annotations
 
-import contextlib
 import marshal
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Iterator, MutableMapping
+from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -93,19 +92,26 @@ def held_bytes() -> int:
     return _held
 
 
-@contextlib.contextmanager
-def pinned(value: Any) -> Iterator[None]:
-    """While the block runs, `value`'s key is made once: every memo asked about it finds it by identity."""
-    if not isinstance(value, dict | list):
-        yield
-        return
-    held = (value, _dumped(value))
-    _pinned[id(value)] = held
-    try:
-        yield
-    finally:
-        if _pinned.get(id(value)) is held:  # another thread's pin of the same object may have replaced it
-            del _pinned[id(value)]
+class pinned:  # lower case: read as a function, `with memo.pinned(value):`
+    """While the block runs, `value`'s key is made once: every memo asked about it finds it by identity. A class,
+    not a generator: every overlay checked enters one, and a generator's context manager costs twice as much."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, value: Any) -> None:
+        self._held: tuple[Any, Hashable | None] | None = (value, _dumped(value)) if isinstance(value, dict | list) \
+            else None
+
+    def __enter__(self) -> None:
+        held = self._held
+        if held is not None:
+            _pinned[id(held[0])] = held
+
+    def __exit__(self, *_: object) -> None:
+        held = self._held
+        # Another thread's pin of the same object may have replaced it.
+        if held is not None and _pinned.get(id(held[0])) is held:
+            del _pinned[id(held[0])]
 
 
 def remembered(memo: Memo[T], value: Any, make: Callable[[Any], T]) -> T:

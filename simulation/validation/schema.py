@@ -319,7 +319,7 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     kind = type(value)
     if node is None or kind in _LEAVES:
         return plain_json(value)
-    if kind is list and set(map(type, value)) <= _LEAVES:  # a list of plain scalars (most lists)
+    if kind is list and _scalars(value):  # most lists
         return value
     if kind is list or isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test
         return _plain_list(value, node)
@@ -329,7 +329,7 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
         for key, child in value.items():
             kind = type(child)
             # A list of plain scalars (a requirement's values) is tested here: a call each was much of the walk.
-            if kind not in _PLAIN_LEAVES and (kind is not list or not set(map(type, child)) <= _LEAVES):
+            if kind not in _PLAIN_LEAVES and (kind is not list or not _scalars(child)):
                 made = _plain_pruned(child, node.properties.get(key, node.additional))
                 if made is not child:
                     if copy is value:
@@ -339,6 +339,11 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     if kind is dict or isinstance(value, dict | Mapping):
         return _pruned_mapping(value, node)
     return plain_json(value)
+
+
+def _scalars(value: list[Any]) -> bool:
+    """Whether a list holds plain scalars only; one of maps (an overlay's requirements) is told by its first item."""
+    return (not value or type(value[0]) in _LEAVES) and set(map(type, value)) <= _LEAVES
 
 
 def _plain_list(value: list[Any] | tuple[Any, ...], node: crds.Node) -> list[Any]:
