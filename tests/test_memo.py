@@ -183,6 +183,20 @@ def test_the_cells_of_a_list_are_those_of_its_requirements(lists: list[list[int]
         assert grid.selected(overlay) == _selected_afresh(grid, overlay)
 
 
+@settings(max_examples=30, deadline=None)
+@given(_LISTS)
+def test_a_witness_from_the_grids_memo_is_a_fresh_one(lists: list[list[int]]) -> None:
+    pools = [core_support.nodepool("gpu", {"example.com/team": "a"}), core_support.nodepool("plain")]
+    grid = cells.build(core_support.small_catalog(), pools[1:])
+    other = cells.build(core_support.small_catalog(), pools, grid)
+    for i, picked in enumerate(lists):
+        overlay = model.overlay(_overlay(f"o{i}", [copy.deepcopy(_REQUIREMENTS[j]) for j in picked]))
+        for g in (grid, other, grid):
+            for chosen in g.selected(overlay):
+                for offering in (True, False):
+                    assert g.witness(chosen, offering) == g._witness(chosen, offering)
+
+
 def test_label_keys_are_those_of_the_overlay_at_hand() -> None:
     zone = {"key": "failure-domain.beta.kubernetes.io/zone", "operator": "In", "values": ["a"]}
     first = model.overlay(_overlay("a", [_REQUIREMENTS[0], zone]))

@@ -70,6 +70,9 @@ class Grid:
     # cells at the (NodePool, type) level (overlays repeat their lists): per grid, so never across NodePools.
     _selected: MutableMapping[int, tuple[Any, tuple[cellset.Cells, cellset.Cells]]] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False)
+    # Per set of cells (by identity, held beside), its witness without and with the offering.
+    _witnesses: tuple[dict[int, tuple[Any, findings.Witness | None]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), init=False, compare=False, repr=False)
 
     @property
     def pool_mask(self) -> int:
@@ -123,7 +126,11 @@ class Grid:
 
     def witness(self, cells: cellset.Cells, with_offering: bool = True) -> findings.Witness | None:
         """A cell of the set to name: the lowest one its NodePool launches (of a type it launches, without
-        the offering), else the lowest. Every finding's witness is picked here, so all paths agree."""
+        the offering), else the lowest. Every finding's witness is picked here, so all paths agree. Worked out once
+        per set (by identity: overlays of one requirement list share theirs, Grid.selected)."""
+        return memo.held(self._witnesses[with_offering], cells, lambda _: self._witness(cells, with_offering))
+
+    def _witness(self, cells: cellset.Cells, with_offering: bool) -> findings.Witness | None:
         if not cells:
             return None
         if self._launches_everything:
