@@ -127,8 +127,9 @@ def known(memo: Memo[T], made: Hashable | None, value: Any, make: Callable[[Any]
         if made is not None:
             if len(memo) >= LIMIT:
                 memo.clear()
-            if not memo:
-                _MEMOS[id(memo)] = memo
+            if not memo:  # its first entry (since a clear): registered where clear_all, under the lock, reads
+                with _lock:
+                    _MEMOS[id(memo)] = memo
             memo[made] = found
     return found
 
