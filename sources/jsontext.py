@@ -135,7 +135,7 @@ class Index:
     def _container(self, offset: int) -> _Members:
         found = self._members.get(offset)
         if found is None:
-            found = self._members[offset] = _Members(self.text, offset)
+            found = self._members[offset] = _Members(self.text, offset, self._members)
         return found
 
     def members(self, offset: int) -> dict[str | int, tuple[int, int]]:
@@ -167,15 +167,20 @@ class Index:
 class _Members:
     """A container's members, scanned as far as asked: a member's value is skipped (by the C decoder, which builds
     it) only to reach the members after it. A finding's path names one member at each level, so the values around
-    it (an overlay's hundred requirements, the rest of a `kind: List`) are mostly never decoded again."""
+    it (an overlay's hundred requirements, the rest of a `kind: List`) are mostly never decoded again. A value whose
+    members were scanned already (a `kind: List`'s item a finding was in) is skipped by finishing that scan, not
+    decoded whole again."""
 
-    def __init__(self, text: str, offset: int) -> None:
+    def __init__(self, text: str, offset: int, scanned: dict[int, _Members]) -> None:
         self._text = text
         self._object = text[offset] == "{"
+        self._scanned = scanned
         self.found: dict[str | int, tuple[int, int]] = {}
         # Where the scan stands: the next member's start, or (`_skipping`) the last one's value, still to skip.
         self._at = _skip(text, offset + 1) if text[offset] in "{[" else -1
         self._skipping = False
+        # Where the container ends, once the scan has reached its closing bracket.
+        self.end = -1
 
     def get(self, step: str | int) -> tuple[int, int] | None:
         found = self.found
@@ -188,15 +193,21 @@ class _Members:
             self._next()
         return self.found
 
+    def ended(self) -> int:
+        """Where the container ends (its members scanned to the last)."""
+        self.every()
+        return self.end
+
     def _next(self) -> None:
         text, i = self._text, self._at
         if self._skipping:
-            _, end = _DECODER.raw_decode(text, i)
+            inner = self._scanned.get(i) if text[i] in "{[" else None
+            end = inner.ended() if inner is not None else _DECODER.raw_decode(text, i)[1]
             i = _skip(text, end)
             if text[i] == ",":
                 i = _skip(text, i + 1)
         if text[i] in "}]":
-            self._at = -1
+            self._at, self.end = -1, i + 1
             return
         if self._object:
             key_at = i

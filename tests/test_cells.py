@@ -201,4 +201,4 @@ def test_a_kept_witness_is_the_one_a_fresh_grid_names(small_catalog: cat.Catalog
             bit = pool * g.block + slots[k % len(slots)]
             fresh = cs.grid(small_catalog, cs.nodepool("a"), cs.nodepool("b"), cs.nodepool("c"))
             assert g.witness_at(bit, with_offering) == fresh.witness_at(bit, with_offering)
-            assert len(g._witnesses) <= bound
+            assert len(g._at) <= bound

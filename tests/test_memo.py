@@ -46,9 +46,17 @@ def test_a_pin_ends_with_its_block_so_a_value_changed_afterwards_gets_its_own_ke
     assert memo.key(listed) == memo.key(copy.deepcopy(listed))
 
 
+def test_a_lists_parts_are_the_keys_of_its_elements() -> None:
+    listed = [{"key": "a", "operator": "In", "values": ["x"]}, [1], "s", 1, True]
+    assert memo.parts(listed) == tuple(memo.key(e) for e in listed)
+    assert memo.parts(copy.deepcopy(listed)) is memo.parts(listed)  # made once per distinct list
+    listed[0]["values"] = ["y"]
+    assert memo.parts(listed) == tuple(memo.key(e) for e in listed)
+
+
 def test_remembered_makes_once_per_equal_value() -> None:
     made: list[Any] = []
-    store: dict[Any, int] = {}
+    store: memo.Memo[int] = memo.Memo()
     for value in ([1, 2], [1, 2], [2, 1], [1, 2]):
         memo.remembered(store, value, lambda v: made.append(v) or len(made))
     assert made == [[1, 2], [2, 1]]
@@ -84,14 +92,15 @@ def _judged(obj: dict[str, Any], crd: crds.Crd) -> tuple[Any, ...]:
 
 
 # The module memos of requirement lists; a fresh judgement runs with them empty and a CRD loaded anew.
-_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"))
+_MEMOS = ((model, "_SPECS"), (model, "_MAPS"), (runtime, "_LISTS"), (schema, "_IGNORED"), (memo, "_PARTS"),
+          (runtime, "_ONE"))
 
 
 @contextlib.contextmanager
 def _fresh() -> Iterator[crds.Crd]:
     saved = [(module, name, getattr(module, name)) for module, name in _MEMOS]
     for module, name, _ in saved:
-        setattr(module, name, {})
+        setattr(module, name, memo.Memo() if name != "_MAPS" else {})
     try:
         yield crds.load(copy.deepcopy(dict(crds.raw_dra())), "fresh")
     finally:
@@ -148,14 +157,44 @@ def test_a_grid_of_other_nodepools_matches_afresh() -> None:
     catalog = core_support.small_catalog()
     labelled = core_support.nodepool("gpu", {"example.com/team": "ml"})
     plain = core_support.nodepool("plain")
-    asked = reqs.from_specs([("example.com/team", "In", ("ml",))])
+    overlay = model.overlay(_overlay("o", [{"key": "example.com/team", "operator": "In", "values": ["ml"]}]))
     grid = cells.build(catalog, [plain])
-    assert grid.match(asked) == grid._match(asked)
-    assert not grid.match(asked)  # no type or NodePool defines the key
+    assert grid.selected(overlay) == _selected_afresh(grid, overlay)
+    assert not grid.selected(overlay)[0]  # no type or NodePool defines the key
     other = cells.build(catalog, [labelled, plain], grid)
-    assert other.match(asked) == other._match(asked)
-    assert other.match(asked)  # the labelled NodePool's cells: not the first grid's answer
-    assert grid.match(asked) is grid.match(asked)  # remembered
+    assert other.selected(overlay) == _selected_afresh(other, overlay)
+    assert other.selected(overlay)[0]  # the labelled NodePool's cells: not the first grid's answer
+    again = model.overlay(_overlay("p", [{"key": "example.com/team", "operator": "In", "values": ["ml"]}]))
+    assert other.selected(again) is other.selected(overlay)  # remembered per distinct list
+
+
+def _selected_afresh(grid: cells.Grid, overlay: model.Overlay) -> tuple[Any, Any]:
+    chosen = grid.match(reqs.from_specs((r.key, r.operator, r.values) for r in overlay.requirements))
+    return chosen, grid.type_cells(chosen)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_LISTS)
+def test_the_cells_of_a_list_are_those_of_its_requirements(lists: list[list[int]]) -> None:
+    # Lists repeat and overlap across overlays: each overlay's cells, found by its list, are its own requirements'.
+    grid = cells.build(core_support.small_catalog(), [core_support.nodepool("gpu", {"example.com/team": "a"})])
+    for i, picked in enumerate(lists):
+        overlay = model.overlay(_overlay(f"o{i}", [copy.deepcopy(_REQUIREMENTS[j]) for j in picked]))
+        assert grid.selected(overlay) == _selected_afresh(grid, overlay)
+
+
+@settings(max_examples=30, deadline=None)
+@given(_LISTS)
+def test_a_witness_from_the_grids_memo_is_a_fresh_one(lists: list[list[int]]) -> None:
+    pools = [core_support.nodepool("gpu", {"example.com/team": "a"}), core_support.nodepool("plain")]
+    grid = cells.build(core_support.small_catalog(), pools[1:])
+    other = cells.build(core_support.small_catalog(), pools, grid)
+    for i, picked in enumerate(lists):
+        overlay = model.overlay(_overlay(f"o{i}", [copy.deepcopy(_REQUIREMENTS[j]) for j in picked]))
+        for g in (grid, other, grid):
+            for chosen in g.selected(overlay):
+                for offering in (True, False):
+                    assert g.witness(chosen, offering) == g._witness(chosen, offering)
 
 
 def test_label_keys_are_those_of_the_overlay_at_hand() -> None:
@@ -165,3 +204,38 @@ def test_label_keys_are_those_of_the_overlay_at_hand() -> None:
     other = model.overlay(_overlay("c", [_REQUIREMENTS[11]]))
     assert first.label_keys() == again.label_keys() == {"example.com/team", "topology.kubernetes.io/zone"}
     assert other.label_keys() == {"kubernetes.io/arch"}
+
+
+def _held_by_memos() -> int:
+    """The bytes of the distinct key objects every memo holds now (what the bound is about)."""
+    seen: dict[int, int] = {}
+    for store in list(memo._MEMOS.values()):
+        for made in list(store):
+            size = len(made) if isinstance(made, bytes) else len(made[1]) if isinstance(made[1], str) else 0
+            seen[id(made)] = size
+    return sum(seen.values())
+
+
+def test_the_memos_hold_at_most_their_bytes_of_keys_whatever_the_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Distinct long lists (a hostile input, or a webhook's stream of them) would fill each memo up to its entry
+    # limit, some 16 KiB a key: past memo.BYTES of keys every memo starts over, and the answers stay fresh ones.
+    memo.clear_all()
+    monkeypatch.setattr(memo, "BYTES", 256 << 10)
+    crd = crds.load(copy.deepcopy(dict(crds.raw_dra())), "bounded")
+    peak = 0
+    for i in range(60):
+        requirements = [{"key": f"example.com/k{j}", "operator": "In", "values": [f"v{i}-{j}-{'x' * 40}"]}
+                         for j in range(80)]
+        obj = _overlay(f"o{i}", requirements)
+        assert _judged(obj, crd) == _fresh_judged(obj)
+        peak = max(peak, _held_by_memos())
+        assert memo.held_bytes() <= memo.BYTES
+    # 60 distinct lists of some 7 KiB, each kept by several memos and its 80 requirements by others: 440 KiB
+    # held once each, without the bound.
+    assert memo.BYTES // 2 < peak <= memo.BYTES
+
+
+def test_equal_keys_are_one_object_across_memos() -> None:
+    listed = [{"key": "example.com/team", "operator": "In", "values": ["a"]}]
+    assert memo.key(listed) is memo.key(copy.deepcopy(listed))
+    assert memo.key("a" * 10) is memo.key("".join(["a"] * 10))

@@ -423,3 +423,20 @@ def test_yaml_list_items_keep_their_positions() -> None:
     assert parsed.positions.within(("items", 3)) == {}
     assert parsed.positions.get(("items", 1, 1, "b")) == (5, 8)
     assert ("items", 1, 2) not in parsed.positions and ("items", "x") not in parsed.positions
+
+
+def test_json_positions_of_a_lists_items_asked_after_positions_inside_the_ones_before() -> None:
+    # A finding inside each item of a `kind: List`, in turn: an item already scanned into is skipped by finishing
+    # that scan (jsontext._Members.ended), not decoded again; a path through a scalar leaves nothing to finish.
+    items = [{"kind": "NodeOverlay", "metadata": {"name": f"o{i}", "labels": {"a": "b"}},
+              "spec": {"requirements": [{"key": "k", "operator": "In", "values": ["v", str(i)]}] * 3,
+                       "weight": i, "priceAdjustment": "-1%"}} for i in range(4)]
+    for text in (json.dumps({"kind": "List", "items": items}, indent=1),
+                 json.dumps({"kind": "List", "items": items}, separators=(",", ":"))):
+        expected = dict(next(tree._yaml(text)).positions)
+        asked = [("items", i, *path) for i in (0, 1, 3, 2) for path in
+                 (("spec", "priceAdjustment"), ("metadata", "name", "x"), ("spec", "weight"), ("metadata", "labels"))]
+        found = next(tree.documents(text)).positions
+        for path in asked:  # in this order: each scan goes on from where the paths before left it
+            assert (found[path] == expected[path]) if path in expected else path not in found
+        assert {p: found[p] for p in expected} == expected

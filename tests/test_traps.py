@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from simulation.analysis import traps
 from tests import lint_support as ls
 
 ZONE = "topology.kubernetes.io/zone"
@@ -248,3 +249,16 @@ def test_an_on_demand_discount_below_spot_hints_the_change_that_keeps_spot_cheap
     assert code == 0, err
     [found] = [f for f in json.loads(out)["findings"] if f["code"] == "on-demand-below-spot"]
     assert f"{limit} on m.large" in found["hint"], found["hint"]
+
+
+def test_stacking_hints_from_a_warm_memo_equal_fresh_ones() -> None:
+    # A ladder's shadowed overlays share their changes and prices but each names its own winner's weight.
+    asked = [("-1%", "-1%", weight, base) for weight in (6, 7, 6) for base in (0.085, None)]
+    asked += [("+2", "-10%", 3, 1.5), ("0.5", "-10%", 3, 1.5), ("0.5", "0.7", 4, 1.5)]
+    warm = [traps._stack_fix(*a) for a in asked]
+    fresh = []
+    for a in asked:
+        traps._stack_combined.cache_clear()
+        fresh.append(traps._stack_fix(*a))
+    assert warm == fresh
+    assert warm[0] != warm[2] and warm[0] == warm[4]  # the same changes and price at weights 6, 7 and 6 again

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation import evaluate as ev
+from simulation import memo
 from simulation.validation import cel, celexpr, crds, schema
 from tests.schema_support import REF
 
@@ -84,7 +85,7 @@ def test_elementwise_rules_judged_in_one_scope_equal_a_scope_each(elements: list
     # The CRD's rules on each requirement (self.all over the list), evaluated fresh: one scope per element for
     # all of them must give what a scope per rule and element gives.
     node = crds.dra().node.properties["spec"].properties["requirements"]
-    rules = dataclasses.replace(node.rules, memo={}, element_memo={})
+    rules = dataclasses.replace(node.rules, memo=memo.Memo(), element_memo=memo.Memo())
     assert rules.elementwise
     expected = [cel.Violation((*rule.field_path, i), cel._message(rule, elements, outcome),
                               isinstance(outcome, celexpr.Failure))

@@ -161,20 +161,28 @@ def stacked(shadowed: model.Overlay, winner: model.Overlay, base: float | None) 
     return said, _stack_fix(first, then, winner.weight, base)
 
 
-# Kept per distinct (changes, weight, base price): a broad candidate's price shadows the same few overlays request
-# after request, and the combined figure is Decimal arithmetic (a pure function of these four).
-@functools.lru_cache(maxsize=4096)
 def _stack_fix(first: str, then: str, weight: int, base: float | None) -> str:
     """`stacked`'s hint: the one overlay at `weight` that charges both changes, or what else to do."""
+    combined = _stack_combined(first, then, base)
+    how = (f"to charge both, replace them with one overlay at weight {weight} setting {combined}"
+           if combined is not None else "keep one of the two absolute prices")
+    return (f"Overlays never stack: {how}, or follow the priceExpression RFC "
+            "(kubernetes-sigs/karpenter#3004) for a price built from several terms.")
+
+
+# Kept per distinct (changes, base price), not per weight: a ladder's shadowed overlays each have a winner of its own
+# weight and the same few changes and prices, and the combined figure is Decimal arithmetic (a pure function of
+# these three).
+@functools.lru_cache(maxsize=4096)
+def _stack_combined(first: str, then: str, base: float | None) -> str | None:
+    """The one change that charges both, as the hint words it (on the witness offering's `base` where the two
+    combine only there), or None."""
     combined = _combined(first, then)
     if combined is None and base is not None and _absolute(first) is None and _absolute(then) is None:
         figure = effects.adjusted(effects.adjusted(base, first), then)
         combined = None if figure is None else \
             f'price: "{_money(figure)}" for this offering (from its {_money(base)}; one overlay per instance type)'
-    how = (f"to charge both, replace them with one overlay at weight {weight} setting {combined}"
-           if combined is not None else "keep one of the two absolute prices")
-    return (f"Overlays never stack: {how}, or follow the priceExpression RFC "
-            "(kubernetes-sigs/karpenter#3004) for a price built from several terms.")
+    return combined
 
 
 def base_price(grid: cells.Grid, witness: findings.Witness) -> float | None:

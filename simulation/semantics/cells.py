@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
-from simulation import findings, once
+from simulation import findings, memo, once
 from simulation.semantics import catalog as cat
 from simulation.semantics import cellset, model, spelling
 from simulation.semantics import requirements as reqs
@@ -49,9 +50,7 @@ class LabelIndex:
         return base & ~_union(self.by_value.get(v, 0) for v in req.values)
 
 
-# Bounds a grid's memo of matched requirement maps.
-_MATCHED = 4096
-# Bounds a grid's memo of witnesses (Grid.witness_at): some 700 bytes each with the offering.
+# Bounds a grid's memo of witnesses by cell (Grid.witness_at): some 700 bytes each with the offering.
 WITNESSES = 4096
 
 
@@ -71,11 +70,16 @@ class Grid:
     catalog: str = ""
     provider: str = ""
     region: str | None = None
-    # The cells of each requirement map asked about (overlays repeat theirs): per grid, so never across NodePools.
-    _matched: MutableMapping[tuple[tuple[str, reqs.Requirement], ...], cellset.Cells] = dataclasses.field(
+    # Per requirement list (a tuple of specs, one per distinct list: model._SPECS), the cells it selects and those
+    # cells at the (NodePool, type) level (overlays repeat their lists): per grid, so never across NodePools.
+    _selected: MutableMapping[int, tuple[Any, tuple[cellset.Cells, cellset.Cells]]] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False)
-    # The witnesses named so far, by (cell, with its offering), at most WITNESSES (witness_at).
-    _witnesses: MutableMapping[tuple[int, bool], findings.Witness] = dataclasses.field(
+    # Per set of cells (by identity, held beside), its witness without and with the offering.
+    _witnesses: tuple[dict[int, tuple[Any, findings.Witness | None]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), init=False, compare=False, repr=False)
+    # The witnesses named so far by (cell, with its offering), at most WITNESSES (witness_at): a request's common
+    # cells are new sets, but name the cells the requests before it named.
+    _at: MutableMapping[tuple[int, bool], findings.Witness] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -130,7 +134,11 @@ class Grid:
 
     def witness(self, cells: cellset.Cells, with_offering: bool = True) -> findings.Witness | None:
         """A cell of the set to name: the lowest one its NodePool launches (of a type it launches, without
-        the offering), else the lowest. Every finding's witness is picked here, so all paths agree."""
+        the offering), else the lowest. Every finding's witness is picked here, so all paths agree. Worked out once
+        per set (by identity: overlays of one requirement list share theirs, Grid.selected)."""
+        return memo.held(self._witnesses[with_offering], cells, lambda _: self._witness(cells, with_offering))
+
+    def _witness(self, cells: cellset.Cells, with_offering: bool) -> findings.Witness | None:
         if not cells:
             return None
         if self._launches_everything:
@@ -142,12 +150,12 @@ class Grid:
         # Kept: a request names the cells the requests before it named (a conflict's common cells with the same
         # partners, a shadowed overlay's), and each witness is two frozen dataclasses to build.
         key = (bit, with_offering)
-        found = self._witnesses.get(key)
+        found = self._at.get(key)
         if found is None:
-            if len(self._witnesses) >= WITNESSES:
+            if len(self._at) >= WITNESSES:
                 # All forgotten at once: one step for concurrent requests, and the memory stays bounded.
-                self._witnesses.clear()
-            found = self._witnesses[key] = self._witness_at(bit, with_offering)
+                self._at.clear()
+            found = self._at[key] = self._witness_at(bit, with_offering)
         return found
 
     def _witness_at(self, bit: int, with_offering: bool) -> findings.Witness:
@@ -194,18 +202,18 @@ class Grid:
                          if ct == "on-demand" and (spot := real.get((zone, "spot"))) is not None)
         return pairs
 
+    def selected(self, overlay: model.Overlay) -> tuple[cellset.Cells, cellset.Cells]:
+        """The cells `overlay` selects (`match` of its requirements) and the same at the (NodePool, type) level
+        (`type_cells`), worked out once per distinct requirement list."""
+        return memo.held(self._selected, overlay.requirements, lambda _: self._selecting(overlay))
+
+    def _selecting(self, overlay: model.Overlay) -> tuple[cellset.Cells, cellset.Cells]:
+        chosen = self.match(overlay.requirement_map())
+        return chosen, self.type_cells(chosen)
+
     def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
         define only passes for NotIn/DoesNotExist, a defined one must intersect."""
-        asked = tuple(requirements.items())
-        found = self._matched.get(asked)
-        if found is None:
-            if len(self._matched) >= _MATCHED:
-                self._matched.clear()
-            found = self._matched[asked] = self._match(requirements)
-        return found
-
-    def _match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         masks = {k: self._key_bits(k, r, False) for k, r in requirements.items() if k != reqs.NODEPOOL}
         pool_keys = masks.keys() & self._pool_label_keys
         common = self.present

@@ -267,8 +267,7 @@ def adopt_tested(entries: Iterable[Entry], shared: Mapping[Signature, Signature]
 
 
 def entry(grid: cells.Grid, overlay: model.Overlay) -> Entry:
-    selected = grid.match(overlay.requirement_map())
-    type_cells = grid.type_cells(selected)
+    selected, type_cells = grid.selected(overlay)
     return Entry(overlay, selected, type_cells, type_cells.pools(), type_cells.fold())
 
 

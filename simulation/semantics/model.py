@@ -142,7 +142,7 @@ def _req_specs(raw: Any) -> tuple[ReqSpec, ...]:
     return memo.remembered(_SPECS, raw, _specs_of) if isinstance(raw, list) else ()
 
 
-_SPECS: dict[Any, tuple[ReqSpec, ...]] = {}
+_SPECS: memo.Memo[tuple[ReqSpec, ...]] = memo.Memo()
 
 
 def _requirement_map(specs: tuple[ReqSpec, ...]) -> dict[str, reqs.Requirement]:

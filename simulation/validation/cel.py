@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from simulation import memo
+from simulation.memo import Memo
 from simulation.validation import celexpr
 
 Path = tuple[str | int, ...]
@@ -209,10 +210,9 @@ class RuleSet:
     # The rest of the rules the guard evaluates, on the value as a whole.
     others: tuple[Rule, ...] = ()
     # Per value the rules judge whole (see violations), and per element: the failing rules and their outcomes.
-    memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
-        default_factory=dict, compare=False, repr=False)
-    element_memo: MutableMapping[Any, tuple[tuple[Rule, Any], ...]] = dataclasses.field(
-        default_factory=dict, compare=False, repr=False)
+    memo: Memo[tuple[tuple[Rule, Any], ...]] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
+    element_memo: Memo[tuple[tuple[Rule, Any], ...]] = dataclasses.field(
+        default_factory=Memo, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw_rules: Iterable[Mapping[str, Any]]) -> RuleSet:
@@ -270,11 +270,13 @@ def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
         (r, celexpr.evaluate(r.whole, {"self": v})) for r in rule_set.rules if r.skipped is None])
 
 
-def _recall(store: MutableMapping[Any, tuple[tuple[Rule, Any], ...]], judged: Any,
-            evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) -> tuple[tuple[Rule, Any], ...]:
-    """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep)."""
+def _recall(store: Memo[tuple[tuple[Rule, Any], ...]], judged: Any,
+            evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]],
+            made: Hashable | None = None) -> tuple[tuple[Rule, Any], ...]:
+    """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep); `made`: its
+    key, where the caller has it."""
     # Only the verdict and an error's text are kept.
-    return memo.remembered(store, judged, lambda v: tuple(
+    return memo.known(store, memo.key(judged) if made is None else made, judged, lambda v: tuple(
         (r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(v) if o is not True))
 
 
@@ -295,9 +297,11 @@ def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterat
     def judged(element: Any) -> Iterable[tuple[Rule, Any]]:
         return evaluate(_pruned(element, rule_set.element_reads))
 
-    for index, element in enumerate(value):
+    # Elements' keys are made once per list for every layer that judges them (memo.parts).
+    keys = memo.parts(value) if isinstance(value, list) else map(memo.key, value)
+    for index, (element, made) in enumerate(zip(value, keys, strict=True)):
         # Remembered per whole element (as plain JSON, it is as quick to key as its pruned copy is to make).
-        for rule, outcome in _recall(rule_set.element_memo, element, judged):
+        for rule, outcome in _recall(rule_set.element_memo, element, judged, made):
             yield Violation((*rule.field_path, index if listed else element), _message(rule, value, outcome),
                             isinstance(outcome, celexpr.Failure))
 

@@ -11,12 +11,13 @@ import dataclasses
 import functools
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 
 from simulation import memo, once, packagedata
+from simulation.memo import Memo
 from simulation.validation import cel
 
 if TYPE_CHECKING:
@@ -88,10 +89,11 @@ class Node:
     guarded_properties: Mapping[str, Node] = dataclasses.field(default_factory=dict)
     guarded_rest: bool = True
     # As an element of a list: the rules' violations at and under an element, per element value (schema.py).
-    memo: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    # As a list: the rules' violations at and under it, and whether null pruning keeps it as it is, per value.
-    lists: MutableMapping[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    kept: MutableMapping[Any, bool] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    memo: Memo[Any] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
+    # As a list: the rules' violations at and under it, per value. Whether null pruning keeps a value here as it is
+    # (a list, or an element of one), per value.
+    lists: Memo[Any] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
+    kept: Memo[bool] = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Node:
@@ -250,8 +252,8 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         one = _compiled(requirement) if requirement is not None else None
     except Exception:  # fastjsonschema refuses with many types; the validator alone still does the job
         return None
-    verdicts: dict[Any, bool] = {}
-    lists: dict[Any, bool] = {}
+    verdicts: memo.Memo[bool] = memo.Memo()
+    lists: memo.Memo[bool] = memo.Memo()
 
     def accepts(instance: Any) -> bool:
         if not _passes(whole, instance):
@@ -263,7 +265,7 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         passes = functools.partial(_passes, one)
         # Per requirement list too: lists recur whole across overlays.
         return memo.remembered(lists, requirements, lambda listed: all(
-            memo.remembered(verdicts, item, passes) for item in listed))
+            memo.known(verdicts, made, item, passes) for item, made in zip(listed, memo.parts(listed), strict=True)))
 
     return accepts
 

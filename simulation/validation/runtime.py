@@ -91,12 +91,21 @@ def _under(rejected: frozenset[Path], prefix: Path) -> bool:
 
 _REQUIREMENTS: Path = ("spec", "requirements")
 # The problems of a requirement list none of whose requirements the API server rejects, paths relative to it.
-_LISTS: dict[Any, tuple[tuple[Path, str], ...]] = {}
+_LISTS: memo.Memo[tuple[tuple[Path, str], ...]] = memo.Memo()
 
 
 def _list(requirements: list[Any]) -> tuple[tuple[Path, str], ...]:
-    return tuple(problem for i, req in enumerate(requirements) if isinstance(req, dict)
-                 for problem in _requirement((i,), req, frozenset()))
+    keys = memo.parts(requirements)
+    return tuple(((i, *at), why) for i, (req, made) in enumerate(zip(requirements, keys, strict=True))
+                 if isinstance(req, dict) for at, why in memo.known(_ONE, made, req, _alone))
+
+
+# The problems of one requirement of such a list, paths relative to it: a new list holds requirements met before.
+_ONE: memo.Memo[tuple[tuple[Path, str], ...]] = memo.Memo()
+
+
+def _alone(req: dict[str, Any]) -> tuple[tuple[Path, str], ...]:
+    return tuple(_requirement((), req, frozenset()))
 
 
 def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterable[tuple[Path, str]]:

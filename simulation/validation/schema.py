@@ -5,7 +5,7 @@ the CRD given (crds.py), Karpenter's own by default."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from simulation import findings, memo
@@ -150,8 +150,8 @@ def _violations_here(node: crds.Node, value: Any, path: Path, out: _Found) -> No
         _property_violations(node, value, path, out)
     elif isinstance(value, list) and node.items is not None and node.items.guarded:
         items = node.items
-        for i, child in enumerate(value):
-            if found := _element_violations(items, child):
+        for i, (child, made) in enumerate(zip(value, memo.parts(value), strict=True)):
+            if found := _element_violations(items, child, made):
                 out += (((*path, i, *at), v) for at, v in found)
 
 
@@ -161,21 +161,24 @@ def _list_violations(node: crds.Node, value: list[Any]) -> tuple[tuple[Path, cel
     return _relative(node.lists, node, value, _violations_here)
 
 
-def _element_violations(node: crds.Node, value: Any) -> tuple[tuple[Path, cel.Violation], ...]:
-    """The violations at and under one element of a list, relative to it. Elements (requirements above all)
-    recur across objects: remembered per element value, the walk and the rules' lookups made once."""
-    return _relative(node.memo, node, value, _violations)
+def _element_violations(node: crds.Node, value: Any, made: Hashable | None) -> tuple[tuple[Path, cel.Violation], ...]:
+    """The violations at and under one element of a list (`made`: its key, memo.parts), relative to it. Elements
+    (requirements above all) recur across objects: remembered per element value, the walk and the rules' lookups
+    made once."""
+    return _relative(node.memo, node, value, _violations, made)
 
 
-def _relative(store: MutableMapping[Any, Any], node: crds.Node, value: Any,
-              walk: Callable[[crds.Node, Any, Path, _Found], None]) -> tuple[tuple[Path, cel.Violation], ...]:
-    """walk's violations of `value` from its own root, remembered in `store` per value."""
-    def made(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
+def _relative(store: memo.Memo[Any], node: crds.Node, value: Any,
+              walk: Callable[[crds.Node, Any, Path, _Found], None],
+              made: Hashable | None = None) -> tuple[tuple[Path, cel.Violation], ...]:
+    """walk's violations of `value` from its own root, remembered in `store` per value (`made`: its key, where the
+    caller has it)."""
+    def walked(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
         out: _Found = []
         walk(node, at_hand, (), out)
         return tuple(out)
 
-    return memo.remembered(store, value, made)
+    return memo.known(store, memo.key(value) if made is None else made, value, walked)
 
 
 def _property_violations(node: crds.Node, value: dict[str, Any], path: Path, out: _Found) -> None:
@@ -239,7 +242,7 @@ def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
 
 
 # The requirements whose values Karpenter ignores, per requirement list (lists recur across overlays).
-_IGNORED: dict[Any, tuple[tuple[int, str], ...]] = {}
+_IGNORED: memo.Memo[tuple[tuple[int, str], ...]] = memo.Memo()
 
 
 def _ignoring(requirements: list[Any]) -> tuple[tuple[int, str], ...]:
@@ -316,7 +319,7 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     kind = type(value)
     if node is None or kind in _LEAVES:
         return plain_json(value)
-    if kind is list and set(map(type, value)) <= _LEAVES:  # a list of plain scalars (most lists)
+    if kind is list and _scalars(value):  # most lists
         return value
     if kind is list or isinstance(value, list | tuple):  # before Mapping, an abstract class and slower to test
         return _plain_list(value, node)
@@ -326,7 +329,7 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
         for key, child in value.items():
             kind = type(child)
             # A list of plain scalars (a requirement's values) is tested here: a call each was much of the walk.
-            if kind not in _PLAIN_LEAVES and (kind is not list or not set(map(type, child)) <= _LEAVES):
+            if kind not in _PLAIN_LEAVES and (kind is not list or not _scalars(child)):
                 made = _plain_pruned(child, node.properties.get(key, node.additional))
                 if made is not child:
                     if copy is value:
@@ -338,13 +341,30 @@ def _plain_pruned(value: Any, node: crds.Node | None) -> Any:
     return plain_json(value)
 
 
+def _scalars(value: list[Any]) -> bool:
+    """Whether a list holds plain scalars only; one of maps (an overlay's requirements) is told by its first item."""
+    return (not value or type(value[0]) in _LEAVES) and set(map(type, value)) <= _LEAVES
+
+
 def _plain_list(value: list[Any] | tuple[Any, ...], node: crds.Node) -> list[Any]:
     items = node.items
     # A list of maps (an overlay's requirements) recurs whole across objects: whether it is kept as it is,
     # remembered per value.
-    if type(value) is list and memo.remembered(node.kept, value, lambda v: _pruned_list(v, items) is v):
+    if type(value) is list and memo.remembered(node.kept, value, lambda v: _kept(v, items)):
         return value
     return _pruned_list(value, items)
+
+
+def _kept(value: list[Any], items: crds.Node | None) -> bool:
+    """Whether pruning keeps a list as it is: whether it keeps each element as it is, remembered per element at
+    the elements' place (a new list of a hundred requirements holds requirements met before)."""
+    if items is None:
+        return _pruned_list(value, items) is value
+    def alone(child: Any) -> bool:
+        return _plain_pruned(child, items) is child
+
+    return all(type(child) in _PLAIN_LEAVES or memo.known(items.kept, made, child, alone)
+               for child, made in zip(value, memo.parts(value), strict=True))
 
 
 def _pruned_list(value: list[Any] | tuple[Any, ...], items: crds.Node | None) -> list[Any]:
