@@ -25,11 +25,13 @@ written.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -52,7 +54,8 @@ _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 # A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
 # some such headers libyaml refuses. A plain scalar holding ` > ` is left to tree too.
-_ODD_BLOCK_HEADER = re.compile(r"(?<![^\s])[|>](?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
+# The indicator first, then what is before it: a pattern opening with a lookbehind is tried at every character.
+_ODD_BLOCK_HEADER = re.compile(r"[|>](?<![^\s][|>])(?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
 # A block scalar as a document's root: rapidyaml takes lines at column 0 for its text, libyaml refuses them.
 _ROOT_BLOCK = re.compile(r"^(?:---[ ]+)?[|>]", re.MULTILINE)
 _MARKER = "\n---"
@@ -63,16 +66,15 @@ _SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
 # excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
 # (`_unsure_number`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
-# rapidyaml may have read as a plain scalar where libyaml refuses one. One scan: a lookahead on the first
-# character keeps it fast.
-_SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
-_SUSPECT = re.compile(
-    '"(?=[-+.0-9\\]}}:?%#|>,{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
-    + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
-    + '|([-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
-    + '|(?<=[\\[{, ]")[\\]}:?%#|>,])')
+# rapidyaml may have read as a plain scalar where libyaml refuses one. Each distinct string of a file is judged
+# once, as the decoder collected them (`jsontext.Decoder`), not each of its occurrences in the JSON.
+_SPOKEN = frozenset(scalars.TABLE) - {"", "true", "false", "null"}
+_NUMBER_LIKE = re.compile(r"[-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*")
+_INDICATORS = frozenset("]}:?%#|>,")
+# What rapidyaml makes of a plain `inf`, `-inf` or `nan` (and `infinity`, `.Inf`...).
+_SPECIAL = {".inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 # Keys kubectl refuses: `null` and nothing.
-_NULL_KEYS = ('"null":', '"":')
+_NULL_KEYS = frozenset({"null", ""})
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
 _LONGEST_INT = 19
 
@@ -83,7 +85,7 @@ class _Unsure(Exception):
 
 def documents(text: str) -> list[tree.Parsed] | None:
     """Every document of a YAML stream, as `tree` reads them; None when `tree` must read it."""
-    raw = text.encode()
+    raw = text.encode("utf-8", "surrogatepass")  # a lone surrogate is one of the characters left to tree
     if _unsure(text, raw):
         return None
     if _BLANK.fullmatch(text):
@@ -142,31 +144,48 @@ def _read(text: str, raw: bytes, count: int) -> tuple[list[Any], list[jsontext.L
     try:
         with _quiet():
             parsed = ryml.parse_in_arena(raw)
-        emitted = _json(parsed)
+        written = _json(parsed, len(raw))
     except Exception as err:  # rapidyaml raises its own classes (ExceptionParse...): tree reports the error
         raise _Unsure from err
     root = parsed.root_id()
     stream = parsed.is_stream(root)
-    if (parsed.num_children(root) if stream else 1) != count or not emitted:
+    if (parsed.num_children(root) if stream else 1) != count or not written:
         raise _Unsure
-    if '.inf"' in emitted or '.nan"' in emitted:
+    if jsontext.too_deep(written, tree.MAX_DEPTH + stream):
+        raise _Unsure
+    emitted = written.decode()
+    del parsed, written
+    value, decoder = _decoded(emitted)
+    if any(special in decoder.strings or special in decoder.keys for special in _SPECIAL):
         if _SPELLED.search(text) is not None:
             raise _Unsure
-        emitted = emitted.replace('".inf"', '"inf"').replace('"-.inf"', '"-inf"').replace('".nan"', '"nan"')
-    if jsontext.too_deep(emitted, tree.MAX_DEPTH + stream) or any(key in emitted for key in _NULL_KEYS):
+        for special, spelled in _SPECIAL.items():
+            emitted = emitted.replace(f'"{special}"', f'"{spelled}"')
+        value, decoder = _decoded(emitted)
+    if not _NULL_KEYS.isdisjoint(decoder.keys) or any(_suspect(s, False) for s in decoder.strings) \
+            or any(_suspect(k, True) for k in decoder.keys):
         raise _Unsure
-    if any(m.group(2) is None or _unsure_number(m.group(2), m.group(3) is not None)
-           for m in _SUSPECT.finditer(emitted)):
-        raise _Unsure
-    try:
-        value = jsontext.decoder(parse_int=_integer, parse_float=_float).decode(emitted)
-    except (ValueError, jsontext.NotPlain, RecursionError) as err:
-        raise _Unsure from err
     index = jsontext.Index(emitted)
     at = len(emitted) - len(emitted.lstrip())
     if stream:
         return value, [jsontext.Literals(index, at, (i,)) for i in range(count)]
     return [value], [jsontext.Literals(index, at)]
+
+
+def _decoded(emitted: str) -> tuple[Any, jsontext.Decoder]:
+    """rapidyaml's JSON read, with the distinct strings and keys met."""
+    decoder = jsontext.Decoder(parse_int=_integer, parse_float=_float)
+    try:
+        return decoder.decode(emitted), decoder
+    except (ValueError, jsontext.NotPlain, RecursionError) as err:
+        raise _Unsure from err
+
+
+def _suspect(text: str, is_key: bool) -> bool:
+    """Whether a string of the JSON may be a plain scalar kubectl reads otherwise."""
+    if text in _SPOKEN or text[:1] in _INDICATORS:
+        return True
+    return _NUMBER_LIKE.fullmatch(text) is not None and _unsure_number(text, is_key)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -182,18 +201,23 @@ def _unsure_number(text: str, is_key: bool) -> bool:
         return True
     try:
         with _quiet():
-            written = _json(ryml.parse_in_arena(f"- {text}\n"))
+            written = _json(ryml.parse_in_arena(f"- {text}\n"), len(text) + 3).decode()
     except Exception:  # rapidyaml's own classes
         return True
     return '"' in written
 
 
-def _json(parsed: Any) -> str:
-    """The tree as JSON, written into a buffer of ours: `ryml.emit_json` never frees the one it allocates (twice
-    the JSON's size lost per call, 14 MB per 3.7 MB file)."""
-    out = bytearray(ryml.compute_json_length(parsed))
-    ryml.emit_json_in_place(parsed, out)
-    return out.decode()
+def _json(parsed: Any, size: int) -> bytearray:
+    """The tree of a `size`-byte text as JSON, written into a buffer of ours: `ryml.emit_json` never frees the one
+    it allocates (twice the JSON's size lost per call, 14 MB per 3.7 MB file). The buffer is sized by a guess
+    (asking for the exact size walks the tree as long as writing it does), and again only if the guess was short."""
+    out = bytearray(2 * size + 4096)
+    short, length = ryml.emit_json_to_substr(parsed, parsed.root_id(), out)
+    if short:
+        out = bytearray(length)
+        short, length = ryml.emit_json_to_substr(parsed, parsed.root_id(), out)
+    del out[length:]
+    return out
 
 
 def _integer(text: str) -> int:
@@ -207,18 +231,49 @@ def _float(text: str) -> float:
     raise jsontext.NotPlain(text)
 
 
+def _c_stderr() -> tuple[ctypes.c_void_p, int] | None:
+    """The C library's `stderr` stream, where rapidyaml writes, and a stream writing to nowhere to put in its place:
+    the GNU C library documents `stderr` as a variable a program may set. None for another C library."""
+    if "glibc" not in (os.confstr("CS_GNU_LIBC_VERSION") or ""):
+        return None
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    nowhere = libc.fopen(os.devnull.encode(), b"w")
+    return (ctypes.c_void_p.in_dll(libc, "stderr"), nowhere) if nowhere else None
+
+
+# rapidyaml's Python API installs no error callback of its own and offers none to install (its `Callbacks` and
+# `set_callbacks` are not wrapped): its default prints a parse error to C's `stderr`, then raises.
+_STDERR = _c_stderr()
+# One quiet section at a time: two threads saving and restoring the same stream in turn would leave it silenced.
+_QUIET = threading.Lock()
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """rapidyaml prints a parse error to the process's stderr before raising it: the error is `tree`'s to report."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    """rapidyaml prints a parse error before raising it: the error is `tree`'s to report. C's `stderr` stream is
+    pointed at /dev/null meanwhile; Python writes to file descriptor 2 directly, so another thread's log line is
+    not lost. Where that stream cannot be set, file descriptor 2 is (a line written meanwhile is lost)."""
+    with _QUIET:
+        if _STDERR is not None:
+            stream, nowhere = _STDERR
+            saved = stream.value
+            stream.value = nowhere
+            try:
+                yield
+            finally:
+                stream.value = saved
+            return
+        sys.stderr.flush()
+        saved_fd = os.dup(2)
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
 
 
 class _Later:

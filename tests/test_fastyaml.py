@@ -5,8 +5,10 @@ collections, comments and several documents."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import time
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -140,6 +142,11 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("a: >\n\n x", False), ("a: >\n\n x\n", True), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
     # go-yaml drops a number's underscores before parsing it: `-_1` is -1, `+_.5` 0.5.
     ("-_1\n", False), ("a: +_.5\n", False), ("a: -__0x1\n", False),
+    # Each distinct string is judged wherever it is: a document, an item of the stream's or of a nested list, a key.
+    ("yes\n", False), ("- yes\n", False), ("- [[yes]]\n", False), ("a: [[0755]]\n", False), ("- - - on\n", False),
+    ("- a\n---\n- 0x1F\n", False), ("a: {b: {'y': 1}}\n", False), ("a:\n  10: x\n", True), ("- [[x, '2']]\n", True),
+    ("a: ''\n", True), ("'': x\n", False), ("a: [inf, [inf]]\n", True), ("inf: x\n", True),
+    ("a: [inf, .inf]\n", False), ("a: x.inf\n", True),
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
@@ -170,6 +177,45 @@ def test_bad_yaml_is_tree_s_to_report(text: str, monkeypatch: pytest.MonkeyPatch
     assert got[-1].problem is not None
     assert [(p.value, p.problem) for p in got] == [(p.value, p.problem) for p in tree._yaml(text)]
     assert capfd.readouterr().err == ""
+
+
+@pytest.mark.skipif(fastyaml._STDERR is None, reason="C's stderr stream cannot be set here")
+def test_a_line_another_writer_prints_meanwhile_is_not_lost(capfd: pytest.CaptureFixture[str]) -> None:
+    """rapidyaml's parse error goes nowhere; what Python writes to stderr at the same time still gets there."""
+    with fastyaml._quiet():
+        os.write(2, b"logged meanwhile\n")
+        with pytest.raises(fastyaml.ryml.ExceptionParse):
+            fastyaml.ryml.parse_in_arena(b"a: [b\n")
+    assert capfd.readouterr().err == "logged meanwhile\n"
+
+
+@pytest.mark.parametrize("stream", ["C", "descriptor"])
+def test_quiet_readers_in_several_threads_take_turns_and_leave_stderr_as_it_was(
+        stream: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Readers silencing and restoring stderr at once, one saving what another silenced, would leave it silenced
+    for good: each parse (here one that gives the other threads the interpreter before failing) runs alone, and
+    after them a parse error prints again."""
+    if stream == "descriptor":
+        monkeypatch.setattr(fastyaml, "_STDERR", None)
+    inside, most = [0], [0]
+    real = fastyaml.ryml.parse_in_arena
+
+    def parse(raw: bytes) -> None:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.001)  # not to wait for anything: to let another thread run here if it can
+        inside[0] -= 1
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(fastyaml.ryml, "parse_in_arena", parse)
+    text = "apiVersion: v1\nkind: ConfigMap\n" + "# padding\n" * 8_000
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(fastyaml.documents, [text] * 20)) == [None] * 20
+    assert most == [1]
+    assert capfd.readouterr().err == ""
+    with pytest.raises(fastyaml.ryml.ExceptionParse):
+        real(b"a: [b\n")
+    assert "missing terminating" in capfd.readouterr().err
 
 
 def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
