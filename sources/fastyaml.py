@@ -12,11 +12,13 @@ read here only when none of that can happen:
   collection across lines, a `:` right before a flow indicator, a scalar opening with `]`, `}`, `:` or `?`:
   rapidyaml reads some such texts libyaml refuses; the fuzz target `fastyaml` looks for more);
 - no string in the JSON that a plain scalar becomes and kubectl types otherwise (`yes`, `True`, `~`, `.inf`,
-  `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was;
+  `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was. The decoder
+  collects a file's distinct strings and keys as it shares them (`jsontext.Decoder`), and each is judged once;
 - no number in the JSON but a decimal integer kubectl reads as the same integer (no float at all);
 - no duplicate key, nothing nested deeper than `tree.MAX_DEPTH`, and as many documents as the text's markers.
 
-Anything else makes `documents` answer None, and `tree` reads the file. Positions are found when a finding asks
+Anything else makes `documents` answer None, and `tree` reads the file (rapidyaml's own report of a parse error
+is silenced: `_quiet`). Positions are found when a finding asks
 for one, in the document's own text, by libyaml's events as far as the path asked for (`tree.located`). The text
 of each number and boolean (`plain`) is the JSON's, which for a decimal integer or a boolean is the text as
 written.
