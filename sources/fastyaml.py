@@ -63,8 +63,10 @@ _ROOT_BLOCK = re.compile(r"^(?:---[ ]+)?[|>]", re.MULTILINE)
 _MARKER = "\n---"
 _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 # rapidyaml writes a plain `inf` or `infinity` as ".inf" (`-inf` as "-.inf", `nan` as ".nan"), which kubectl keeps
-# as written: AWS's instance category `inf` is one. Undone where the text holds no other spelling of them.
-_SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
+# as written: AWS's instance category `inf` is one. Undone where the text holds no other spelling of them (in any
+# case: searched for in the text's bytes lowered, a regular expression ignoring case is ten times as slow).
+_SPELLED = (b".inf", b".nan", b"infinity")
+_SPECIAL = {".inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
 # excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
 # (`_unsure_number`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
@@ -73,8 +75,6 @@ _SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
 _SPOKEN = frozenset(scalars.TABLE) - {"", "true", "false", "null"}
 _NUMBER_LIKE = re.compile(r"[-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*")
 _INDICATORS = frozenset("]}:?%#|>,")
-# What rapidyaml makes of a plain `inf`, `-inf` or `nan` (and `infinity`, `.Inf`...).
-_SPECIAL = {".inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = frozenset({"null", ""})
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
@@ -94,7 +94,7 @@ def documents(text: str) -> list[tree.Parsed] | None:
         return []
     starts = _starts(text)
     try:
-        values, literals = _read(text, raw, len(starts))
+        values, literals = _read(raw, len(starts))
     except _Unsure:
         return None
     later = _Later(text, starts)
@@ -141,8 +141,9 @@ def _starts(text: str) -> list[int]:
     return starts
 
 
-def _read(text: str, raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
-    """The values of the `count` documents of `text` (`raw` in UTF-8), with the text of their numbers and booleans."""
+def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
+    """The values of the `count` documents of a text (`raw`, its UTF-8), with the text of their numbers and
+    booleans."""
     try:
         with _quiet():
             parsed = ryml.parse_in_arena(raw)
@@ -157,13 +158,13 @@ def _read(text: str, raw: bytes, count: int) -> tuple[list[Any], list[jsontext.L
         raise _Unsure
     emitted = written.decode()
     del parsed, written
-    value, decoder = _decoded(emitted)
-    if any(special in decoder.strings or special in decoder.keys for special in _SPECIAL):
-        if _SPELLED.search(text) is not None:
+    if '.inf"' in emitted or '.nan"' in emitted:
+        lowered = raw.lower()
+        if any(spelled in lowered for spelled in _SPELLED):
             raise _Unsure
         for special, spelled in _SPECIAL.items():
             emitted = emitted.replace(f'"{special}"', f'"{spelled}"')
-        value, decoder = _decoded(emitted)
+    value, decoder = _decoded(emitted)
     if not _NULL_KEYS.isdisjoint(decoder.keys) or any(_suspect(s, False) for s in decoder.strings) \
             or any(_suspect(k, True) for k in decoder.keys):
         raise _Unsure
