@@ -234,6 +234,15 @@ def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(calls) == 1 and calls[0].count("---") == 1
 
 
+def test_json_longer_than_the_guess_is_written_again() -> None:
+    """rapidyaml's JSON is written into a buffer twice the text's size: empty values (`k:` is `"k": null`, indented)
+    outgrow it, and the JSON is written again at the size rapidyaml asked for."""
+    text = "".join(f"k{i:05d}:\n" for i in range(4_000))
+    assert len(fastyaml._json(fastyaml.ryml.parse_in_arena(text.encode()), 0)) > 2 * len(text) + 4096
+    (read,) = fastyaml.documents(text) or [None]
+    assert read is not None and read.value == next(tree._yaml(text)).value == {f"k{i:05d}": None for i in range(4_000)}
+
+
 def test_a_document_listed_whole_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Copying a document's positions (a render cache's entry) reads it once, and every path is then answered from
     that reading, not by one reading per path."""
