@@ -237,7 +237,11 @@ def _float(text: str) -> float:
 def _c_stderr() -> tuple[ctypes.c_void_p, int] | None:
     """The C library's `stderr` stream, where rapidyaml writes, and a stream writing to nowhere to put in its place:
     the GNU C library documents `stderr` as a variable a program may set. None for another C library."""
-    if "glibc" not in (os.confstr("CS_GNU_LIBC_VERSION") or ""):
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):  # a system that cannot name its C library (macOS, Windows)
+        version = ""
+    if not version.startswith("glibc"):
         return None
     libc = ctypes.CDLL(None)
     libc.fopen.restype = ctypes.c_void_p

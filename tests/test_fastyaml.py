@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 import os
 import time
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -187,6 +188,18 @@ def test_a_line_another_writer_prints_meanwhile_is_not_lost(capfd: pytest.Captur
         with pytest.raises(fastyaml.ryml.ExceptionParse):
             fastyaml.ryml.parse_in_arena(b"a: [b\n")
     assert capfd.readouterr().err == "logged meanwhile\n"
+
+
+def _unnamed(name: str) -> str:
+    raise ValueError(f"unrecognized configuration name {name}")  # what macOS answers
+
+
+@pytest.mark.parametrize("confstr", [lambda name: "musl libc 1.2", lambda name: None, _unnamed])
+def test_the_c_stream_is_set_only_under_the_gnu_c_library(confstr: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another C library's `stderr` may be constant (musl's is); where the library is another or cannot be named,
+    the descriptor is silenced instead."""
+    monkeypatch.setattr(os, "confstr", confstr)
+    assert fastyaml._c_stderr() is None
 
 
 @pytest.mark.parametrize("stream", ["C", "descriptor"])
