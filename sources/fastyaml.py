@@ -213,7 +213,13 @@ def _unsure_number(text: str, is_key: bool) -> bool:
 def _json(parsed: Any, size: int) -> bytearray:
     """The tree of a `size`-byte text as JSON, written into a buffer of ours: `ryml.emit_json` never frees the one
     it allocates (twice the JSON's size lost per call, 14 MB per 3.7 MB file). The buffer is sized by a guess
-    (asking for the exact size walks the tree as long as writing it does), and again only if the guess was short."""
+    (asking for the exact size walks the tree as long as writing it does), and again only if the guess was short.
+    rapidyaml writes a block collection as indented JSON, a flow one on a line: each document is made flow (its
+    collections follow in the JSON), the same JSON 40% shorter to write, count and decode."""
+    root = parsed.root_id()
+    for document in ryml.children(parsed, root) if parsed.is_stream(root) else (root,):
+        if parsed.is_container(document):
+            parsed.set_container_style(document, ryml.FLOW_SL)
     out = bytearray(2 * size + 4096)
     short, length = ryml.emit_json_to_substr(parsed, parsed.root_id(), out)
     if short:
