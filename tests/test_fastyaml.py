@@ -141,6 +141,8 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("apiVersion: ]\n", False), (">2.\n", False), ("a: |2-\n   x\nb: >+ # c\n  y\n", True),
     ("a: [:g]\n", False), ("h: [g: %]\n", False), ("|\np\n", False), ("--- |\nx\n", False),
     ("a: >\n\n x", False), ("a: >\n\n x\n", True), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
+    ('- "" - ""\n', False), ("- '' - x\n", False), ("- [a] -\n", False), ("- {} - x\n", False),
+    ('- "x"  -\n', False), ('a: "-1%"\nb: [x]\nc: {d: e}\n', True), ("- [a]\n- '-'\n", True),
     # go-yaml drops a number's underscores before parsing it: `-_1` is -1, `+_.5` 0.5.
     ("-_1\n", False), ("a: +_.5\n", False), ("a: -__0x1\n", False),
     # Each distinct string is judged wherever it is: a document, an item of the stream's or of a nested list, a key.
