@@ -12,11 +12,13 @@ read here only when none of that can happen:
   collection across lines, a `:` right before a flow indicator, a scalar opening with `]`, `}`, `:` or `?`:
   rapidyaml reads some such texts libyaml refuses; the fuzz target `fastyaml` looks for more);
 - no string in the JSON that a plain scalar becomes and kubectl types otherwise (`yes`, `True`, `~`, `.inf`,
-  `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was;
+  `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was. The decoder
+  collects a file's distinct strings and keys as it shares them (`jsontext.Decoder`), and each is judged once;
 - no number in the JSON but a decimal integer kubectl reads as the same integer (no float at all);
 - no duplicate key, nothing nested deeper than `tree.MAX_DEPTH`, and as many documents as the text's markers.
 
-Anything else makes `documents` answer None, and `tree` reads the file. Positions are found when a finding asks
+Anything else makes `documents` answer None, and `tree` reads the file (rapidyaml's own report of a parse error
+is silenced: `_quiet`). Positions are found when a finding asks
 for one, in the document's own text, by libyaml's events as far as the path asked for (`tree.located`). The text
 of each number and boolean (`plain`) is the JSON's, which for a decimal integer or a boolean is the text as
 written.
@@ -25,11 +27,13 @@ written.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -49,30 +53,35 @@ _HIGH_BYTES = bytes(range(0x80, 0x100))
 # A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it.
 _UNSURE_TEXT = ("<<", "\n%", "\n...", ":]", ":,", ":}")
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
+# A block sequence entry on the line of a quoted scalar or a flow collection (`- "" - x`, `- [] -`): libyaml refuses
+# it, rapidyaml reads one more item. Searched for only where, spaces deleted, a quote or closing bracket is followed
+# by a dash (one `bytes.translate`; the pattern alone is tried at every quote and bracket, 90 ms per 20 MB).
+_ENTRY_AFTER_VALUE = re.compile(r"[\"'\]}][ ]+-(?:[ \n]|$)")
+_CLOSERS = bytes(ord("q") if c in b"\"']}" else c if c == ord("-") else ord(".") for c in range(256))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 # A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
 # some such headers libyaml refuses. A plain scalar holding ` > ` is left to tree too.
-_ODD_BLOCK_HEADER = re.compile(r"(?<![^\s])[|>](?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
+# The indicator first, then what is before it: a pattern opening with a lookbehind is tried at every character.
+_ODD_BLOCK_HEADER = re.compile(r"[|>](?<![^\s][|>])(?!(?:[1-9][-+]?|[-+][1-9]?)?[ ]*(?:#[^\n]*)?(?:\n|$))")
 # A block scalar as a document's root: rapidyaml takes lines at column 0 for its text, libyaml refuses them.
 _ROOT_BLOCK = re.compile(r"^(?:---[ ]+)?[|>]", re.MULTILINE)
 _MARKER = "\n---"
 _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 # rapidyaml writes a plain `inf` or `infinity` as ".inf" (`-inf` as "-.inf", `nan` as ".nan"), which kubectl keeps
-# as written: AWS's instance category `inf` is one. Undone where the text holds no other spelling of them.
-_SPELLED = re.compile(r"\.(?:inf|nan)|infinity", re.IGNORECASE)
+# as written: AWS's instance category `inf` is one. Undone where the text holds no other spelling of them (in any
+# case: searched for in the text's bytes lowered, a regular expression ignoring case is ten times as slow).
+_SPELLED = (b".inf", b".nan", b"infinity")
+_SPECIAL = {".inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
 # excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
 # (`_unsure_number`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
-# rapidyaml may have read as a plain scalar where libyaml refuses one. One scan: a lookahead on the first
-# character keeps it fast.
-_SPOKEN = [w for w in scalars.TABLE if w not in ("", "true", "false", "null")]
-_SUSPECT = re.compile(
-    '"(?=[-+.0-9\\]}}:?%#|>,{}])'.format(re.escape("".join(sorted({w[0] for w in _SPOKEN}))))
-    + "(?:({})\"".format("|".join(map(re.escape, _SPOKEN)))
-    + '|([-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*)"([ \\n]*:)?'
-    + '|(?<=[\\[{, ]")[\\]}:?%#|>,])')
+# rapidyaml may have read as a plain scalar where libyaml refuses one. Each distinct string of a file is judged
+# once, as the decoder collected them (`jsontext.Decoder`), not each of its occurrences in the JSON.
+_SPOKEN = frozenset(scalars.TABLE) - {"", "true", "false", "null"}
+_NUMBER_LIKE = re.compile(r"[-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*")
+_INDICATORS = frozenset("]}:?%#|>,")
 # Keys kubectl refuses: `null` and nothing.
-_NULL_KEYS = ('"null":', '"":')
+_NULL_KEYS = frozenset({"null", ""})
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
 _LONGEST_INT = 19
 
@@ -83,14 +92,14 @@ class _Unsure(Exception):
 
 def documents(text: str) -> list[tree.Parsed] | None:
     """Every document of a YAML stream, as `tree` reads them; None when `tree` must read it."""
-    raw = text.encode()
+    raw = text.encode("utf-8", "surrogatepass")  # a lone surrogate is one of the characters left to tree
     if _unsure(text, raw):
         return None
     if _BLANK.fullmatch(text):
         return []
     starts = _starts(text)
     try:
-        values, literals = _read(text, raw, len(starts))
+        values, literals = _read(raw, len(starts))
     except _Unsure:
         return None
     later = _Later(text, starts)
@@ -105,6 +114,8 @@ def _unsure(text: str, raw: bytes) -> bool:
     if odd and (odd.translate(None, _HIGH_BYTES) or _UNSURE_CHARACTER.search(text) is not None):
         return True
     if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")):
+        return True
+    if b"q-" in raw.translate(_CLOSERS, b" ") and _ENTRY_AFTER_VALUE.search(text) is not None:
         return True
     # A block scalar that ends the text without a line break: rapidyaml gives it one.
     if ("|" in text or ">" in text) and (not text.endswith("\n") or _ODD_BLOCK_HEADER.search(text) is not None
@@ -137,36 +148,54 @@ def _starts(text: str) -> list[int]:
     return starts
 
 
-def _read(text: str, raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
-    """The values of the `count` documents of `text` (`raw` in UTF-8), with the text of their numbers and booleans."""
+def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
+    """The values of the `count` documents of a text (`raw`, its UTF-8), with the text of their numbers and
+    booleans."""
     try:
         with _quiet():
             parsed = ryml.parse_in_arena(raw)
-        emitted = _json(parsed)
+        written = _json(parsed, len(raw))
     except Exception as err:  # rapidyaml raises its own classes (ExceptionParse...): tree reports the error
         raise _Unsure from err
     root = parsed.root_id()
     stream = parsed.is_stream(root)
-    if (parsed.num_children(root) if stream else 1) != count or not emitted:
+    if (parsed.num_children(root) if stream else 1) != count or not written:
         raise _Unsure
+    if jsontext.too_deep(written, tree.MAX_DEPTH + stream):
+        raise _Unsure
+    emitted = written.decode()
+    del parsed, written
     if '.inf"' in emitted or '.nan"' in emitted:
-        if _SPELLED.search(text) is not None:
+        lowered = raw.lower()
+        if any(spelled in lowered for spelled in _SPELLED):
             raise _Unsure
-        emitted = emitted.replace('".inf"', '"inf"').replace('"-.inf"', '"-inf"').replace('".nan"', '"nan"')
-    if jsontext.too_deep(emitted, tree.MAX_DEPTH + stream) or any(key in emitted for key in _NULL_KEYS):
+        for special, spelled in _SPECIAL.items():
+            emitted = emitted.replace(f'"{special}"', f'"{spelled}"')
+    value, decoder = _decoded(emitted)
+    if not _NULL_KEYS.isdisjoint(decoder.keys) or any(_suspect(s, False) for s in decoder.strings) \
+            or any(_suspect(k, True) for k in decoder.keys):
         raise _Unsure
-    if any(m.group(2) is None or _unsure_number(m.group(2), m.group(3) is not None)
-           for m in _SUSPECT.finditer(emitted)):
-        raise _Unsure
-    try:
-        value = jsontext.decoder(parse_int=_integer, parse_float=_float).decode(emitted)
-    except (ValueError, jsontext.NotPlain, RecursionError) as err:
-        raise _Unsure from err
     index = jsontext.Index(emitted)
     at = len(emitted) - len(emitted.lstrip())
     if stream:
         return value, [jsontext.Literals(index, at, (i,)) for i in range(count)]
     return [value], [jsontext.Literals(index, at)]
+
+
+def _decoded(emitted: str) -> tuple[Any, jsontext.Decoder]:
+    """rapidyaml's JSON read, with the distinct strings and keys met."""
+    decoder = jsontext.Decoder(parse_int=_integer, parse_float=_float)
+    try:
+        return decoder.decode(emitted), decoder
+    except (ValueError, jsontext.NotPlain, RecursionError) as err:
+        raise _Unsure from err
+
+
+def _suspect(text: str, is_key: bool) -> bool:
+    """Whether a string of the JSON may be a plain scalar kubectl reads otherwise."""
+    if text in _SPOKEN or text[:1] in _INDICATORS:
+        return True
+    return _NUMBER_LIKE.fullmatch(text) is not None and _unsure_number(text, is_key)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -182,18 +211,29 @@ def _unsure_number(text: str, is_key: bool) -> bool:
         return True
     try:
         with _quiet():
-            written = _json(ryml.parse_in_arena(f"- {text}\n"))
+            written = _json(ryml.parse_in_arena(f"- {text}\n"), len(text) + 3).decode()
     except Exception:  # rapidyaml's own classes
         return True
     return '"' in written
 
 
-def _json(parsed: Any) -> str:
-    """The tree as JSON, written into a buffer of ours: `ryml.emit_json` never frees the one it allocates (twice
-    the JSON's size lost per call, 14 MB per 3.7 MB file)."""
-    out = bytearray(ryml.compute_json_length(parsed))
-    ryml.emit_json_in_place(parsed, out)
-    return out.decode()
+def _json(parsed: Any, size: int) -> bytearray:
+    """The tree of a `size`-byte text as JSON, written into a buffer of ours: `ryml.emit_json` never frees the one
+    it allocates (twice the JSON's size lost per call, 14 MB per 3.7 MB file). The buffer is sized by a guess
+    (asking for the exact size walks the tree as long as writing it does), and again only if the guess was short.
+    rapidyaml writes a block collection as indented JSON, a flow one on a line: each document is made flow (its
+    collections follow in the JSON), the same JSON 40% shorter to write, count and decode."""
+    root = parsed.root_id()
+    for document in ryml.children(parsed, root) if parsed.is_stream(root) else (root,):
+        if parsed.is_container(document):
+            parsed.set_container_style(document, ryml.FLOW_SL)
+    out = bytearray(2 * size + 4096)
+    short, length = ryml.emit_json_to_substr(parsed, parsed.root_id(), out)
+    if short:
+        out = bytearray(length)
+        short, length = ryml.emit_json_to_substr(parsed, parsed.root_id(), out)
+    del out[length:]
+    return out
 
 
 def _integer(text: str) -> int:
@@ -207,18 +247,53 @@ def _float(text: str) -> float:
     raise jsontext.NotPlain(text)
 
 
+def _c_stderr() -> tuple[ctypes.c_void_p, int] | None:
+    """The C library's `stderr` stream, where rapidyaml writes, and a stream writing to nowhere to put in its place:
+    the GNU C library documents `stderr` as a variable a program may set. None for another C library."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):  # a system that cannot name its C library (macOS, Windows)
+        version = ""
+    if not version.startswith("glibc"):
+        return None
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    nowhere = libc.fopen(os.devnull.encode(), b"w")
+    return (ctypes.c_void_p.in_dll(libc, "stderr"), nowhere) if nowhere else None
+
+
+# rapidyaml's Python API installs no error callback of its own and offers none to install (its `Callbacks` and
+# `set_callbacks` are not wrapped): its default prints a parse error to C's `stderr`, then raises.
+_STDERR = _c_stderr()
+# One quiet section at a time: two threads saving and restoring the same stream in turn would leave it silenced.
+_QUIET = threading.Lock()
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """rapidyaml prints a parse error to the process's stderr before raising it: the error is `tree`'s to report."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    """rapidyaml prints a parse error before raising it: the error is `tree`'s to report. C's `stderr` stream is
+    pointed at /dev/null meanwhile; Python writes to file descriptor 2 directly, so another thread's log line is
+    not lost. Where that stream cannot be set, file descriptor 2 is (a line written meanwhile is lost)."""
+    with _QUIET:
+        if _STDERR is not None:
+            stream, nowhere = _STDERR
+            saved = stream.value
+            stream.value = nowhere
+            try:
+                yield
+            finally:
+                stream.value = saved
+            return
+        sys.stderr.flush()
+        saved_fd = os.dup(2)
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
 
 
 class _Later:

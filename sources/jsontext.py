@@ -29,8 +29,8 @@ _WS = re.compile(r"[ \t\n\r]*")
 # A surrogate escape: Python's decoder pairs them, and leaves a lone one that cannot be printed.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_STRING = re.compile(r'"[^"]*"')
-_BRACKETS_AND_QUOTES = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in '[]{}"'))
+_STRING = re.compile(rb'"[^"]*"')
+_NOT_BRACKETS_OR_QUOTES = bytes(c for c in range(256) if c not in b'[]{}"')
 # A byte's step in depth as a signed byte (0xff is -1); anything else left (a stray quote) is no step.
 _STEPS = bytes(1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256))
 _DECODER = json.JSONDecoder()
@@ -42,29 +42,56 @@ class NotPlain(Exception):
     """Valid JSON that reads differently from YAML, or that the YAML reader should refuse."""
 
 
-def decoder(parse_int: Callable[[str], Any] | None = None,
-            parse_float: Callable[[str], Any] | None = None) -> json.JSONDecoder:
+class Decoder:
     """A decoder for one text that refuses what YAML reads otherwise and keeps one object per distinct string
-    value in objects and their lists (a file's objects repeat theirs: `NotIn`, a label key, a family).
-    `parse_int`, `parse_float`: as json's, and may refuse a number with NotPlain."""
-    strings: dict[str, str] = {}
-    share = strings.setdefault
+    value (a file's objects repeat theirs: `NotIn`, a label key, a family). What it met is at hand afterwards:
+    `strings`, every distinct string value, and `keys`, every distinct key (the C scanner already keeps one
+    object per key). `parse_int`, `parse_float`: as json's, and may refuse a number with NotPlain."""
 
-    def pairs(found: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = {}
-        for key, value in found:
-            kind = type(value)
-            if kind is str:
-                value = share(value, value)
-            elif kind is list:
-                value[:] = [share(v, v) if type(v) is str else v for v in value]
-            out[key] = value
-        if len(out) != len(found):
-            raise NotPlain("duplicate key")
-        return out
+    def __init__(self, parse_int: Callable[[str], Any] | None = None,
+                 parse_float: Callable[[str], Any] | None = None) -> None:
+        self.strings: dict[str, str] = {}
+        self.keys: set[str] = set()
+        share = self.strings.setdefault
+        note = self.keys.update
 
-    return json.JSONDecoder(object_pairs_hook=pairs, parse_constant=_constant, parse_int=parse_int,
-                            parse_float=parse_float)
+        def shared(items: list[Any]) -> list[Any]:
+            return [share(v, v) if type(v) is str else shared(v) if type(v) is list else v for v in items]
+
+        def pairs(found: list[tuple[str, Any]]) -> dict[str, Any]:
+            out = {}
+            for key, value in found:
+                kind = type(value)
+                if kind is str:
+                    value = share(value, value)
+                elif kind is list:
+                    value[:] = shared(value)
+                out[key] = value
+            if len(out) != len(found):
+                raise NotPlain("duplicate key")
+            note(out)
+            return out
+
+        self._shared = shared
+        self._json = json.JSONDecoder(object_pairs_hook=pairs, parse_constant=_constant, parse_int=parse_int,
+                                      parse_float=parse_float)
+
+    def raw_decode(self, text: str, start: int) -> tuple[Any, int]:
+        """The JSON value at `start`, and where it ends."""
+        value, end = self._json.raw_decode(text, start)
+        # Objects were seen to as they were built; a string or list outside any is not yet.
+        if type(value) is str:
+            value = self.strings.setdefault(value, value)
+        elif type(value) is list:
+            value = self._shared(value)
+        return value, end
+
+    def decode(self, text: str) -> Any:
+        """The one JSON value of `text`."""
+        value, end = self.raw_decode(text, _skip(text, 0))
+        if _skip(text, end) != len(text):
+            raise ValueError("extra data after the JSON value")
+        return value
 
 
 def _constant(name: str) -> Any:
@@ -80,7 +107,7 @@ def documents(text: str, max_depth: int) -> list[tuple[Any, Located]] | None:
     index = Index(text)
     lone = _SURROGATE_ESCAPE.search(text)
     out: list[tuple[Any, Located]] = []
-    strict = decoder()
+    strict = Decoder()
     try:
         while start < len(text):
             value, end = strict.raw_decode(text, start)
@@ -113,14 +140,17 @@ def _skip(text: str, i: int) -> int:
     return found.end() if found is not None else i
 
 
-def too_deep(text: str, max_depth: int) -> bool:
-    """Nesting deeper than `max_depth`, judged with C-speed string operations: escaped backslashes
-    and quotes go first, then everything but brackets and quotes, then strings (most are empty by
-    then, and two adjacent quotes can go as a pair however they pair up)."""
-    skeleton = text.replace("\\\\", "").replace('\\"', "").translate(_BRACKETS_AND_QUOTES).replace('""', "")
-    brackets = _STRING.sub("", skeleton) if '"' in skeleton else skeleton
+def too_deep(text: str | bytes | bytearray, max_depth: int) -> bool:
+    """Nesting deeper than `max_depth`, judged with C-speed operations on the UTF-8 bytes: escaped
+    backslashes and quotes go first, then everything but brackets and quotes, then strings (most are
+    empty by then, and two adjacent quotes can go as a pair however they pair up)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = raw.translate(None, _NOT_BRACKETS_OR_QUOTES).replace(b'""', b"")
+    brackets = _STRING.sub(b"", skeleton) if b'"' in skeleton else skeleton
     # Each bracket as a signed byte, +1 or -1, summed up in C (a generator call each was most of the cost).
-    steps = array.array("b", brackets.encode().translate(_STEPS))
+    steps = array.array("b", brackets.translate(_STEPS))
     return max(itertools.accumulate(steps), default=0) > max_depth
 
 

@@ -39,6 +39,11 @@ _LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 # key at every flow level, which is quadratic on a long run: such a file is refused up front.
 # The pattern cannot backtrack (whitespace and brackets are disjoint), so the scan is linear.
 _BRACKET_RUN = re.compile(r"[\[{](?:[ \t\r\n]*[\[{]){7,}")
+# Whether there is such a run deeper than MAX_DEPTH, at C speed (the search above is about 5 ns a character): with
+# the whitespace deleted and every other character but an opening bracket made a `.`, a run is a row of `[`.
+_RUN_WHITESPACE = b" \t\r\n"
+_RUN_TABLE = bytes(ord("[") if c in b"[{" else ord(".") for c in range(256))
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -542,7 +547,8 @@ def documents(text: str) -> Iterator[Parsed]:
     """Every document of a YAML stream (or of a stream of JSON objects, read as kubectl reads them).
     A refused document carries a problem; a syntax error ends the stream (the parser cannot
     resynchronise), with one last refused document."""
-    for run in _BRACKET_RUN.finditer(text):
+    deep = b"[" * (MAX_DEPTH + 1) in text.encode("utf-8", "surrogatepass").translate(_RUN_TABLE, _RUN_WHITESPACE)
+    for run in _BRACKET_RUN.finditer(text) if deep else ():
         if run.group().count("[") + run.group().count("{") > MAX_DEPTH:
             yield Parsed(0, problem=Problem(f"nesting deeper than {MAX_DEPTH} levels; file refused",
                                             position_of(text, run.start())))

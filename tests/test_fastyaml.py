@@ -5,8 +5,11 @@ collections, comments and several documents."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import time
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -138,8 +141,15 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("apiVersion: ]\n", False), (">2.\n", False), ("a: |2-\n   x\nb: >+ # c\n  y\n", True),
     ("a: [:g]\n", False), ("h: [g: %]\n", False), ("|\np\n", False), ("--- |\nx\n", False),
     ("a: >\n\n x", False), ("a: >\n\n x\n", True), ("s: [g:]\n", False), ("a: {b\n c: d}\n", False),
+    ('- "" - ""\n', False), ("- '' - x\n", False), ("- [a] -\n", False), ("- {} - x\n", False),
+    ('- "x"  -\n', False), ('a: "-1%"\nb: [x]\nc: {d: e}\n', True), ("- [a]\n- '-'\n", True),
     # go-yaml drops a number's underscores before parsing it: `-_1` is -1, `+_.5` 0.5.
     ("-_1\n", False), ("a: +_.5\n", False), ("a: -__0x1\n", False),
+    # Each distinct string is judged wherever it is: a document, an item of the stream's or of a nested list, a key.
+    ("yes\n", False), ("- yes\n", False), ("- [[yes]]\n", False), ("a: [[0755]]\n", False), ("- - - on\n", False),
+    ("- a\n---\n- 0x1F\n", False), ("a: {b: {'y': 1}}\n", False), ("a:\n  10: x\n", True), ("- [[x, '2']]\n", True),
+    ("a: ''\n", True), ("'': x\n", False), ("a: [inf, [inf]]\n", True), ("inf: x\n", True),
+    ("a: [inf, .inf]\n", False), ("a: [inf, .Inf]\n", False),
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
@@ -172,6 +182,57 @@ def test_bad_yaml_is_tree_s_to_report(text: str, monkeypatch: pytest.MonkeyPatch
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.skipif(fastyaml._STDERR is None, reason="C's stderr stream cannot be set here")
+def test_a_line_another_writer_prints_meanwhile_is_not_lost(capfd: pytest.CaptureFixture[str]) -> None:
+    """rapidyaml's parse error goes nowhere; what Python writes to stderr at the same time still gets there."""
+    with fastyaml._quiet():
+        os.write(2, b"logged meanwhile\n")
+        with pytest.raises(fastyaml.ryml.ExceptionParse):
+            fastyaml.ryml.parse_in_arena(b"a: [b\n")
+    assert capfd.readouterr().err == "logged meanwhile\n"
+
+
+def _unnamed(name: str) -> str:
+    raise ValueError(f"unrecognized configuration name {name}")  # what macOS answers
+
+
+@pytest.mark.parametrize("confstr", [lambda name: "musl libc 1.2", lambda name: None, _unnamed])
+def test_the_c_stream_is_set_only_under_the_gnu_c_library(confstr: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another C library's `stderr` may be constant (musl's is); where the library is another or cannot be named,
+    the descriptor is silenced instead."""
+    monkeypatch.setattr(os, "confstr", confstr)
+    assert fastyaml._c_stderr() is None
+
+
+@pytest.mark.parametrize("stream", ["C", "descriptor"])
+def test_quiet_readers_in_several_threads_take_turns_and_leave_stderr_as_it_was(
+        stream: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Readers silencing and restoring stderr at once, one saving what another silenced, would leave it silenced
+    for good: each parse (here one that gives the other threads the interpreter before failing) runs alone, and
+    after them a parse error prints again."""
+    if stream == "descriptor":
+        monkeypatch.setattr(fastyaml, "_STDERR", None)
+    inside, most = [0], [0]
+    real = fastyaml.ryml.parse_in_arena
+
+    def parse(raw: bytes) -> None:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.001)  # not to wait for anything: to let another thread run here if it can
+        inside[0] -= 1
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(fastyaml.ryml, "parse_in_arena", parse)
+    text = "apiVersion: v1\nkind: ConfigMap\n" + "# padding\n" * 8_000
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(fastyaml.documents, [text] * 20)) == [None] * 20
+    assert most == [1]
+    assert capfd.readouterr().err == ""
+    with pytest.raises(fastyaml.ryml.ExceptionParse):
+        real(b"a: [b\n")
+    assert "missing terminating" in capfd.readouterr().err
+
+
 def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """tree.documents sends a large file here, and a finding's position is found in its document alone, once."""
     one = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: n{}\ndata:\n  weight: {}\n"
@@ -186,6 +247,15 @@ def test_large_files_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
     assert documents[7].positions[("data",)] == (6 * 7 + 7 + 5, 1)
     assert documents[7].plain[("data", "weight")] == "7"
     assert len(calls) == 1 and calls[0].count("---") == 1
+
+
+def test_json_longer_than_the_guess_is_written_again() -> None:
+    """rapidyaml's JSON is written into a buffer twice the text's size: a list of empty items (`-` is `null,`)
+    outgrows it, and the JSON is written again at the size rapidyaml asked for."""
+    text = "-\n" * 40_000
+    assert len(fastyaml._json(fastyaml.ryml.parse_in_arena(text.encode()), 0)) > 2 * len(text) + 4096
+    (read,) = fastyaml.documents(text) or [None]
+    assert read is not None and read.value == next(tree._yaml(text)).value == [None] * 40_000
 
 
 def test_a_document_listed_whole_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:

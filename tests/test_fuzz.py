@@ -71,6 +71,8 @@ REGRESSIONS: list[tuple[str, bytes]] = [
     ("quantity", b"\0" + b"551" + b"0" * 11 + b"E" + b"0" * 16 + b"1000"),
     # go-yaml reads `-_1` as -1 (underscores dropped); rapidyaml's JSON kept the string.
     ("fastyaml", b"-_1"),
+    # A block sequence entry after a quoted scalar on its line: libyaml refuses it, rapidyaml read a second item.
+    ("fastyaml", b'#\n    - ""  - ""'),
 ]
 
 # What resource.ParseQuantity(s).String() gives in k8s.io/apimachinery v0.34.4 (the version of

@@ -352,6 +352,34 @@ def test_json_positions_asked_one_at_a_time_in_any_order_equal_yaml_ones(value: 
 def test_json_depth_counts_brackets_outside_strings_only(text: str, depth: int) -> None:
     assert not jsontext.too_deep(text, depth)
     assert jsontext.too_deep(text, depth - 1)
+    # rapidyaml's JSON is judged as the bytes it was written in.
+    assert not jsontext.too_deep(bytearray(text.encode()), depth)
+    assert jsontext.too_deep(bytearray(text.encode()), depth - 1)
+
+
+@pytest.mark.parametrize(("text", "at"), [
+    ("a: " + "[ {\n\t" * 51 + "x", (1, 4)),  # 102 opening brackets, whitespace between
+    ('a: "' + "[" * 101 + '"\n', (1, 5)),  # in a string: refused before any reader runs, as ever
+    ("x\n" + "[" * 100 + "x" + "[" * 100 + "x\n" + "{" * 101, (3, 1)),  # only the last run is too long
+])
+def test_a_run_of_opening_brackets_deeper_than_the_limit_is_refused_where_it_starts(
+        text: str, at: tuple[int, int]) -> None:
+    (parsed,) = tree.documents(text)
+    assert parsed.problem is not None and parsed.problem.position == at and "deeper" in parsed.problem.message
+
+
+def test_the_decoder_collects_every_distinct_string_and_key_and_shares_values() -> None:
+    decoder = jsontext.Decoder()
+    text = json.dumps([["a", ["b"]], "c", {"k": "a", "l": [["d"], "e"], "m": {"k": 1}}, "a" + ""])
+    value = decoder.decode(text)
+    assert value == json.loads(text)
+    assert set(decoder.strings) == {"a", "b", "c", "d", "e"} and decoder.keys == {"k", "l", "m"}
+    assert value[0][0] is value[2]["k"] is value[3]
+    assert jsontext.Decoder().decode(' "x" ') == "x"
+    with pytest.raises(ValueError, match="extra data"):
+        jsontext.Decoder().decode('{"a": 1} {}')
+    with pytest.raises(jsontext.NotPlain):
+        jsontext.Decoder().decode('[{"a": 1, "a": 2}]')
 
 
 @pytest.mark.parametrize("text", [
