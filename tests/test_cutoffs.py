@@ -27,9 +27,9 @@ ABOVE = max(overlaps.FEW, kinds.FEW, ev.INCREMENTAL_LIMIT)
 @contextlib.contextmanager
 def _lowered() -> Iterator[None]:
     """The array cutoffs at nothing: each question of the incremental path is asked of arrays and kinds (the
-    incremental limit's far side is a request of more candidates, below), and the groups of equal cells near each
-    shadowed overlay asked of `checks.Above`'s packed cells (as where more of them are near it than it tests one by
-    one)."""
+    incremental limit's far side is a request of more candidates, below), and each shadowed overlay's winners in a
+    full run of `checks.first_higher` over the index (as where more groups of cells are near it than its sweep
+    reads)."""
     with mock.patch.object(overlaps, "FEW", 0), mock.patch.object(kinds, "FEW", 0), \
             mock.patch.object(index, "FEW", 0), mock.patch.object(index, "UNPACKED", 0), \
             mock.patch.object(checks, "_GROUPS", 0):

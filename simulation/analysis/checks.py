@@ -7,10 +7,9 @@ import dataclasses
 import difflib
 import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
-from typing import Protocol
 
-from simulation import findings, once
-from simulation.analysis import arrays, effects, hints, overlaps, traps, unknowable
+from simulation import findings
+from simulation.analysis import effects, hints, traps, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model, quantity, spelling
 from simulation.semantics import requirements as reqs
@@ -97,94 +96,90 @@ def higher(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list
             for w in crowd.entries(crowd.meeting(field, bits, among))]
 
 
-class Settled(Protocol):
-    """What `first_higher` reads of a settled snapshot (index.Index)."""
-
-    def above(self, e: merge.Entry, field: merge.Field, applied: int) -> list[merge.Entry] | None:
-        """The field's `Above` answer for `e` over the snapshot's entries; None where `applied` (a crowd's applied
-        entries) is not the snapshot's ahead of `e` on the field."""
-
-
-def first_higher(e: merge.Entry, field: merge.Field, around: Sequence[Around],
-                 settled: Settled | None = None, rest: Sequence[merge.Entry] | None = None) -> list[merge.Entry]:
-    """The first clash.LIMIT by name of `higher`: the overlays a `shadowed` finding names. `settled`: the snapshot,
-    whose `Above` answers for `around`'s first crowd (the snapshot's entries) wherever its applied ones ahead of `e`
-    on the field are the snapshot's (a whole run; a request that moved no status and edited no applied overlay ahead
-    of `e`); the other crowds (a request's few candidates), and every crowd elsewhere, are asked of `higher`.
-    `rest`: `higher` over the other crowds, where the caller knows it (a lone candidate over every overlay it asks)."""
-    if settled is not None and around:
-        (_, applied), *others = around
-        first = settled.above(e, field, applied)
-        if first is not None:
-            gained = higher(e, field, others) if rest is None else rest
-            # The first few of a union are among the first few of each part.
-            return sorted([*first, *gained], key=_NAME)[:clash.LIMIT] if gained else first
-    # Sorted in C: a Python heap costs more for any likely count.
-    return sorted(higher(e, field, around), key=_NAME)[:clash.LIMIT]
+def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], limit: int) -> list[merge.Entry]:
+    """The first `limit` by name of `higher`. Each crowd's first few by name are asked first: a price ladder's
+    overlay has every overlay above it among `higher`, and a finding names clash.LIMIT."""
+    bits = e.fields().get(field, merge.EMPTY)
+    found: list[merge.Entry] = []
+    for crowd, among in _preceding(e, field, around):
+        first = crowd.by_name(among, max(limit, merge.NAMED))
+        winners = crowd.meeting(field, bits, first)
+        if winners.bit_count() < limit and first != among:
+            winners |= crowd.meeting(field, bits, among & ~first)
+        found += crowd.entries(crowd.by_name(winners, limit))
+    return sorted(found, key=_NAME)[:limit]
 
 
 class Above:
-    """One field's applied overlays of a settled snapshot, in Karpenter's order, as `first_higher` reads them:
-    grouped by equal cells, each group's first clash.LIMIT by name as it stood at every place (a list changes only
-    where an overlay enters it: kept as the places it changed at and its lists), the groups filed by place
-    (cellset.Near). The winners over an overlay are then the first by name of the groups begun before its place that
-    meet its cells, each as it stood there: a few set tests and bisections, where masks are as wide as the index (a
-    grid's shadowed overlays are most of it), and a price ladder of N rungs N questions of one group each. Made
-    whole and then only read: the snapshot keeps one per field asked (Index.above), for the whole run and requests
-    alike."""
+    """`first_higher` of each overlay as Karpenter's loop reaches it, for a whole run that asks it of thousands:
+    per field, the applied overlays added so far (in the loop's order, so all precede the one asked about) grouped
+    by equal cells, each group's first clash.LIMIT by name kept and the groups filed by place (cellset.Near). An
+    overlay's winners are then the first by name of the groups near its cells that meet them: a few set tests,
+    where `first_higher`'s masks are as wide as the index (a grid's shadowed overlays are most of it)."""
 
-    def __init__(self, field: merge.Field, placed: Iterable[tuple[int, merge.Entry]]) -> None:
-        """`placed`: the applied overlays setting `field`, as (place in Karpenter's order, entry), ascending."""
-        number: dict[cellset.Cells, int] = {}
-        self.cells: list[cellset.Cells] = []
-        # Per group: the place it began at (ascending with the groups), the places its list changed at, the lists.
-        self.begun: list[int] = []
-        self.changed: list[list[int]] = []
-        self.firsts: list[list[tuple[merge.Entry, ...]]] = []
-        self.near = cellset.Near()
-        for place, e in placed:
-            bits = e.fields()[field]
-            group = number.get(bits)
-            if group is None:
-                group = number[bits] = len(self.cells)
-                self.cells.append(bits)
-                self.begun.append(place)
-                self.changed.append([])
-                self.firsts.append([])
-                self.near.add(group, bits)
-                first: tuple[merge.Entry, ...] = ()
-            else:
-                first = self.firsts[group][-1]
-            if len(first) < clash.LIMIT or e.name < first[-1].name:
-                kept = list(first)
-                bisect.insort(kept, e, key=_NAME)
-                self.changed[group].append(place)
-                self.firsts[group].append(tuple(kept[:clash.LIMIT]))
-        self.near.settle()
+    def __init__(self) -> None:
+        # Per field, the overlays added and not grouped yet: they are grouped on the field's next question, so a
+        # run where none is shadowed (one overlay per instance type of thousands, an extended resource each) hashes
+        # none of their cells.
+        self._added: dict[merge.Field, list[merge.Entry]] = {}
+        self._fields: dict[merge.Field, _Groups] = {}
 
-    @once.Once
-    def packed(self) -> overlaps.Overlaps:
-        """The groups' cells packed, for an overlay near more than `_GROUPS` of them."""
-        return overlaps.Overlaps.build(self.cells)
-
-    def first(self, place: int, bits: cellset.Cells) -> list[merge.Entry]:
-        """The first clash.LIMIT by name of the overlays before `place` whose cells meet `bits`."""
-        begun = bisect.bisect_left(self.begun, place)
-        near: Sequence[int] | None = self.near.around(bits)
-        near = range(begun) if near is None else near[:bisect.bisect_left(near, begun)]
-        if len(near) <= _GROUPS:
-            cells = self.cells
-            met: Iterable[int] = [group for group in near if cells[group].intersects(bits)]
+    def add(self, e: merge.Entry, field: merge.Field) -> None:
+        """`e`, applied and setting `field`, next in Karpenter's order."""
+        added = self._added.get(field)
+        if added is None:
+            self._added[field] = [e]
         else:
-            met = arrays.ones(self.packed.meeting(bits, (1 << begun) - 1), begun).tolist()
-        firsts, changed = self.firsts, self.changed
-        found = [w for group in met for w in firsts[group][bisect.bisect_left(changed[group], place) - 1]]
-        return sorted(found, key=_NAME)[:clash.LIMIT]
+            added.append(e)
+
+    def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry] | None:
+        """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`; None where more groups are
+        near its cells than `_GROUPS` (the caller asks `first_higher`)."""
+        groups = self._fields.get(field)
+        if groups is None:
+            groups = self._fields[field] = _Groups(field)
+        added = self._added.pop(field, ())
+        for w in added:
+            groups.file(w)
+        return groups.first(e.fields().get(field, merge.EMPTY))
 
 
-# Above.first tests at most this many groups one by one (an overlay spread over the places of thousands): more are
-# asked of the packed cells at once.
+# Above.first reads at most this many groups one by one (an overlay spread over the places of thousands).
 _GROUPS = 256
+
+
+class _Groups:
+    """One field's groups of `Above`."""
+
+    def __init__(self, field: merge.Field) -> None:
+        self.field = field
+        self.number: dict[cellset.Cells, int] = {}
+        self.cells: list[cellset.Cells] = []
+        self.firsts: list[list[merge.Entry]] = []
+        self.near = cellset.Near()
+
+    def file(self, e: merge.Entry) -> None:
+        bits = e.fields()[self.field]
+        number = self.number.get(bits)
+        if number is None:
+            number = self.number[bits] = len(self.cells)
+            self.cells.append(bits)
+            self.firsts.append([])
+            self.near.add(number, bits)
+        first = self.firsts[number]
+        if len(first) < clash.LIMIT or e.name < first[-1].name:
+            bisect.insort(first, e, key=_NAME)
+            del first[clash.LIMIT:]
+
+    def first(self, bits: cellset.Cells) -> list[merge.Entry] | None:
+        near: Sequence[int] | None = self.near.around(bits)
+        if near is None:
+            near = range(len(self.cells))
+        if len(near) > _GROUPS:
+            return None
+        cells, firsts = self.cells, self.firsts
+        found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
+        return sorted(found, key=_NAME)[:clash.LIMIT]
 
 
 def _preceding(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[Around]:
@@ -216,11 +211,11 @@ def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) ->
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Sequence[Around],
              status: Mapping[str, merge.State], claimed: cellset.Cells | None = None,
-             settled: Settled | None = None) -> findings.Finding | None:
+             above: Above | None = None) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead. `claimed`: its claim on the field, where the caller
-    has it (Karpenter's loop records every claim as it goes); `settled`: the snapshot whose entries `around`'s first
-    crowd holds (first_higher reads its `Above`)."""
+    has it (Karpenter's loop records every claim as it goes); `above`: the overlays before it, where the caller
+    sweeps in Karpenter's order."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
@@ -230,7 +225,8 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
         return None
     if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
-    return shadow(grid, e, field, first_higher(e, field, around, settled))
+    winners = above.first(e, field) if above is not None else None
+    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT) if winners is None else winners)
 
 
 @dataclasses.dataclass(frozen=True)
