@@ -247,8 +247,8 @@ class _Search:
         return self._dropper(e) is not None
 
     def _dropper(self, e: merge.Entry) -> merge.Entry | None:
-        """What makes `e` known not applied: a price stored ahead of it at its weight on an offering it sets a price
-        on, by an overlay known applied (Karpenter drops it, merge._price_conflict)."""
+        """What makes `e` known not applied: an overlay known applied ahead of it at its weight whose stored price
+        drops it (merge.price_conflicts)."""
         if e.name in self.droppers:
             return self.droppers[e.name]
         found = None
@@ -256,8 +256,8 @@ class _Search:
                 and not self._alone(e.weight)[e.name]:
             group = self.groups[e.weight]
             self.steps -= len(group)
-            found = next((w for w in group if w.rank > e.rank and w.overlay.price_update is not None
-                          and w.may_overlap(e) and w.cells.intersects(e.cells) and self._applied(w)), None)
+            found = next((w for w in group if w.rank > e.rank and merge.price_conflicts(e, w) and self._applied(w)),
+                         None)
         self.droppers[e.name] = found
         return found
 

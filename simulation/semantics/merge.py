@@ -449,9 +449,8 @@ def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
     that share a cell with `e` suffice. The price is tested first and its verdict names the first price met, so
     the stored are read up to that one (a broad overlay meets thousands)."""
     store: _Store | None = None
-    prices = e.overlay.price_update is not None
     for s in stored:
-        if prices and s.overlay.price_update is not None and s.cells.intersects(e.cells):
+        if price_conflicts(e, s):
             # The first stored price it meets: the one _price_conflict would name once `s` is stored. Mostly the
             # first one read, so no store (its unions and filing) is built for it.
             return _price_dropped(e, s)
@@ -459,6 +458,13 @@ def tested_against(stored: Iterable[Entry], e: Entry) -> Dropped | None:
             store = _Store()
         store.add(s)
     return store.conflict(e) if store is not None else None
+
+
+def price_conflicts(e: Entry, s: Entry) -> bool:
+    """Karpenter's price conflict of `e` with one overlay `s` stored before it at its weight: both set a price and
+    share an offering. Any one such `s` drops `e`, whatever else is stored (the capacity test reads the last one
+    stored, so it has no such one-overlay form)."""
+    return e.overlay.price_update is not None and s.overlay.price_update is not None and s.cells.intersects(e.cells)
 
 
 # A `known` miss (a verdict may be None: applied).
