@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 # Bounds the memos: this many entries each, each key at most KEY_LIMIT bytes (a list of 100 requirements is some
 # 7 KiB), and the keys of all memos together at most BYTES (10,000 overlays of 1,416 distinct lists of 93
@@ -146,6 +147,18 @@ def _keys_of(value: list[Any]) -> tuple[Hashable | None, ...]:
 
 
 _PARTS: Memo[tuple[Hashable | None, ...]] = Memo()
+
+
+def bounded(store: MutableMapping[K, T], made: K, make: Callable[[], T], limit: int) -> T:
+    """store[made], made by `make` when missing; a store of `limit` entries is emptied first, all at once (one step
+    for concurrent readers, and its memory stays bounded)."""
+    found = store.get(made)
+    if found is None:
+        found = make()
+        if len(store) >= limit:
+            store.clear()
+        store[made] = found
+    return found
 
 
 def held(store: MutableMapping[int, tuple[Any, T]], value: Any, make: Callable[[Any], T]) -> T:

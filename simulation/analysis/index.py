@@ -10,7 +10,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from simulation import once
+from simulation import memo, once
 from simulation.analysis import arrays, checks, hints, kinds, overlaps
 from simulation.semantics import cellset, clash, merge
 
@@ -230,14 +230,7 @@ class Index:
         """The entries whose baseline claim on `field` is not empty and lies within `cells`, as a mask (the claims'
         Overlaps.inside from the first), remembered: a broad candidate's question reads every claim, and the same
         cells come again (a dry run and the apply, a retry, a cluster's few alike broad overlays)."""
-        key = (field, cells)
-        found = self.insides.get(key)
-        if found is None:
-            found = self.claims(field)[1].inside(cells, 0)
-            if len(self.insides) >= REMEMBERED:
-                self.insides.clear()
-            self.insides[key] = found
-        return found
+        return memo.bounded(self.insides, (field, cells), lambda: self.claims(field)[1].inside(cells, 0), REMEMBERED)
 
     def place(self, rank: tuple[int, str]) -> int:
         """The position an overlay of this rank takes: the number of entries before it."""

@@ -149,14 +149,7 @@ class Grid:
     def witness_at(self, bit: int, with_offering: bool = True) -> findings.Witness:
         # Kept: a request names the cells the requests before it named (a conflict's common cells with the same
         # partners, a shadowed overlay's), and each witness is two frozen dataclasses to build.
-        key = (bit, with_offering)
-        found = self._at.get(key)
-        if found is None:
-            if len(self._at) >= WITNESSES:
-                # All forgotten at once: one step for concurrent requests, and the memory stays bounded.
-                self._at.clear()
-            found = self._at[key] = self._witness_at(bit, with_offering)
-        return found
+        return memo.bounded(self._at, (bit, with_offering), lambda: self._witness_at(bit, with_offering), WITNESSES)
 
     def _witness_at(self, bit: int, with_offering: bool) -> findings.Witness:
         # self.locate, inline: a report builds a witness per conflict.
