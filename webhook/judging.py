@@ -49,17 +49,14 @@ class Judge:
     def here(self, prepared: ev.Prepared, candidate: Mapping[str, Any], extras: tuple[Mapping[str, Any], ...],
              held: Mapping[str, ev.Checked]) -> ev.Report:
         """admission.judge on the loop, where `inline` says so."""
-        report, seconds = _timed(prepared, candidate, extras, held)
-        self.estimate += (seconds - self.estimate) * ESTIMATE_WEIGHT
-        return report
+        return self._learned(*_timed(prepared, candidate, extras, held))
 
-    async def __call__(self, prepared: ev.Prepared, candidate: Mapping[str, Any],
-                       extras: tuple[Mapping[str, Any], ...], held: Mapping[str, ev.Checked],
-                       small: bool = False) -> ev.Report:
-        """admission.judge, in place or in a thread (module docstring)."""
-        if self.inline(candidate, small):
-            return self.here(prepared, candidate, extras, held)
-        report, seconds = await asyncio.to_thread(_timed, prepared, candidate, extras, held)
+    async def elsewhere(self, prepared: ev.Prepared, candidate: Mapping[str, Any],
+                        extras: tuple[Mapping[str, Any], ...], held: Mapping[str, ev.Checked]) -> ev.Report:
+        """admission.judge in a thread, where `inline` says not on the loop."""
+        return self._learned(*await asyncio.to_thread(_timed, prepared, candidate, extras, held))
+
+    def _learned(self, report: ev.Report, seconds: float) -> ev.Report:
         self.estimate += (seconds - self.estimate) * ESTIMATE_WEIGHT
         return report
 

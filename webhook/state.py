@@ -645,7 +645,7 @@ class Cache:
             self._left(ends)
             report = self._judge.here(prepared, candidate, plan.extras, checks)
         else:
-            report = await self._within(self._judge(prepared, candidate, plan.extras, checks, small), ends)
+            report = await self._within(self._judge.elsewhere(prepared, candidate, plan.extras, checks), ends)
         if keep and not note:
             # A note says the judgement was not the exact one: /validate asks again.
             if len(self._judged) >= JUDGED_KEPT:
