@@ -89,25 +89,48 @@ class Taken:
         yield from (e for e in self._stored.get(weight, ()) if e.name not in self._gone)
         yield from self._fresh.get(weight, ())
 
+    def _holder(self, e: merge.Entry, weight: int, valid: Callable[[str], bool] | None = None) -> merge.Entry | None:
+        """The first other overlay at `weight` that sets one of `e`'s fields on one of its cells (of those whose
+        name `valid` accepts)."""
+        return next((other for other in self._at(weight)
+                     if other.name != e.name and clash.meets(e, other) and (valid is None or valid(other.name))),
+                    None)
+
     def _collides(self, e: merge.Entry, weight: int) -> bool:
         # Most weights a hint tries hold no overlay at all (the maps keep no empty lists).
         if weight not in self._stored and weight not in self._fresh:
             return False
         stored = self._stored.get(weight, ())
         if len(stored) <= _FEW:
-            return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
+            return self._holder(e, weight) is not None
         crowd = self._unions.get(weight)
         if crowd is None:
             crowd = self._unions[weight] = _Crowd(stored)
         # The union answers for the stored overlays only while none of them is left out or is `e` itself.
         if e.name in crowd.names or any(name in crowd.names for name in self._gone):
-            return any(other.name != e.name and clash.meets(e, other) for other in self._at(weight))
+            return self._holder(e, weight) is not None
         return crowd.meets(e) or any(other.name != e.name and clash.meets(e, other)
                                      for other in self._fresh.get(weight, ()))
 
+    def holders(self, e: merge.Entry, start: int, step: int, valid: Callable[[str], bool] | None = None) \
+            -> Iterator[merge.Entry]:
+        """The overlay holding each weight that `free(e, start, step)` passes, in its order: at each weight from
+        `start` on by `step`, the first other overlay there that sets one of `e`'s fields on one of its cells; the
+        walk ends at the first weight none holds (the free one) or at the API's bounds. `valid(name)`: whether an
+        overlay counts (asked of those meeting `e` only), for a caller whose overlays are not all valid yet
+        (analysis/needed.py); the holders of valid ones are those of a Taken of the valid ones alone."""
+        weight = start
+        while MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            holder = self._holder(e, weight, valid)
+            if holder is None:
+                return
+            yield holder
+            weight += step
+
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
         """The first weight from `start` on, by `step`, where no other overlay sets one of `e`'s fields on one of
-        its cells (`e`'s own weight is never reached); None past the API's bounds."""
+        its cells (`e`'s own weight is never reached); None past the API's bounds. The weight past the last of
+        `holders(e, start, step)`, found without naming them: from memory, a crowd's unions, or its runs."""
         shared = not self._gone and not self._fresh
         passed = self._walks.setdefault((frozenset(e.fields().items()), step), {}) if shared else {}
         weight, visited, found = start, [], None

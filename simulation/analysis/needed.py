@@ -13,7 +13,8 @@ with the candidate (`evaluate._reach`), a report on the candidate needs:
 - where it meets an overlay of its own weight (a same-weight conflict): its weight whole (the clashes, the counts
   of the rest and Karpenter's verdicts on both sides read only overlays of it), and for each conflict's fix hint
   the weights around the two overlays: `hints.Taken.free` walks from the weight each way to the first that no valid
-  overlay meeting the one moved holds, so one valid such overlay per weight passed answers as all of them do.
+  overlay meeting the one moved holds, so one valid such overlay per weight passed answers as all of them do (those
+  `hints.Taken.holders` names).
 
 Statuses are Karpenter's (merge._Store), told from the whole set where that is cheap: an overlay is known applied
 where it is valid, not of the candidate's weight (the candidate may drop it) and no overlay of its weight ahead of
@@ -71,6 +72,8 @@ class _Search:
         # Kept overlays known applied, in the order kept: the excuses of those behind them.
         self.applied: list[merge.Entry] = []
         self.steps = BUDGET * len(self.order)
+        # The weights for the hints' walks (_walk), made for a same-weight conflict only.
+        self.taken: hints.Taken | None = None
 
     def run(self) -> set[str] | None:
         c = self.candidate
@@ -194,20 +197,17 @@ class _Search:
         return count
 
     def _walk(self, e: merge.Entry, weight: int, step: int) -> bool:
-        """Keep one valid overlay meeting `e` at each weight from `weight` on by `step`, up to the first weight that
-        none holds; False: past the budget or the share."""
+        """Keep the valid overlays meeting `e` that hold the weights `hints.Taken.free` passes from `weight` on by
+        `step` (one per weight); False: past the budget or the share."""
+        if self.taken is None:
+            self.taken = hints.Taken(self.order)
         most = SHARE * len(self.order)
-        while hints.MIN_WEIGHT <= weight <= hints.MAX_WEIGHT:
+        for holder in self.taken.holders(e, weight, step, self.valid):
             if self.steps < 0 or len(self.kept) > most:
                 return False
-            held = self.groups.get(weight, ())
-            self.steps -= len(held)
-            holder = next((w for w in held if w.name != e.name and clash.meets(e, w) and self.valid(w.name)), None)
-            if holder is None:
-                return True
+            self.steps -= len(self.groups[holder.weight])
             self._keep(holder)
-            weight += step
-        return True
+        return self.steps >= 0 and len(self.kept) <= most
 
     def _settle(self, e: merge.Entry) -> None:
         """Keep what `e`'s status reads: itself where it is known applied, else its weight whole."""
