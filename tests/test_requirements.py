@@ -110,6 +110,20 @@ def test_build_is_intersecting_one_after_another(items: list[reqs.Requirement]) 
     assert list(reqs.build(items)) == list(folded)
 
 
+def test_intersections_are_kept_once_each_and_at_most_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alike overlays share one intersection per distinct value, and however many distinct ones a stream brings,
+    at most _REMEMBERED are kept."""
+    monkeypatch.setattr(reqs, "_INTERSECTED", {})
+    monkeypatch.setattr(reqs, "_REMEMBERED", 4)
+    first = reqs.from_specs([("k", "NotIn", ["a"]), ("k", "NotIn", ["b"])])["k"]
+    again = reqs.from_specs([("k", "NotIn", ["b"]), ("k", "NotIn", ["a"])])["k"]
+    assert again is first
+    for i in range(10):
+        made = reqs.from_specs([("k", "NotIn", [str(i)]), ("k", "NotIn", ["z"])])["k"]
+        assert set(made.values) == {str(i), "z"}
+        assert 0 < len(reqs._INTERSECTED) <= 4
+
+
 def test_from_labels_is_one_in_per_label() -> None:
     built = reqs.from_labels({"a": "1", "b": "2"})
     assert {k: (r.operator(), set(r.values)) for k, r in built.items()} == {"a": ("In", {"1"}), "b": ("In", {"2"})}

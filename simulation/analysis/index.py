@@ -335,6 +335,11 @@ class Index:
         return found + [n for n in extra if n.may_overlap(target) and n.name != name]
 
 
+def _unasked() -> tuple[int, int]:
+    """Index.met's answer before a first question about some cells: no entry asked, none met."""
+    return 0, 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Unchanged:
     """The index's entries in `members` (those a request did not change), as a merge.Crowd: each term a mask, the
@@ -374,11 +379,9 @@ class Unchanged:
             return self._meeting(field, cells, among)
         # Only the entries not asked about before with these cells at this level are tested.
         key = (field.per_offering, cells)
-        asked, hit = known.get(key, (0, 0))
+        asked, hit = memo.bounded(known, key, _unasked, REMEMBERED)
         if fresh := among & ~asked:
             hit |= self._meeting(field, cells, fresh)
-            if key not in known and len(known) >= REMEMBERED:
-                known.clear()
             known[key] = (asked | fresh, hit)
         return hit & among
 

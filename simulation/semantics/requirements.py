@@ -12,6 +12,8 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 
+from simulation import memo
+
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST = "In", "NotIn", "Exists", "DoesNotExist"
 GT, LT, GTE, LTE = "Gt", "Lt", "Gte", "Lte"
 OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT, GTE, LTE)
@@ -199,9 +201,7 @@ def _intersected(group: list[Requirement]) -> Requirement:
     if not complement:
         gte = lte = None
     made = Requirement(key, complement, values, gte, lte)
-    if len(_INTERSECTED) >= _REMEMBERED:
-        _INTERSECTED.clear()
-    return _INTERSECTED.setdefault(made, made)
+    return memo.bounded(_INTERSECTED, made, lambda: made, _REMEMBERED)
 
 
 # Intersections kept, one object per distinct value: overlays that list the same hundred NotIn values hold one set.
