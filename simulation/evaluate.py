@@ -572,8 +572,9 @@ def _incremental(snapshot: Prepared, prepared: Prepared, changed: Sequence[str],
     outcome = merge.Merged(prepared.outcome.order, result.status, result.verdicts, result.claims)
     # The changed overlays are among the touched, but for deleted ones: a crowd's thousands are not copied.
     named = result.touched if all(n in result.touched for n in changed) else {*result.touched, *changed}
-    status = rp.Statuses(named,
-                         lambda n: _statuses(snapshot, result.status, result.verdicts, (n,))[n])
+    # Each worded when first read: one request's report holds the statuses of every overlay its change touched (the
+    # thousand copies a new overlay displaces); the webhook reads one.
+    status = once.Each(named, lambda n: _statuses(snapshot, result.status, result.verdicts, (n,))[n])
     return Report(tuple(findings.ordered(found)), status, outcome, entries, snapshot.overlays,
                   snapshot.grid, notes)
 

@@ -1,10 +1,12 @@
-"""simulation.once.Once: worked out on the first read, then read from the instance as cached_property does."""
+"""simulation.once: Once worked out on the first read, then read from the instance as cached_property does; Each a
+mapping whose values are worked out on their keys' first reads."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,3 +46,26 @@ def test_a_value_set_in_the_instance_is_read_back() -> None:
     box = _Box(3)
     box.__dict__["doubled"] = 7  # as merge.share_tested gives alike entries one value
     assert box.doubled == 7 and box.calls == []
+
+
+@given(st.lists(st.text(max_size=3), unique=True), st.lists(st.text(max_size=3)))
+def test_each_reads_as_the_dict_it_stands_for_making_each_value_once(keys: list[str], reads: list[str]) -> None:
+    made: list[str] = []
+
+    def make(key: str) -> int:
+        made.append(key)
+        return len(key) * 2 + 1
+
+    each = once.Each(dict.fromkeys(keys), make)
+    whole = {k: len(k) * 2 + 1 for k in keys}
+    for key in [*reads, *reads]:
+        assert (key in each) == (key in whole)
+        assert each.get(key) == whole.get(key)
+    assert sorted(made) == sorted(set(reads) & set(keys))  # only the keys read, each once
+    assert list(each) == keys and len(each) == len(keys) and dict(each) == whole
+
+
+def test_each_has_no_value_outside_its_keys() -> None:
+    each = once.Each({"a"}, str.upper)
+    with pytest.raises(KeyError):
+        each["b"]

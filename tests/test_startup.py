@@ -62,7 +62,7 @@ from simulation.semantics import cells
 built = []
 index = cells._Labels.__getitem__
 def counted(self, key):
-    if key not in self._built:
+    if key not in self._made:
         built.append(key)
     return index(self, key)
 cells._Labels.__getitem__ = counted

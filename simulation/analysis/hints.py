@@ -373,17 +373,6 @@ def hugepages(resource: str, instance_type: str, memory: str, pages: str) -> str
 
 # --- object errors ----------------------------------------------------------------------------------
 
-def _dig(obj: Any, path: Sequence[str | int]) -> Any:
-    for part in path:
-        if isinstance(obj, dict) and isinstance(part, str):
-            obj = obj.get(part)
-        elif isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj):
-            obj = obj[part]
-        else:
-            return None
-    return obj
-
-
 def _closest(value: Any, choices: Sequence[str]) -> str:
     text = str(value)
     folded = {c.lower(): c for c in choices}
@@ -427,7 +416,7 @@ def _price_adjustments(value: Any) -> list[tuple[str, str]]:
 
 
 def _requirement_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
-    req = _dig(raw, path[:3])
+    req = crds.dig(raw, *path[:3])
     if not isinstance(req, dict):
         return None
     part = path[3] if len(path) > 3 else None
@@ -447,7 +436,7 @@ def _requirement_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
     if operator in (reqs.IN, reqs.NOT_IN) and not values:
         return f"add at least one value, or use {reqs.EXISTS if operator == reqs.IN else reqs.DOES_NOT_EXIST}"
     if len(path) > 4 and part == "values":
-        return _value_hint(_dig(raw, path))
+        return _value_hint(crds.dig(raw, *path))
     return None
 
 
@@ -474,14 +463,14 @@ def _requirements_hint(value: Any) -> str | None:
 
 def _spec_hint(path: tuple[str | int, ...], raw: Any) -> str | None:
     field = path[1] if len(path) > 1 else None
-    value = _dig(raw, path)
+    value = crds.dig(raw, *path)
     if field == "requirements":
         return _requirement_hint(path, raw) if len(path) > 2 else _requirements_hint(value)
     if field == "weight" and len(path) == 2:
         number = _decimal_text(value)
         bounded = min(max(int(Decimal(number)), MIN_WEIGHT), MAX_WEIGHT) if number else MIN_WEIGHT
         return f"set spec.weight to an integer in {MIN_WEIGHT}..{MAX_WEIGHT}, e.g. {bounded}"
-    spec = _dig(raw, ("spec",))
+    spec = crds.dig(raw, "spec")
     if len(path) == 1 and isinstance(spec, dict) and "price" in spec and "priceAdjustment" in spec:
         return "keep only one of spec.price and spec.priceAdjustment"
     if field == "price" and len(path) == 2:
@@ -514,7 +503,7 @@ def _schema_hint(f: findings.Finding, raw: Any) -> str:
         if specific:
             return specific
     if path == ("metadata", "name"):
-        name = _dig(raw, path)
+        name = crds.dig(raw, *path)
         fixed = re.sub(r"[^a-z0-9.-]+", "-", str(name or "").lower()).strip("-.")[:253] or "my-overlay"
         return f"set metadata.name to a lowercase DNS subdomain, e.g. {fixed}"
     if "must be" in f.message and "not a boolean" in f.message:
@@ -527,7 +516,7 @@ def _dns_label(value: Any) -> str:
 
 
 def _dra_hint(f: findings.Finding, raw: Any) -> str:
-    value = _dig(raw, f.path)
+    value = crds.dig(raw, *f.path)
     if f.path[-1:] == ("bindingKey",) and isinstance(value, str) and _dns_label(value) != value:
         return f"rename the bindingKey to a DNS label, e.g. {_dns_label(value)}, wherever it is used in this overlay"
     if f.path[-1:] == ("driver",) and isinstance(value, str):

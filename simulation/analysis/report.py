@@ -4,7 +4,7 @@ the analyses (effects, explain) read."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Set
+from collections.abc import Mapping
 from typing import Any
 
 from simulation import findings
@@ -47,29 +47,6 @@ class Status:
 
     state: merge.State
     reason: str = ""
-
-
-class Statuses(Mapping[str, Status]):
-    """The statuses of `names`, each worded when first read: one request's report holds those of every
-    overlay its change touched (the thousand copies a new overlay displaces); the webhook reads one."""
-
-    def __init__(self, names: Set[str], word: Callable[[str], Status]) -> None:
-        self._names, self._word = names, word
-        self._said: dict[str, Status] = {}
-
-    def __getitem__(self, name: str) -> Status:
-        said = self._said.get(name)
-        if said is None:
-            if name not in self._names:
-                raise KeyError(name)
-            said = self._said[name] = self._word(name)
-        return said
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
 
 
 @dataclasses.dataclass(frozen=True)

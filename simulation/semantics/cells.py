@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from simulation import findings, memo, once
@@ -319,36 +319,19 @@ def build(catalog: cat.Catalog, pools: Sequence[model.NodePool], like: Grid | No
     )
 
 
-class _Labels(Mapping[str, LabelIndex]):
+class _Labels(once.Each[str, LabelIndex]):
     """The label index of the types over one block, a key's on the first question about it: an input asks
     about a few of the catalog's dozens of keys, and indexing them all (a big-int OR per type and label)
-    was most of a one-file check's merge. The keys themselves are known up front (checks.known_keys). Two
-    threads asking at once may both index a key; both get an equal index."""
+    was most of a one-file check's merge. The keys themselves are known up front (checks.known_keys), in order."""
 
     def __init__(self, types: Sequence[cat.InstanceType], slots: int) -> None:
         self._types, self._slots = types, slots
         offered = [it for it in types if it.offerings]
         keys = {reqs.NORMALIZED_LABELS.get(k, k) for it in offered for k in it.labels}
-        self._keys = sorted(keys | OFFERING_KEYS if offered else keys)
-        self._known = frozenset(self._keys)
-        self._built: dict[str, LabelIndex] = {}
+        super().__init__(dict.fromkeys(sorted(keys | OFFERING_KEYS if offered else keys)), self._index)
 
-    def __getitem__(self, key: str) -> LabelIndex:
-        index = self._built.get(key)
-        if index is None:
-            if key not in self._known:
-                raise KeyError(key)
-            index = self._built[key] = _label_index(self._values(key))
-        return index
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._known
+    def _index(self, key: str) -> LabelIndex:
+        return _label_index(self._values(key))
 
     def _values(self, key: str) -> dict[str, int]:
         """value -> its slots: a type's label covers its offerings' slots (the label under an older name
