@@ -75,11 +75,6 @@ class Requirement:
         return value in self.values and within_bounds(value, self.gte, self.lte)
 
     def intersection(self, other: Requirement) -> Requirement:
-        complement = self.complement and other.complement
-        gte = _max(self.gte, other.gte)
-        lte = _min(self.lte, other.lte)
-        if gte is not None and lte is not None and gte > lte:
-            return Requirement(self.key, False, frozenset())
         if self.complement and other.complement:
             values = self.values | other.values
         elif self.complement:
@@ -88,12 +83,8 @@ class Requirement:
             values = self.values - other.values
         else:
             values = self.values & other.values
-        if gte is not None or lte is not None:
-            # Only bounds drop values: an overlay's hundred NotIn on one key intersect without a pass over each.
-            values = frozenset(v for v in values if within_bounds(v, gte, lte))
-        if not complement:
-            gte = lte = None
-        return Requirement(self.key, complement, values, gte, lte)
+        return _bounded(self.key, self.complement and other.complement, values, _max(self.gte, other.gte),
+                        _min(self.lte, other.lte))
 
     def has_intersection(self, other: Requirement) -> bool:
         gte = _max(self.gte, other.gte)
@@ -187,21 +178,27 @@ def _intersected(group: list[Requirement]) -> Requirement:
     """What intersecting the requirements of one key one after another gives, in one pass: a hundred NotIn on one
     key would otherwise copy their growing union a hundred times. Bounds only tighten along the way, so filtering
     once by the tightest is filtering at every step; a pair of bounds that cross leaves nothing, at any step."""
-    key = group[0].key
     gte = max((r.gte for r in group if r.gte is not None), default=None)
     lte = min((r.lte for r in group if r.lte is not None), default=None)
-    if gte is not None and lte is not None and gte > lte:
-        return Requirement(key, False, frozenset())
     excluded = frozenset[str]().union(*(r.values for r in group if r.complement))
     allowed = [r.values for r in group if not r.complement]
     complement = not allowed
-    values = excluded if complement else frozenset.intersection(*allowed) - excluded
+    made = _bounded(group[0].key, complement,
+                    excluded if complement else frozenset.intersection(*allowed) - excluded, gte, lte)
+    return memo.bounded(_INTERSECTED, made, lambda: made, _REMEMBERED)
+
+
+def _bounded(key: str, complement: bool, values: frozenset[str], gte: int | None, lte: int | None) -> Requirement:
+    """The requirement on `key` of `values` (all but them, with `complement`) within the bounds `gte`, `lte`: bounds
+    that cross leave nothing, and an In keeps no bounds once they have dropped its values."""
+    if gte is not None and lte is not None and gte > lte:
+        return Requirement(key, False, frozenset())
     if gte is not None or lte is not None:
+        # Only bounds drop values: an overlay's hundred NotIn on one key intersect without a pass over each.
         values = frozenset(v for v in values if within_bounds(v, gte, lte))
     if not complement:
         gte = lte = None
-    made = Requirement(key, complement, values, gte, lte)
-    return memo.bounded(_INTERSECTED, made, lambda: made, _REMEMBERED)
+    return Requirement(key, complement, values, gte, lte)
 
 
 # Intersections kept, one object per distinct value: overlays that list the same hundred NotIn values hold one set.
