@@ -92,7 +92,9 @@ class Taken:
     def _holder(self, e: merge.Entry, weight: int, valid: Callable[[str], bool] | None = None) -> merge.Entry | None:
         """The first other overlay at `weight` that sets one of `e`'s fields on one of its cells (of those whose
         name `valid` accepts)."""
-        return next((other for other in self._at(weight)
+        # Read straight from the stored list where nothing is left out or added (a walk reads every overlay there).
+        others = self._stored.get(weight, ()) if not self._gone and not self._fresh else self._at(weight)
+        return next((other for other in others
                      if other.name != e.name and clash.meets(e, other) and (valid is None or valid(other.name))),
                     None)
 

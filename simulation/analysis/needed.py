@@ -72,7 +72,7 @@ class _Search:
         # Kept overlays known applied, in the order kept: the excuses of those behind them.
         self.applied: list[merge.Entry] = []
         self.steps = BUDGET * len(self.order)
-        # The weights for the hints' walks (_walk), made for a same-weight conflict only.
+        # The hints' weights over `groups` (_walk), made for a same-weight conflict only.
         self.taken: hints.Taken | None = None
 
     def run(self) -> set[str] | None:
@@ -200,7 +200,7 @@ class _Search:
         """Keep the valid overlays meeting `e` that hold the weights `hints.Taken.free` passes from `weight` on by
         `step` (one per weight); False: past the budget or the share."""
         if self.taken is None:
-            self.taken = hints.Taken(self.order)
+            self.taken = hints.Taken((), stored=self.groups)
         most = SHARE * len(self.order)
         for holder in self.taken.holders(e, weight, step, self.valid):
             if self.steps < 0 or len(self.kept) > most:
