@@ -4,6 +4,7 @@ today's winner keeps its value."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import pathlib
 from typing import Any
@@ -381,6 +382,37 @@ def test_walks_of_many_overlays_over_one_index_are_the_ones_a_scan_finds(
             for step in (1, -1):
                 start = e.overlay.weight + step
                 assert taken.free(e, start, step) == _scanned(e, stored, start, step)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 8), st.booleans()),
+                min_size=2, max_size=60),
+       st.integers(0, 12), st.sets(st.integers(0, 11), max_size=3), st.sets(st.integers(0, 59), max_size=8))
+def test_holders_are_one_overlay_per_weight_the_walk_to_the_free_one_passes(
+        placed: list[tuple[int, int, int, bool]], rungs: int, holes: set[int], invalid: set[int]) -> None:
+    """What `holders` names (what analysis/needed.py keeps of a conflict hint's walk) is, at each weight from the
+    start up to the free weight a scan finds, the first overlay there in the order given that meets the one placed;
+    asked with a validity test, it is what a Taken of the valid overlays alone names."""
+    from simulation.semantics import clash
+
+    grid = _family_grid(6, ("spot",))
+    stored = [_family_entry(grid, f"o{i}", first, width, weight, price)
+              for i, (first, width, weight, price) in enumerate(placed)]
+    stored += [_family_entry(grid, f"rung{k:02d}", 0, 6, 2 + k, True) for k in range(rungs) if k not in holes]
+    bad = {f"o{i}" for i in invalid}
+    valid = [o for o in stored if o.name not in bad]
+    whole = hints.Taken(stored)
+    # A conflict hint's walks, away from the overlay's weight, and walks across it (which pass over the overlay).
+    for e, step, start in ((e, step, e.overlay.weight + away * step) for e in stored for step in (1, -1)
+                           for away in (1, -1)):
+        for among, named in ((stored, whole.holders(e, start, step)),
+                             (valid, whole.holders(e, start, step, lambda name: name not in bad)),
+                             (valid, hints.Taken(valid).holders(e, start, step))):
+            end = _scanned(e, among, start, step)  # None: the walk ends at the API's bounds
+            passed = itertools.takewhile(lambda w: hints.MIN_WEIGHT <= w <= hints.MAX_WEIGHT,
+                                         range(start, end if end is not None else start + step * hints.MAX_WEIGHT,
+                                               step))
+            assert list(named) == [next(o for o in among if o.overlay.weight == w and o.name != e.name
+                                        and clash.meets(e, o)) for w in passed]
 
 
 def _family_grid(count: int, capacity_types: tuple[str, ...]) -> Any:
