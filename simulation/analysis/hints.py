@@ -91,7 +91,7 @@ class Taken:
 
     def _holder(self, e: merge.Entry, weight: int, valid: Callable[[str], bool] | None = None) -> merge.Entry | None:
         """The first other overlay at `weight` that sets one of `e`'s fields on one of its cells (of those whose
-        name `valid` accepts)."""
+        name `valid` accepts, where given)."""
         # Read straight from the stored list where nothing is left out or added (a walk reads every overlay there).
         others = self._stored.get(weight, ()) if not self._gone and not self._fresh else self._at(weight)
         return next((other for other in others
@@ -131,8 +131,8 @@ class Taken:
 
     def free(self, e: merge.Entry, start: int, step: int) -> int | None:
         """The first weight from `start` on, by `step`, where no other overlay sets one of `e`'s fields on one of
-        its cells (`e`'s own weight is never reached); None past the API's bounds. The weight past the last of
-        `holders(e, start, step)`, found without naming them: from memory, a crowd's unions, or its runs."""
+        its cells (`e`'s own weight is never reached); None past the API's bounds. The weight after those
+        `holders(e, start, step)` names, found without naming them: from memory, a crowd's unions, or its runs."""
         shared = not self._gone and not self._fresh
         passed = self._walks.setdefault((frozenset(e.fields().items()), step), {}) if shared else {}
         weight, visited, found = start, [], None
