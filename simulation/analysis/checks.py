@@ -113,9 +113,11 @@ def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], l
 class Above:
     """`first_higher` of each overlay as Karpenter's loop reaches it, for a whole run that asks it of thousands:
     per field, the applied overlays added so far (in the loop's order, so all precede the one asked about) grouped
-    by equal cells, each group's first clash.LIMIT by name kept and the groups filed by place (cellset.Near). An
-    overlay's winners are then the first by name of the groups near its cells that meet them: a few set tests,
-    where `first_higher`'s masks are as wide as the index (a grid's shadowed overlays are most of it)."""
+    by equal cells, each group's first clash.LIMIT by name kept, the groups filed by place (cellset.Near) and ranked
+    by their first name. An overlay's winners are the first by name of the groups that meet its cells: the few near
+    it tested one by one, or, near many (a long requirement list's cells meet every group), the groups read in the
+    order of their first names until the next one's first name sorts after the clash.LIMIT-th found. Either way a
+    few set tests, where masks are as wide as the index."""
 
     def __init__(self) -> None:
         # Per field, the overlays added and not grouped yet: they are grouped on the field's next question, so a
@@ -132,9 +134,8 @@ class Above:
         else:
             added.append(e)
 
-    def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry] | None:
-        """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`; None where more groups are
-        near its cells than `_GROUPS` (the caller asks `first_higher`)."""
+    def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry]:
+        """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`."""
         groups = self._fields.get(field)
         if groups is None:
             groups = self._fields[field] = _Groups(field)
@@ -144,7 +145,7 @@ class Above:
         return groups.first(e.fields().get(field, merge.EMPTY))
 
 
-# Above.first reads at most this many groups one by one (an overlay spread over the places of thousands).
+# Above.first tests up to this many groups near an overlay one by one; near more, it reads them by first name.
 _GROUPS = 256
 
 
@@ -157,6 +158,8 @@ class _Groups:
         self.cells: list[cellset.Cells] = []
         self.firsts: list[list[merge.Entry]] = []
         self.near = cellset.Near()
+        # (first name, number) of every group, ascending.
+        self.ranked: list[tuple[str, int]] = []
 
     def file(self, e: merge.Entry) -> None:
         bits = e.fields()[self.field]
@@ -167,19 +170,31 @@ class _Groups:
             self.firsts.append([])
             self.near.add(number, bits)
         first = self.firsts[number]
+        if first and e.name < first[0].name:
+            ranked = self.ranked
+            del ranked[bisect.bisect_left(ranked, (first[0].name, number))]
+            bisect.insort(ranked, (e.name, number))
+        elif not first:
+            bisect.insort(self.ranked, (e.name, number))
         if len(first) < clash.LIMIT or e.name < first[-1].name:
             bisect.insort(first, e, key=_NAME)
             del first[clash.LIMIT:]
 
-    def first(self, bits: cellset.Cells) -> list[merge.Entry] | None:
-        near: Sequence[int] | None = self.near.around(bits)
-        if near is None:
-            near = range(len(self.cells))
-        if len(near) > _GROUPS:
-            return None
+    def first(self, bits: cellset.Cells) -> list[merge.Entry]:
         cells, firsts = self.cells, self.firsts
-        found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
-        return sorted(found, key=_NAME)[:clash.LIMIT]
+        near = self.near.around(bits)
+        if near is not None and len(near) <= _GROUPS:
+            found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
+            return sorted(found, key=_NAME)[:clash.LIMIT]
+        filed = None if near is None else set(near)
+        found = []
+        for name, number in self.ranked:
+            # No group after this one has a name before the clash.LIMIT-th found: they are all later.
+            if len(found) >= clash.LIMIT and name > found[clash.LIMIT - 1].name:
+                break
+            if (filed is None or number in filed) and cells[number].intersects(bits):
+                found = sorted([*found, *firsts[number]], key=_NAME)[:clash.LIMIT]
+        return found
 
 
 def _preceding(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[Around]:
@@ -225,8 +240,8 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
         return None
     if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
-    winners = above.first(e, field) if above is not None else None
-    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT) if winners is None else winners)
+    winners = first_higher(e, field, around, clash.LIMIT) if above is None else above.first(e, field)
+    return shadow(grid, e, field, winners)
 
 
 @dataclasses.dataclass(frozen=True)
