@@ -107,7 +107,14 @@ def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], l
         if winners.bit_count() < limit and first != among:
             winners |= crowd.meeting(field, bits, among & ~first)
         found += crowd.entries(crowd.by_name(winners, limit))
-    return sorted(found, key=_NAME)[:limit]
+    return named_first(found, limit)
+
+
+def named_first(parts: Iterable[merge.Entry], limit: int = clash.LIMIT) -> list[merge.Entry]:
+    """The first `limit` by name of overlays gathered from parts, each part's own first `limit` by name (the first
+    few of a union are among the first few of each part). Sorted in C: a Python heap costs more for any likely
+    count."""
+    return sorted(parts, key=_NAME)[:limit]
 
 
 class Above:
@@ -184,16 +191,15 @@ class _Groups:
         cells, firsts = self.cells, self.firsts
         near = self.near.around(bits)
         if near is not None and len(near) <= _GROUPS:
-            found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
-            return sorted(found, key=_NAME)[:clash.LIMIT]
+            return named_first(w for number in near if cells[number].intersects(bits) for w in firsts[number])
         filed = None if near is None else set(near)
-        found = []
+        found: list[merge.Entry] = []
         for name, number in self.ranked:
             # No group after this one has a name before the clash.LIMIT-th found: they are all later.
             if len(found) >= clash.LIMIT and name > found[clash.LIMIT - 1].name:
                 break
             if (filed is None or number in filed) and cells[number].intersects(bits):
-                found = sorted([*found, *firsts[number]], key=_NAME)[:clash.LIMIT]
+                found = named_first([*found, *firsts[number]])
         return found
 
 

@@ -9,7 +9,6 @@ checks.higher finds above it.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -246,20 +245,14 @@ def _winners(view: View, t: int, field: merge.Field, alone: merge.Entry | None) 
     takes them below it and meeting its cells), so no candidate is tested."""
     index, entry = view.index, view.index.order[t]
     if view.applied != index.applied_bits:
-        # Sorted in C: a Python heap costs more for any likely count.
-        return sorted(checks.higher(entry, field, view.around), key=_name)[:clash.LIMIT]
+        return checks.first_higher(entry, field, view.around, clash.LIMIT)
     # The unchanged overlays applied are the baseline's (the change moved none, and the changed ones were not
-    # applied): those over it are the snapshot's, asked once per snapshot; the candidates are added to them (the
-    # first few of a union are among the first few of each part).
+    # applied): those over it are the snapshot's, asked once per snapshot; the candidates are added to them.
     first = index.winners.get((t, field))
     if first is None:
-        baseline = (view.prepared, view.applied)
-        first = index.winners[(t, field)] = sorted(checks.higher(entry, field, [baseline]), key=_name)[:clash.LIMIT]
-    gained = [alone] if alone is not None else checks.higher(entry, field, view.around[1:])
-    return sorted([*first, *gained], key=_name)[:clash.LIMIT]
-
-
-_name = operator.attrgetter("name")
+        first = index.winners[(t, field)] = checks.first_higher(entry, field, view.around[:1], clash.LIMIT)
+    gained = [alone] if alone is not None else checks.first_higher(entry, field, view.around[1:], clash.LIMIT)
+    return checks.named_first([*first, *gained])
 
 
 def _site(view: View, t: int, field: merge.Field) -> checks.Site:
