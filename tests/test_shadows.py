@@ -164,19 +164,22 @@ def test_first_few_changes_only_the_last_message_and_detail() -> None:
     assert findings.first_few([first, last], 2) == [first, last]
 
 
-@pytest.mark.parametrize("groups", [checks._GROUPS, -1], ids=["near", "ranked"])
+@pytest.mark.parametrize(("groups", "walk"), [(checks._GROUPS, checks._WALK), (-1, checks._WALK), (-1, 0)],
+                         ids=["near", "by-name", "packed"])
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), pools=pool_docs(), order=st.randoms(use_true_random=False))
-def test_a_whole_runs_shadowed_findings_name_the_references_winners(groups: int, catalog: cat.Catalog,
+def test_a_whole_runs_shadowed_findings_name_the_references_winners(groups: int, walk: int, catalog: cat.Catalog,
                                                                     existing: list[dict[str, Any]],
                                                                     pools: list[dict[str, Any]], order: Any) -> None:
-    """The whole run reads each shadowed overlay's winners of its sweep (checks.Above), the groups near it tested
-    one by one or (`_GROUPS` below nothing) read in the order of their first names up to the last that can place:
-    the findings and the names they list are the reference's."""
+    """The whole run reads each shadowed overlay's winners of the snapshot's checks.Above: the groups near it tested
+    one by one, or (`_GROUPS` below nothing) the overlays before it read by name up to the clash.LIMIT-th that meets
+    it, or (`_WALK` at nothing too) the groups asked of their packed cells: the findings and the names they list
+    are the reference's."""
     docs = [*pools, *existing]
     order.shuffle(docs)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(checks, "_GROUPS", groups)
+        patch.setattr(checks, "_WALK", walk)
         report = ev.evaluate([ev.Document(d, i) for i, d in enumerate(docs)], ev.prepare([], catalog))
     reference_support.assert_all(report, reference_support.expected(existing, pools, catalog))
 

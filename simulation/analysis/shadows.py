@@ -243,16 +243,8 @@ def _winners(view: View, t: int, field: merge.Field, alone: merge.Entry | None) 
     """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set `field` on its
     cells. `alone`: `_alone`'s candidate, if any: the one candidate over every overlay `_tested` finds (`_emptied`
     takes them below it and meeting its cells), so no candidate is tested."""
-    index, entry = view.index, view.index.order[t]
-    if view.applied != index.applied_bits:
-        return checks.first_higher(entry, field, view.around, clash.LIMIT)
-    # The unchanged overlays applied are the baseline's (the change moved none, and the changed ones were not
-    # applied): those over it are the snapshot's, asked once per snapshot; the candidates are added to them.
-    first = index.winners.get((t, field))
-    if first is None:
-        first = index.winners[(t, field)] = checks.first_higher(entry, field, view.around[:1], clash.LIMIT)
-    gained = [alone] if alone is not None else checks.first_higher(entry, field, view.around[1:], clash.LIMIT)
-    return checks.named_first([*first, *gained])
+    return checks.first_higher(view.index.order[t], field, view.around, view.index,
+                               None if alone is None else [alone])
 
 
 def _site(view: View, t: int, field: merge.Field) -> checks.Site:
