@@ -116,7 +116,7 @@ def first_higher(e: merge.Entry, field: merge.Field, around: Sequence[Around],
         (_, applied), *others = around
         first = settled.above(e, field, applied)
         if first is not None:
-            gained = higher(e, field, others) if rest is None else rest
+            gained = rest if rest is not None else higher(e, field, others) if others else ()
             return named_first([*first, *gained]) if gained else first
     return named_first(higher(e, field, around))
 
@@ -196,7 +196,9 @@ class Above:
             # Groups tested one by one and few met: the rest are asked of the packed cells at once.
             met = arrays.ones(self.packed.meeting(bits, (1 << begun) - 1), begun).tolist()
         firsts, changed = self.firsts, self.changed
-        return named_first(w for group in met for w in firsts[group][bisect.bisect_left(changed[group], place) - 1])
+        lists = [firsts[group][bisect.bisect_left(changed[group], place) - 1] for group in met]
+        # One group met (a ladder's rung, a tier): its list is in name order already.
+        return list(lists[0]) if len(lists) == 1 else named_first(w for first in lists for w in first)
 
 
 class _ByName:

@@ -241,9 +241,10 @@ class Index:
         setting = self.by_field.get(field, 0)
         # The crowd's applied entries setting the field differ from the baseline's ahead of this place: the table is
         # not the crowd's (the first difference, its lowest bit, is before the place).
-        moved = (applied ^ baseline) & setting
-        if moved and (moved & -moved).bit_length() <= place:
-            return None
+        if applied is not baseline:
+            moved = (applied ^ baseline) & setting
+            if moved and (moved & -moved).bit_length() <= place:
+                return None
         if mine and (found := self.winners.get((place, field))) is not None:
             return found
         table = self.aboves.get(field)
