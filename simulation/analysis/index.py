@@ -238,24 +238,24 @@ class Index:
         mine = at is not None and self.order[at] is e
         # An entry of the snapshot is at its own position; another (a candidate) at the place its rank takes.
         place = at if at is not None and mine else self.place(e.rank)
-        setting = self.by_field.get(field, 0)
         # The crowd's applied entries setting the field differ from the baseline's ahead of this place: the table is
         # not the crowd's (the first difference, its lowest bit, is before the place).
         if applied is not baseline:
-            moved = (applied ^ baseline) & setting
+            moved = (applied ^ baseline) & self.by_field.get(field, 0)
             if moved and (moved & -moved).bit_length() <= place:
                 return None
-        if mine and (found := self.winners.get((place, field))) is not None:
+        key = (place, field)
+        if mine and (found := self.winners.get(key)) is not None:
             return found
         table = self.aboves.get(field)
         if table is None:
             # The entries read off the mask's binary digits: numpy (`positions`) is not imported for it, so a one-shot
             # check of a price ladder does not load it.
-            flags = bin(baseline & setting)[:1:-1].encode().translate(_DIGITS)
+            flags = bin(baseline & self.by_field.get(field, 0))[:1:-1].encode().translate(_DIGITS)
             table = self.aboves[field] = checks.Above(field, itertools.compress(enumerate(self.order), flags))
         found = table.first(place, e.fields().get(field, merge.EMPTY))
         if mine:
-            self.winners[(place, field)] = found
+            self.winners[key] = found
         return found
 
     def inside(self, field: merge.Field, cells: cellset.Cells) -> int:
