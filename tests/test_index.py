@@ -3,13 +3,14 @@ target, answered from the buckets' two factors, equal those a bucket-by-bucket u
 
 from __future__ import annotations
 
+import itertools
 from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulation.analysis import checks, overlaps
 from simulation.analysis import index as ix
-from simulation.analysis import overlaps
 from simulation.semantics import cellset, merge, model
 from tests import strategies
 
@@ -189,3 +190,16 @@ def test_names_are_ordered_alike_one_by_one_and_in_numpy(names: list[str], befor
     for cutoffs in ((ix.FEW, ix.UNPACKED), (0, 0)):
         with mock.patch.object(ix, "FEW", cutoffs[0]), mock.patch.object(ix, "UNPACKED", cutoffs[1]):
             assert set(index.positions(index.named_before(before))) == below
+
+
+def test_the_next_overlay_by_name_before_a_place_is_the_first_one_passing_them_all_would_find() -> None:
+    # checks._ByName walks a tree of least places, not the overlays one by one: the same position as that scan, for
+    # every list of up to 6 places of 0-3 (names in list order), every start and every place.
+    cells = cellset.Cells(((1, 1),), BLOCK)
+    for count in range(7):
+        for places in itertools.product(range(4), repeat=count):
+            by_name = checks._ByName([(p, _entry(f"o{i}", cells), 0) for i, p in enumerate(places)])
+            for start in range(count + 1):
+                for place in range(5):
+                    expected = next((k for k in range(start, count) if places[k] < place), count)
+                    assert by_name.next(start, place) == expected, (places, start, place)
