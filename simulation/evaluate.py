@@ -522,20 +522,17 @@ def _judged(snapshot: Prepared, index: ix.Index, outcome: merge.Merged, ties: bo
     pages: dict[str, dict[merge.Field, cellset.Cells]] = {}
     # Every entry as one crowd with the applied ones: the shadow test's questions are a few masks each.
     around = [(index.crowd(set()), index.applied_bits or 0)]
-    # The claims come in Karpenter's order, one per applied overlay and field it sets: the shadow test's winners
-    # are read of those before (checks.Above).
-    above = checks.Above()
     for claim in outcome.claims:
         e = entries[claim.overlay]
         if not claim.cells:
-            shadow = checks.shadowed(grid, e, claim.field, around, outcome.status, claim.cells, above)
+            # The winners it names: the settled index's (checks.first_higher).
+            shadow = checks.shadowed(grid, e, claim.field, around, outcome.status, claim.cells, index)
             found += [shadow] if shadow is not None else []
         elif claim.field == merge.PRICE:
             clamp = checks.clamped(grid, e, claim.cells)
             found += [clamp] if clamp is not None else []
         elif hugepages.is_field(claim.field):
             pages.setdefault(claim.overlay, {})[claim.field] = claim.cells
-        above.add(e, claim.field)
     for name, mine in pages.items():
         e = entries[name]
         found += hugepages.check(grid, e, mine, index.near(e, set(), ()), outcome.status)

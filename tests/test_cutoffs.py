@@ -27,9 +27,9 @@ ABOVE = max(overlaps.FEW, kinds.FEW, ev.INCREMENTAL_LIMIT)
 @contextlib.contextmanager
 def _lowered() -> Iterator[None]:
     """The array cutoffs at nothing: each question of the incremental path is asked of arrays and kinds (the
-    incremental limit's far side is a request of more candidates, below), and each shadowed overlay's winners in a
-    full run of `checks.first_higher` over the index (as where more groups of cells are near it than its sweep
-    reads)."""
+    incremental limit's far side is a request of more candidates, below), and each shadowed overlay's winners read
+    of `checks.Above`'s overlays by name (as where more groups of equal cells are near it than it tests one by
+    one)."""
     with mock.patch.object(overlaps, "FEW", 0), mock.patch.object(kinds, "FEW", 0), \
             mock.patch.object(index, "FEW", 0), mock.patch.object(index, "UNPACKED", 0), \
             mock.patch.object(checks, "_GROUPS", 0):

@@ -18,6 +18,7 @@ from simulation.analysis import checks, overlaps, shadows, traps
 from simulation.analysis import index as ix
 from simulation.semantics import catalog as cat
 from simulation.semantics import clash, merge
+from tests import reference_support
 from tests.strategies import examples, instance_types, pool_docs, requirement
 
 _FIELDS = [merge.PRICE, merge.capacity_field("r1"), merge.capacity_field("r2")]
@@ -163,23 +164,24 @@ def test_first_few_changes_only_the_last_message_and_detail() -> None:
     assert findings.first_few([first, last], 2) == [first, last]
 
 
+@pytest.mark.parametrize(("groups", "walk"), [(checks._GROUPS, checks._WALK), (-1, checks._WALK), (-1, 0)],
+                         ids=["near", "by-name", "packed"])
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=instance_types(), existing=below(), pools=pool_docs(), order=st.randoms(use_true_random=False))
-def test_a_whole_runs_sweep_names_the_winners_first_higher_names(catalog: cat.Catalog, existing: list[dict[str, Any]],
-                                                                 pools: list[dict[str, Any]], order: Any) -> None:
-    """The whole run reads each shadowed overlay's winners of the overlays its sweep has passed (checks.Above);
-    with `_GROUPS` below nothing every one is asked of `first_higher` over the index instead: the same report."""
+def test_a_whole_runs_shadowed_findings_name_the_references_winners(groups: int, walk: int, catalog: cat.Catalog,
+                                                                    existing: list[dict[str, Any]],
+                                                                    pools: list[dict[str, Any]], order: Any) -> None:
+    """The whole run reads each shadowed overlay's winners of the snapshot's checks.Above: the groups near it tested
+    one by one, or (`_GROUPS` below nothing) the overlays before it read by name up to the clash.LIMIT-th that meets
+    it, or (`_WALK` at nothing too) the groups asked of their packed cells: the findings and the names they list
+    are the reference's."""
     docs = [*pools, *existing]
     order.shuffle(docs)
-
-    def report() -> list[dict[str, Any]]:
-        prepared = ev.prepare([], catalog)
-        return [f.to_json() for f in ev.evaluate([ev.Document(d, i) for i, d in enumerate(docs)], prepared).findings]
-
-    swept = report()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(checks, "_GROUPS", -1)
-        assert report() == swept
+        patch.setattr(checks, "_GROUPS", groups)
+        patch.setattr(checks, "_WALK", walk)
+        report = ev.evaluate([ev.Document(d, i) for i, d in enumerate(docs)], ev.prepare([], catalog))
+    reference_support.assert_all(report, reference_support.expected(existing, pools, catalog))
 
 
 def test_the_winners_named_are_the_first_by_name_of_every_group_met() -> None:

@@ -101,20 +101,6 @@ def below(ranks: Ints, count: int) -> int:
     return mask(np.flatnonzero(ranks < count), len(ranks))
 
 
-def first_by(keys: Ints, positions: Ints, count: int) -> Ints:
-    """The `count` of these positions with the smallest keys (distinct), in the keys' order: a partition, then a
-    sort of those only."""
-    import numpy as np
-
-    ranked = keys[positions]
-    if count <= 0:
-        return positions[:0]
-    if count < len(positions):
-        cut = np.argpartition(ranked, count - 1)[:count]
-        positions, ranked = positions[cut], ranked[cut]
-    return positions[np.argsort(ranked, kind="stable")]
-
-
 def changes(values: Ints) -> list[int]:
     """The indices of the values that differ from the one before them."""
     import numpy as np

@@ -74,7 +74,7 @@ class Scan:
     def shadowed(self, grid: cells.Grid, field: merge.Field) -> findings.Finding | None:
         """checks.shadowed of the candidate's field; asked of an applied candidate only, whose claim its effect
         has worked out already."""
-        return checks.shadowed(grid, self.c, field, self.around, self.status, self.claim(field))
+        return checks.shadowed(grid, self.c, field, self.around, self.status, self.claim(field), settled=self.index)
 
 
 def reported(index: ix.Index, prepared: ix.Unchanged, c: merge.Entry, field: merge.Field,

@@ -6,10 +6,11 @@ import bisect
 import dataclasses
 import difflib
 import operator
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from typing import Protocol
 
-from simulation import findings
-from simulation.analysis import effects, hints, traps, unknowable
+from simulation import findings, once
+from simulation.analysis import arrays, effects, hints, overlaps, traps, unknowable
 from simulation.semantics import catalog as cat
 from simulation.semantics import cells, cellset, clash, merge, model, quantity, spelling
 from simulation.semantics import requirements as reqs
@@ -96,90 +97,171 @@ def higher(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list
             for w in crowd.entries(crowd.meeting(field, bits, among))]
 
 
-def first_higher(e: merge.Entry, field: merge.Field, around: Iterable[Around], limit: int) -> list[merge.Entry]:
-    """The first `limit` by name of `higher`. Each crowd's first few by name are asked first: a price ladder's
-    overlay has every overlay above it among `higher`, and a finding names clash.LIMIT."""
-    bits = e.fields().get(field, merge.EMPTY)
-    found: list[merge.Entry] = []
-    for crowd, among in _preceding(e, field, around):
-        first = crowd.by_name(among, max(limit, merge.NAMED))
-        winners = crowd.meeting(field, bits, first)
-        if winners.bit_count() < limit and first != among:
-            winners |= crowd.meeting(field, bits, among & ~first)
-        found += crowd.entries(crowd.by_name(winners, limit))
-    return sorted(found, key=_NAME)[:limit]
+class Settled(Protocol):
+    """What `first_higher` reads of a settled snapshot (index.Index)."""
+
+    def above(self, e: merge.Entry, field: merge.Field, applied: int) -> list[merge.Entry] | None:
+        """The field's `Above` answer for `e` over the snapshot's entries; None where `applied` (a crowd's applied
+        entries) is not the snapshot's ahead of `e` on the field."""
+
+
+def first_higher(e: merge.Entry, field: merge.Field, around: Sequence[Around],
+                 settled: Settled | None = None, rest: Sequence[merge.Entry] | None = None) -> list[merge.Entry]:
+    """The first clash.LIMIT by name of `higher`: the overlays a `shadowed` finding names. `settled`: the snapshot,
+    whose `Above` answers for `around`'s first crowd (the snapshot's entries) wherever its applied ones ahead of `e`
+    on the field are the snapshot's (a whole run; a request that moved no status and edited no applied overlay ahead
+    of `e`); the other crowds (a request's few candidates), and every crowd elsewhere, are asked of `higher`.
+    `rest`: `higher` over the other crowds, where the caller knows it (a lone candidate over every overlay it asks)."""
+    if settled is not None and around:
+        (_, applied), *others = around
+        first = settled.above(e, field, applied)
+        if first is not None:
+            gained = rest if rest is not None else higher(e, field, others) if others else ()
+            return named_first([*first, *gained]) if gained else first
+    return named_first(higher(e, field, around))
+
+
+def named_first(found: Iterable[merge.Entry]) -> list[merge.Entry]:
+    """The first clash.LIMIT by name (the first few of a union are among the first few of each part). Sorted in C:
+    a Python heap costs more for any likely count."""
+    return sorted(found, key=_NAME)[:clash.LIMIT]
 
 
 class Above:
-    """`first_higher` of each overlay as Karpenter's loop reaches it, for a whole run that asks it of thousands:
-    per field, the applied overlays added so far (in the loop's order, so all precede the one asked about) grouped
-    by equal cells, each group's first clash.LIMIT by name kept and the groups filed by place (cellset.Near). An
-    overlay's winners are then the first by name of the groups near its cells that meet them: a few set tests,
-    where `first_higher`'s masks are as wide as the index (a grid's shadowed overlays are most of it)."""
+    """One field's applied overlays of a settled snapshot, in Karpenter's order, as `first_higher` reads them:
+    grouped by equal cells, each group's first clash.LIMIT by name as it stood at every place (a list changes only
+    where an overlay enters it: kept as the places it changed at and its lists), the groups filed by place
+    (cellset.Near). The winners over an overlay are the first by name of the groups begun before its place that
+    meet its cells, each as it stood there: a few set tests and bisections where few groups are near (a grid's
+    shadowed overlays are most of it; a price ladder of N rungs is N questions of one group each). Near many (a long
+    requirement list's cells meet every group), the overlays before its place are read in name order (`_ByName`)
+    and it stops at the clash.LIMIT-th whose group meets: about clash.LIMIT set tests, not one per group. Made whole
+    and then only read: the snapshot keeps one per field asked (Index.above), for the whole run and requests
+    alike."""
 
-    def __init__(self) -> None:
-        # Per field, the overlays added and not grouped yet: they are grouped on the field's next question, so a
-        # run where none is shadowed (one overlay per instance type of thousands, an extended resource each) hashes
-        # none of their cells.
-        self._added: dict[merge.Field, list[merge.Entry]] = {}
-        self._fields: dict[merge.Field, _Groups] = {}
-
-    def add(self, e: merge.Entry, field: merge.Field) -> None:
-        """`e`, applied and setting `field`, next in Karpenter's order."""
-        added = self._added.get(field)
-        if added is None:
-            self._added[field] = [e]
-        else:
-            added.append(e)
-
-    def first(self, e: merge.Entry, field: merge.Field) -> list[merge.Entry] | None:
-        """`first_higher(e, field, ..., clash.LIMIT)` over the overlays added before `e`; None where more groups are
-        near its cells than `_GROUPS` (the caller asks `first_higher`)."""
-        groups = self._fields.get(field)
-        if groups is None:
-            groups = self._fields[field] = _Groups(field)
-        added = self._added.pop(field, ())
-        for w in added:
-            groups.file(w)
-        return groups.first(e.fields().get(field, merge.EMPTY))
-
-
-# Above.first reads at most this many groups one by one (an overlay spread over the places of thousands).
-_GROUPS = 256
-
-
-class _Groups:
-    """One field's groups of `Above`."""
-
-    def __init__(self, field: merge.Field) -> None:
-        self.field = field
-        self.number: dict[cellset.Cells, int] = {}
+    def __init__(self, field: merge.Field, placed: Iterable[tuple[int, merge.Entry]]) -> None:
+        """`placed`: the applied overlays setting `field`, as (place in Karpenter's order, entry), ascending."""
+        number: dict[cellset.Cells, int] = {}
         self.cells: list[cellset.Cells] = []
-        self.firsts: list[list[merge.Entry]] = []
+        # Per group: the place it began at (ascending with the groups), the places its list changed at, the lists.
+        self.begun: list[int] = []
+        self.changed: list[list[int]] = []
+        self.firsts: list[list[tuple[merge.Entry, ...]]] = []
+        # Per overlay: its place, the overlay and its group (`_ByName` reads them).
+        self.placed: list[tuple[int, merge.Entry, int]] = []
         self.near = cellset.Near()
+        for place, e in placed:
+            bits = e.fields()[field]
+            group = number.get(bits)
+            if group is None:
+                group = number[bits] = len(self.cells)
+                self.cells.append(bits)
+                self.begun.append(place)
+                self.changed.append([])
+                self.firsts.append([])
+                self.near.add(group, bits)
+                first: tuple[merge.Entry, ...] = ()
+            else:
+                first = self.firsts[group][-1]
+            self.placed.append((place, e, group))
+            if len(first) < clash.LIMIT or e.name < first[-1].name:
+                kept = list(first)
+                bisect.insort(kept, e, key=_NAME)
+                self.changed[group].append(place)
+                self.firsts[group].append(tuple(kept[:clash.LIMIT]))
+        self.near.settle()
 
-    def file(self, e: merge.Entry) -> None:
-        bits = e.fields()[self.field]
-        number = self.number.get(bits)
-        if number is None:
-            number = self.number[bits] = len(self.cells)
-            self.cells.append(bits)
-            self.firsts.append([])
-            self.near.add(number, bits)
-        first = self.firsts[number]
-        if len(first) < clash.LIMIT or e.name < first[-1].name:
-            bisect.insort(first, e, key=_NAME)
-            del first[clash.LIMIT:]
+    @once.Once
+    def packed(self) -> overlaps.Overlaps:
+        """The groups' cells packed, for an overlay near many groups few of which meet it."""
+        return overlaps.Overlaps.build(self.cells)
 
-    def first(self, bits: cellset.Cells) -> list[merge.Entry] | None:
+    @once.Once
+    def by_name(self) -> _ByName:
+        """Made on the first question near more than `_GROUPS` groups: most fields never have one."""
+        return _ByName(self.placed)
+
+    def first(self, place: int, bits: cellset.Cells) -> list[merge.Entry]:
+        """The first clash.LIMIT by name of the overlays before `place` whose cells meet `bits`."""
+        begun = bisect.bisect_left(self.begun, place)
         near: Sequence[int] | None = self.near.around(bits)
-        if near is None:
-            near = range(len(self.cells))
-        if len(near) > _GROUPS:
-            return None
-        cells, firsts = self.cells, self.firsts
-        found = [w for number in near if cells[number].intersects(bits) for w in firsts[number]]
-        return sorted(found, key=_NAME)[:clash.LIMIT]
+        near = range(begun) if near is None else near[:bisect.bisect_left(near, begun)]
+        cells = self.cells
+        if len(near) <= _GROUPS:
+            met: Iterable[int] = [group for group in near if cells[group].intersects(bits)]
+        else:
+            found = self.by_name.first(place, lambda group: cells[group].intersects(bits))
+            if found is not None:
+                return found
+            # Groups tested one by one and few met: the rest are asked of the packed cells at once.
+            met = arrays.ones(self.packed.meeting(bits, (1 << begun) - 1), begun).tolist()
+        firsts, changed = self.firsts, self.changed
+        lists = [firsts[group][bisect.bisect_left(changed[group], place) - 1] for group in met]
+        # One group met (a ladder's rung, a tier): its list is in name order already.
+        return list(lists[0]) if len(lists) == 1 else named_first(w for first in lists for w in first)
+
+
+class _ByName:
+    """`Above`'s overlays in name order, with a tree of the least place under each span of that order: the next
+    overlay by name before a place is found in a walk down from the first span holding one (log steps), not by
+    passing every overlay after it in Karpenter's order (a long requirement list's ladder has its names against its
+    places, so each rung would pass the thousands above it by name)."""
+
+    def __init__(self, placed: Sequence[tuple[int, merge.Entry, int]]) -> None:
+        ordered = sorted(placed, key=lambda item: item[1].name)
+        self.entries = [e for _, e, _ in ordered]
+        self.groups = [group for _, _, group in ordered]
+        size = 1
+        while size < len(ordered):
+            size *= 2
+        self.size = size
+        # Leaves at size.., padded with a place no question asks below; node i holds the least of 2i and 2i+1.
+        least = [len(placed)] * (2 * size)
+        least[size:size + len(ordered)] = [place for place, _, _ in ordered]
+        for i in range(size - 1, 0, -1):
+            least[i] = min(least[2 * i], least[2 * i + 1])
+        self.least = least
+
+    def next(self, start: int, place: int) -> int:
+        """The first position in name order at or after `start` of an overlay before `place` (len(entries): none)."""
+        least, size = self.least, self.size
+        if start >= len(self.entries):
+            return len(self.entries)
+        i = start + size
+        while least[i] >= place:
+            # Up past the spans this one ends, then the next span to the right.
+            while i & 1:
+                i >>= 1
+            if not i:
+                return len(self.entries)
+            i += 1
+        while i < size:
+            i = 2 * i if least[2 * i] < place else 2 * i + 1
+        return i - size
+
+    def first(self, place: int, meets: Callable[[int], bool]) -> list[merge.Entry] | None:
+        """The first clash.LIMIT by name of the overlays before `place` whose group `meets`; None once more than
+        `_WALK` groups are tested without finding them (few groups meet: the caller asks them all at once)."""
+        found: list[merge.Entry] = []
+        met: dict[int, bool] = {}
+        at = self.next(0, place)
+        while at < len(self.entries) and len(found) < clash.LIMIT:
+            group = self.groups[at]
+            ok = met.get(group)
+            if ok is None:
+                if len(met) >= _WALK:
+                    return None
+                ok = met[group] = meets(group)
+            if ok:
+                found.append(self.entries[at])
+            at = self.next(at + 1, place)
+        return found
+
+
+# Above.first tests at most this many groups near an overlay one by one; near more, it walks them by name, testing
+# at most _WALK before asking the rest of the packed cells at once.
+_GROUPS = 256
+_WALK = 256
 
 
 def _preceding(e: merge.Entry, field: merge.Field, around: Iterable[Around]) -> list[Around]:
@@ -211,11 +293,11 @@ def claim(e: merge.Entry, field: merge.Field, winners: Iterable[merge.Entry]) ->
 
 def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Sequence[Around],
              status: Mapping[str, merge.State], claimed: cellset.Cells | None = None,
-             above: Above | None = None) -> findings.Finding | None:
+             settled: Settled | None = None) -> findings.Finding | None:
     """An applied overlay's field whose every cell a higher-precedence overlay already sets.
     A same-weight overlap is reported as a conflict instead. `claimed`: its claim on the field, where the caller
-    has it (Karpenter's loop records every claim as it goes); `above`: the overlays before it, where the caller
-    sweeps in Karpenter's order."""
+    has it (Karpenter's loop records every claim as it goes); `settled`: the snapshot whose entries `around`'s first
+    crowd holds (first_higher reads its `Above`)."""
     bits = e.fields().get(field, merge.EMPTY)
     if status.get(e.name) != merge.APPLIED or not bits:
         return None
@@ -225,8 +307,7 @@ def shadowed(grid: cells.Grid, e: merge.Entry, field: merge.Field, around: Seque
         return None
     if any(clash.partners(crowd, e.weight, field, bits, crowd.before(e.rank)) for crowd, _ in around):
         return None
-    winners = above.first(e, field) if above is not None else None
-    return shadow(grid, e, field, first_higher(e, field, around, clash.LIMIT) if winners is None else winners)
+    return shadow(grid, e, field, first_higher(e, field, around, settled))
 
 
 @dataclasses.dataclass(frozen=True)

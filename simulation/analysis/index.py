@@ -80,8 +80,10 @@ class Index:
     # a field's first question: a cache of values derived from the snapshot alone, so any request may fill it.
     claimed: Mapping[merge.Field, Mapping[str, cellset.Cells]] = dataclasses.field(default_factory=dict)
     claim_tables: dict[merge.Field, tuple[int, overlaps.Overlaps]] = dataclasses.field(default_factory=dict)
-    # (position, field) -> the first few by name of the baseline's applied entries over that entry on the field
-    # (shadows._winners fills it): as `claim_tables`, derived from the snapshot alone.
+    # Per field, the baseline's applied entries setting it as checks.Above, made on the field's first question (the
+    # whole run's shadowed findings, a request's): as `claim_tables`, derived from the snapshot alone.
+    aboves: dict[merge.Field, checks.Above] = dataclasses.field(default_factory=dict)
+    # (position, field) -> an entry's answer of `aboves` (Index.above).
     winners: dict[tuple[int, merge.Field], list[merge.Entry]] = dataclasses.field(default_factory=dict)
     # (position, field) -> what a `shadowed` finding on that entry's field says whoever wins over it (checks.Site,
     # filled by shadows.others): its witness, that cell's text and price, picked once per snapshot.
@@ -197,7 +199,7 @@ class Index:
         the entries alone on first need (the packed cells, the arrays) is kept."""
         settled = dataclasses.replace(self, applied_bits=self.mask(baseline.applied),
                                       claimed=baseline.claimed_by_field, claim_tables={},
-                                      winners={}, insides={})
+                                      aboves={}, winners={}, insides={})
         own = {f.name for f in dataclasses.fields(self)}
         settled.__dict__.update({k: v for k, v in self.__dict__.items() if k not in own})
         return settled
@@ -225,6 +227,36 @@ class Index:
             table = self.claim_tables[field] = (self.mask(n for n, c in held.items() if c), overlaps.Overlaps.build(
                 [held.get(n, merge.EMPTY) for n in self.names]))
         return table
+
+    def above(self, e: merge.Entry, field: merge.Field, applied: int) -> list[merge.Entry] | None:
+        """checks.Settled.above: the field's checks.Above over the baseline's applied entries, asked at `e`'s place;
+        for an entry of the snapshot, its answer kept (`winners`: a broad candidate's requests name the same few)."""
+        baseline = self.applied_bits
+        if baseline is None:
+            return None
+        at = self.position.get(e.name)
+        mine = at is not None and self.order[at] is e
+        # An entry of the snapshot is at its own position; another (a candidate) at the place its rank takes.
+        place = at if at is not None and mine else self.place(e.rank)
+        # The crowd's applied entries setting the field differ from the baseline's ahead of this place: the table is
+        # not the crowd's (the first difference, its lowest bit, is before the place).
+        if applied is not baseline:
+            moved = (applied ^ baseline) & self.by_field.get(field, 0)
+            if moved and (moved & -moved).bit_length() <= place:
+                return None
+        key = (place, field)
+        if mine and (found := self.winners.get(key)) is not None:
+            return found
+        table = self.aboves.get(field)
+        if table is None:
+            # The entries read off the mask's binary digits: numpy (`positions`) is not imported for it, so a one-shot
+            # check of a price ladder does not load it.
+            flags = bin(baseline & self.by_field.get(field, 0))[:1:-1].encode().translate(_DIGITS)
+            table = self.aboves[field] = checks.Above(field, itertools.compress(enumerate(self.order), flags))
+        found = table.first(place, e.fields().get(field, merge.EMPTY))
+        if mine:
+            self.winners[key] = found
+        return found
 
     def inside(self, field: merge.Field, cells: cellset.Cells) -> int:
         """The entries whose baseline claim on `field` is not empty and lies within `cells`, as a mask (the claims'
@@ -405,18 +437,6 @@ class Unchanged:
             return out
         table: overlaps.Overlaps = getattr(index, packed)
         return table.meeting(cells, among)
-
-    def by_name(self, members: int, count: int) -> int:
-        if members.bit_count() <= count:
-            return members
-        index = self.index
-        if members.bit_count() <= FEW or len(index.order) <= UNPACKED:
-            # A few, or a small snapshot's (a one-shot check's), sorted one by one: numpy's calls cost more, and
-            # in a run that asks nothing else of it, its import.
-            order = index.order
-            return _mask(sorted(_ones(members), key=lambda p: order[p].name)[:count], len(order))
-        return arrays.mask(arrays.first_by(index.name_ranks, arrays.ones(members, len(index.order)), count),
-                           len(index.order))
 
     def each(self, members: int) -> Iterator[merge.Entry]:
         """The entries of `members` in Karpenter's order, made as they are read: the first few one by one, the rest

@@ -9,7 +9,6 @@ checks.higher finds above it.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -244,22 +243,8 @@ def _winners(view: View, t: int, field: merge.Field, alone: merge.Entry | None) 
     """The first clash.LIMIT by name of the applied overlays before the one at position `t` that set `field` on its
     cells. `alone`: `_alone`'s candidate, if any: the one candidate over every overlay `_tested` finds (`_emptied`
     takes them below it and meeting its cells), so no candidate is tested."""
-    index, entry = view.index, view.index.order[t]
-    if view.applied != index.applied_bits:
-        # Sorted in C: a Python heap costs more for any likely count.
-        return sorted(checks.higher(entry, field, view.around), key=_name)[:clash.LIMIT]
-    # The unchanged overlays applied are the baseline's (the change moved none, and the changed ones were not
-    # applied): those over it are the snapshot's, asked once per snapshot; the candidates are added to them (the
-    # first few of a union are among the first few of each part).
-    first = index.winners.get((t, field))
-    if first is None:
-        baseline = (view.prepared, view.applied)
-        first = index.winners[(t, field)] = sorted(checks.higher(entry, field, [baseline]), key=_name)[:clash.LIMIT]
-    gained = [alone] if alone is not None else checks.higher(entry, field, view.around[1:])
-    return sorted([*first, *gained], key=_name)[:clash.LIMIT]
-
-
-_name = operator.attrgetter("name")
+    return checks.first_higher(view.index.order[t], field, view.around, view.index,
+                               None if alone is None else [alone])
 
 
 def _site(view: View, t: int, field: merge.Field) -> checks.Site:

@@ -221,12 +221,16 @@ class Near:
             self._pooled.setdefault(pool, []).append(number)
         self._count += 1
 
-    def around(self, cells: Cells) -> list[int] | None:
-        """The numbers of the sets filed where `cells` is, ascending; None when that is about all of them (a set
-        spread over most places): reading every set once is then cheaper."""
+    def settle(self) -> None:
+        """File the sets added so far now, not on the next question: a `Near` shared by threads is then only read."""
         for number, filed in self._pending:
             self._file(number, filed)
         self._pending.clear()
+
+    def around(self, cells: Cells) -> list[int] | None:
+        """The numbers of the sets filed where `cells` is, ascending; None when that is about all of them (a set
+        spread over most places): reading every set once is then cheaper."""
+        self.settle()
         found: set[int] = set()
         pools = list(ones(cells.pools()))
         places = _places(cells)

@@ -195,14 +195,6 @@ class Crowd(Protocol):
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         """The first `limit` (all by default) of `members`, in Karpenter's order."""
 
-    def by_name(self, members: int, count: int) -> int:
-        """The first `count` of `members` by name."""
-
-
-# How many by name a rule reads first when it wants a few by name (a finding names clash.LIMIT): where that many
-# hold them, the rest are never tested.
-NAMED = 8
-
 
 class Listed:
     """A crowd of a few overlays (a request's candidates), each term tested overlay by overlay."""
@@ -242,13 +234,6 @@ class Listed:
     def entries(self, members: int, limit: int | None = None) -> list[Entry]:
         found = [e for i, e in enumerate(self._entries) if members >> i & 1]
         return found[:limit]
-
-    def by_name(self, members: int, count: int) -> int:
-        named = sorted((e.name, i) for i, e in enumerate(self._entries) if members >> i & 1)
-        out = 0
-        for _, i in named[:count]:
-            out |= 1 << i
-        return out
 
 
 def related(crowd: Crowd, e: Entry, among: int = -1) -> int:
