@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import marshal
-import operator
 import threading
 import weakref
 from collections.abc import Callable, Hashable, MutableMapping, Sequence
@@ -141,11 +140,13 @@ def each(memo: Memo[T], made: Sequence[Hashable | None], values: Sequence[Any], 
     """[known(memo, k, v, make) for k, v in zip(made, values)]: a list's elements (`made`: their keys, `parts`)
     judged one by one, the ones met before found at C speed (a new list of a hundred requirements holds
     requirements met before; a call per element was most of its judgement)."""
+    if len(made) == 1:  # most maps an element rule reads (an overlay's capacity): nothing to gather
+        return [known(memo, made[0], values[0], make)]
     found = [*map(memo.get, made)]  # a None key is never held: a miss
-    if any(map(operator.is_, found, itertools.repeat(None))):
+    if None in found:  # no answer a memo holds equals None
         return [old if old is not None else known(memo, k, v, make)
                 for old, k, v in zip(found, made, values, strict=True)]
-    return cast(list[T], found)  # no None among them
+    return cast(list[T], found)
 
 
 def parts(value: list[Any]) -> tuple[Hashable | None, ...]:
@@ -163,7 +164,7 @@ def _keys_of(value: list[Any]) -> tuple[Hashable | None, ...]:
     except ValueError:  # an element marshal does not know, or nested too deep: keyed one by one
         return tuple(map(_canonical, value))
     found = [*map(_KEYS.get, made)]  # most elements recur: their keys are found at C speed
-    if any(map(operator.is_, found, itertools.repeat(None))):
+    if None in found:
         found = [old if old is not None else _kept(new) for old, new in zip(found, made, strict=True)]
     return tuple(found)
 
