@@ -364,8 +364,10 @@ def prepare(existing: Sequence[Document], catalog: cat.Catalog, previous: Prepar
 
 def warmed(prepared: Prepared) -> Prepared:
     """The snapshot with what a request makes on first need already made (a server's snapshots; a one-shot
-    check leaves them to the requests that need them): the index's tables and the baseline an UPDATE ratchets
-    against."""
+    check leaves them to the requests that need them): the index's tables, the baseline an UPDATE ratchets
+    against, and the request path's modules (importing them was most of a first request)."""
+    from simulation.analysis import incremental  # noqa: F401 - imported for the requests to come
+
     prepared.index.warm()
     prepared.preview_names  # noqa: B018 - made now, as the index's tables are
     _ = prepared.ratchet

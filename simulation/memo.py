@@ -10,11 +10,12 @@ whatever an input (or a webhook's stream of requests) holds, the memos keep at m
 
 from __future__ import annotations
 
+import itertools
 import marshal
 import threading
 import weakref
-from collections.abc import Callable, Hashable, MutableMapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, MutableMapping, Sequence
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -61,7 +62,7 @@ def _dumped(value: Any) -> Hashable | None:
         made = marshal.dumps(value)
     except ValueError:  # a type marshal does not know (no plain JSON), or nested too deep
         return None
-    return _shared(made, len(made)) if len(made) <= KEY_LIMIT else None
+    return _kept(made)
 
 
 def _shared(made: Hashable, size: int) -> Hashable:
@@ -135,15 +136,51 @@ def known(memo: Memo[T], made: Hashable | None, value: Any, make: Callable[[Any]
     return found
 
 
+def each(memo: Memo[T], made: Sequence[Hashable | None], values: Sequence[Any], make: Callable[[Any], T]) -> list[T]:
+    """[known(memo, k, v, make) for k, v in zip(made, values)]: a list's elements (`made`: their keys, `parts`)
+    judged one by one, the ones met before found at C speed (a new list of a hundred requirements holds
+    requirements met before; a call per element was most of its judgement)."""
+    if len(made) == 1:  # most maps an element rule reads (an overlay's capacity): nothing to gather
+        return [known(memo, made[0], values[0], make)]
+    found = [*map(memo.get, made)]  # a None key is never held: a miss
+    if None in found:  # no answer a memo holds equals None
+        return [old if old is not None else known(memo, k, v, make)
+                for old, k, v in zip(found, made, values, strict=True)]
+    return cast(list[T], found)
+
+
 def parts(value: list[Any]) -> tuple[Hashable | None, ...]:
     """The keys of a list's elements, made once per distinct list for every layer that judges its elements one by
     one (a new list of a hundred requirements: the quick schema check, the elementwise CEL rules, the CEL rules under
-    each element)."""
+    each element, the model's specs). Unlike `key`, an element's key is canonical: marshal's version 2 writes
+    neither back-references (set by an object's reference count) nor interning, so an equal element read by
+    another reader (the webhook's candidate beside the files' objects) is found, not judged again."""
     return remembered(_PARTS, value, _keys_of)
 
 
 def _keys_of(value: list[Any]) -> tuple[Hashable | None, ...]:
-    return tuple(map(key, value))
+    try:
+        made = [*map(marshal.dumps, value, itertools.repeat(_CANONICAL, len(value)))]
+    except ValueError:  # an element marshal does not know, or nested too deep: keyed one by one
+        return tuple(map(_canonical, value))
+    found = [*map(_KEYS.get, made)]  # most elements recur: their keys are found at C speed
+    if None in found:
+        found = [old if old is not None else _kept(new) for old, new in zip(found, made, strict=True)]
+    return tuple(found)
+
+
+_CANONICAL = 2
+
+
+def _canonical(value: Any) -> Hashable | None:
+    try:
+        return _kept(marshal.dumps(value, _CANONICAL))
+    except ValueError:
+        return None
+
+
+def _kept(made: bytes) -> Hashable | None:
+    return _shared(made, len(made)) if len(made) <= KEY_LIMIT else None
 
 
 _PARTS: Memo[tuple[Hashable | None, ...]] = Memo()

@@ -4,6 +4,8 @@ ratchet), a NodePool change, a request run whole. A new overlay judged against m
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -82,6 +84,15 @@ def test_a_servers_snapshot_makes_it_before_any_request() -> None:
     prepared = _prepared()
     assert not once.made(prepared.judged, "found")
     assert once.made(ev.warmed(prepared).judged, "ratchet")
+
+
+def test_a_servers_snapshot_imports_the_request_path() -> None:
+    # Importing the incremental analysis was most of a webhook's first admission (a long requirement list's p99).
+    code = ("import sys; from simulation import evaluate as ev; from simulation.semantics import catalog as cat; "
+            "p = ev.prepare([], cat.default()); before = 'simulation.analysis.incremental' in sys.modules; "
+            "ev.warmed(p); print(before, 'simulation.analysis.incremental' in sys.modules)")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert ran.stdout.split() == ["False", "True"]
 
 
 def test_a_snapshot_for_one_new_overlay_makes_no_baseline() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,12 +47,29 @@ def test_a_pin_ends_with_its_block_so_a_value_changed_afterwards_gets_its_own_ke
     assert memo.key(listed) == memo.key(copy.deepcopy(listed))
 
 
-def test_a_lists_parts_are_the_keys_of_its_elements() -> None:
-    listed = [{"key": "a", "operator": "In", "values": ["x"]}, [1], "s", 1, True]
-    assert memo.parts(listed) == tuple(memo.key(e) for e in listed)
-    assert memo.parts(copy.deepcopy(listed)) is memo.parts(listed)  # made once per distinct list
+def test_a_lists_parts_are_one_key_per_equal_element() -> None:
+    listed = [{"key": "a", "operator": "In", "values": ["x"]}, [1], "s", 1, True, 1.0]
+    parts = memo.parts(listed)
+    assert len(set(parts)) == len(listed)  # 1, True and 1.0 apart
+    assert memo.parts(copy.deepcopy(listed)) is parts  # made once per distinct list
+    assert memo.parts([*reversed(listed)]) == parts[::-1]
     listed[0]["values"] = ["y"]
-    assert memo.parts(listed) == tuple(memo.key(e) for e in listed)
+    assert memo.parts(listed)[0] != parts[0]
+    assert memo.parts(listed)[1:] == parts[1:]
+
+    class Named(str):
+        pass
+
+    assert memo.parts([Named("x"), "x" * memo.KEY_LIMIT, "x"])[:2] == (None, None)  # not plain, too large
+
+
+def test_an_elements_key_is_the_same_whoever_read_it() -> None:
+    # The files' requirements (strings shared by the reader) and a webhook's candidate (strings of its own,
+    # interned or not): equal elements, one key, so that the candidate's are found, not judged again.
+    written = {"key": "example.com/team", "operator": "In", "values": ["x"]}
+    made = {"key": "".join(["example.com/", "team"]), "operator": "".join(["I", "n"]), "values": ["".join(["x", ""])]}
+    assert memo.parts([written, 1])[0] is memo.parts([made, 2])[0]
+    assert memo.parts([written, 3])[0] is memo.parts(json.loads(json.dumps([written, 3])))[0]
 
 
 def test_remembered_makes_once_per_equal_value() -> None:
@@ -60,6 +78,23 @@ def test_remembered_makes_once_per_equal_value() -> None:
     for value in ([1, 2], [1, 2], [2, 1], [1, 2]):
         memo.remembered(store, value, lambda v: made.append(v) or len(made))
     assert made == [[1, 2], [2, 1]]
+
+
+def test_each_judges_each_distinct_element_once() -> None:
+    made: list[Any] = []
+    store: memo.Memo[bool] = memo.Memo()
+
+    def judged(value: Any) -> bool:
+        made.append(value)
+        return len(value) > 1  # False, the answer of most: kept as any other
+
+    for listed in (["a", "bc", "a"], ["bc", "d", "a"], [*map(str, "ad")]):
+        assert memo.each(store, memo.parts(listed), listed, judged) == [len(v) > 1 for v in listed]
+    assert made == ["a", "bc", "d"]
+    unkeyed = ["x" * memo.KEY_LIMIT]
+    for _ in range(2):
+        assert memo.each(store, memo.parts(unkeyed), unkeyed, judged) == [True]
+    assert made[3:] == unkeyed * 2  # too large to keep: judged each time
 
 
 # Requirements that each layer judges differently: fine, a runtime problem, a schema problem (CEL and

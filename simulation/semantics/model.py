@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from simulation import findings, memo, once
 from simulation.semantics import requirements as reqs
@@ -161,18 +161,25 @@ _KEYS: dict[int, tuple[Any, frozenset[str]]] = {}
 
 
 def _specs_of(raw: list[Any]) -> tuple[ReqSpec, ...]:
-    out = []
-    for item in raw:
-        item = _mapping(item)
-        key, op, values = item.get("key"), item.get("operator"), item.get("values")
-        if not (isinstance(key, str) and isinstance(op, str)):
-            continue
-        if not isinstance(values, list):
-            values = ()
-        elif not set(map(type, values)) <= _STR:  # strings only (most lists) are kept whole
-            values = [v for v in values if isinstance(v, str)]
-        out.append(_spec(key, op, tuple(values)))
-    return tuple(out)
+    # Per requirement too: a new list holds requirements met before.
+    made: list[ReqSpec | tuple[()]] = memo.each(_SPEC, memo.parts(raw), raw, _spec_of)
+    return cast(tuple[ReqSpec, ...], tuple(filter(None, made)))  # () is falsy, a spec is not
+
+
+# Per requirement: its spec, or () when it has no string key and operator (skipped).
+_SPEC: memo.Memo[ReqSpec | tuple[()]] = memo.Memo()
+
+
+def _spec_of(item: Any) -> ReqSpec | tuple[()]:
+    item = _mapping(item)
+    key, op, values = item.get("key"), item.get("operator"), item.get("values")
+    if not (isinstance(key, str) and isinstance(op, str)):
+        return ()
+    if not isinstance(values, list):
+        values = ()
+    elif not set(map(type, values)) <= _STR:  # strings only (most lists) are kept whole
+        values = [v for v in values if isinstance(v, str)]
+    return _spec(key, op, tuple(values))
 
 
 @functools.lru_cache(maxsize=8192)

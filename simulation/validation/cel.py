@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from simulation import memo
@@ -271,13 +271,15 @@ def _remembered(rule_set: RuleSet, judged: Any) -> tuple[tuple[Rule, Any], ...]:
 
 
 def _recall(store: Memo[tuple[tuple[Rule, Any], ...]], judged: Any,
-            evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]],
-            made: Hashable | None = None) -> tuple[tuple[Rule, Any], ...]:
-    """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep); `made`: its
-    key, where the caller has it."""
-    # Only the verdict and an error's text are kept.
-    return memo.known(store, memo.key(judged) if made is None else made, judged, lambda v: tuple(
-        (r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(v) if o is not True))
+            evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) -> tuple[tuple[Rule, Any], ...]:
+    """The failing rules among `evaluate(judged)`, remembered (unless `judged` is too large to keep)."""
+    return memo.known(store, memo.key(judged), judged, _failing(evaluate))
+
+
+def _failing(evaluate: Callable[[Any], Iterable[tuple[Rule, Any]]]) \
+        -> Callable[[Any], tuple[tuple[Rule, Any], ...]]:
+    """The failing rules among `evaluate(value)`, as a memo keeps them: only the verdict and an error's text."""
+    return lambda v: tuple((r, o if isinstance(o, celexpr.Failure) else False) for r, o in evaluate(v) if o is not True)
 
 
 def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterator[Violation]:
@@ -297,12 +299,13 @@ def _elementwise(rule_set: RuleSet, value: list[Any] | dict[str, Any]) -> Iterat
     def judged(element: Any) -> Iterable[tuple[Rule, Any]]:
         return evaluate(_pruned(element, rule_set.element_reads))
 
-    # Elements' keys are made once per list for every layer that judges them (memo.parts).
-    keys = memo.parts(value) if isinstance(value, list) else map(memo.key, value)
-    for index, (element, made) in enumerate(zip(value, keys, strict=True)):
-        # Remembered per whole element (as plain JSON, it is as quick to key as its pruned copy is to make).
-        for rule, outcome in _recall(rule_set.element_memo, element, judged, made):
-            yield Violation((*rule.field_path, index if listed else element), _message(rule, value, outcome),
+    # Remembered per whole element (as plain JSON, it is as quick to key as its pruned copy is to make); a list's
+    # elements' keys are made once per list for every layer that judges them (memo.parts).
+    elements = value if isinstance(value, list) else [*value]
+    keys = memo.parts(value) if isinstance(value, list) else tuple(map(memo.key, elements))
+    for index, failing in enumerate(memo.each(rule_set.element_memo, keys, elements, _failing(judged))):
+        for rule, outcome in failing:
+            yield Violation((*rule.field_path, index if listed else elements[index]), _message(rule, value, outcome),
                             isinstance(outcome, celexpr.Failure))
 
 

@@ -263,9 +263,13 @@ def _quick_check(converted: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         if one is None or type(requirements) is not list:
             return True
         passes = functools.partial(_passes, one)
+
+        def each_passes(listed: list[Any]) -> bool:
+            found: list[bool] = memo.each(verdicts, memo.parts(listed), listed, passes)
+            return all(found)
+
         # Per requirement list too: lists recur whole across overlays.
-        return memo.remembered(lists, requirements, lambda listed: all(
-            memo.known(verdicts, made, item, passes) for item, made in zip(listed, memo.parts(listed), strict=True)))
+        return memo.remembered(lists, requirements, each_passes)
 
     return accepts
 

@@ -95,17 +95,17 @@ _LISTS: memo.Memo[tuple[tuple[Path, str], ...]] = memo.Memo()
 
 
 def _list(requirements: list[Any]) -> tuple[tuple[Path, str], ...]:
-    keys = memo.parts(requirements)
-    return tuple(((i, *at), why) for i, (req, made) in enumerate(zip(requirements, keys, strict=True))
-                 if isinstance(req, dict) for at, why in memo.known(_ONE, made, req, _alone))
+    found = memo.each(_ONE, memo.parts(requirements), requirements, _alone)
+    return tuple(((i, *at), why) for i, problems in enumerate(found) if problems for at, why in problems)
 
 
 # The problems of one requirement of such a list, paths relative to it: a new list holds requirements met before.
 _ONE: memo.Memo[tuple[tuple[Path, str], ...]] = memo.Memo()
 
 
-def _alone(req: dict[str, Any]) -> tuple[tuple[Path, str], ...]:
-    return tuple(_requirement((), req, frozenset()))
+def _alone(req: Any) -> tuple[tuple[Path, str], ...]:
+    # Not a map: the schema's finding alone.
+    return tuple(_requirement((), req, frozenset())) if isinstance(req, dict) else ()
 
 
 def _requirement(at: Path, req: dict[str, Any], rejected: frozenset[Path]) -> Iterable[tuple[Path, str]]:

@@ -5,7 +5,7 @@ the CRD given (crds.py), Karpenter's own by default."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from simulation import findings, memo
@@ -149,36 +149,28 @@ def _violations_here(node: crds.Node, value: Any, path: Path, out: _Found) -> No
     if isinstance(value, dict):
         _property_violations(node, value, path, out)
     elif isinstance(value, list) and node.items is not None and node.items.guarded:
+        # Elements (requirements above all) recur across objects: the walk under each is remembered per element.
         items = node.items
-        for i, (child, made) in enumerate(zip(value, memo.parts(value), strict=True)):
-            if found := _element_violations(items, child, made):
+        for i, found in enumerate(memo.each(items.memo, memo.parts(value), value, _walker(items, _violations))):
+            if found:
                 out += (((*path, i, *at), v) for at, v in found)
 
 
 def _list_violations(node: crds.Node, value: list[Any]) -> tuple[tuple[Path, cel.Violation], ...]:
     """The violations at and under a list, relative to it. A list (an overlay's requirements above all) recurs
     whole across objects: remembered per value, its rules and its elements' lookups made once."""
-    return _relative(node.lists, node, value, _violations_here)
+    return memo.remembered(node.lists, value, _walker(node, _violations_here))
 
 
-def _element_violations(node: crds.Node, value: Any, made: Hashable | None) -> tuple[tuple[Path, cel.Violation], ...]:
-    """The violations at and under one element of a list (`made`: its key, memo.parts), relative to it. Elements
-    (requirements above all) recur across objects: remembered per element value, the walk and the rules' lookups
-    made once."""
-    return _relative(node.memo, node, value, _violations, made)
-
-
-def _relative(store: memo.Memo[Any], node: crds.Node, value: Any,
-              walk: Callable[[crds.Node, Any, Path, _Found], None],
-              made: Hashable | None = None) -> tuple[tuple[Path, cel.Violation], ...]:
-    """walk's violations of `value` from its own root, remembered in `store` per value (`made`: its key, where the
-    caller has it)."""
-    def walked(at_hand: Any) -> tuple[tuple[Path, cel.Violation], ...]:
+def _walker(node: crds.Node, walk: Callable[[crds.Node, Any, Path, _Found], None]) \
+        -> Callable[[Any], tuple[tuple[Path, cel.Violation], ...]]:
+    """walk's violations of a value at `node`, from the value's own root (what a memo keeps)."""
+    def walked(value: Any) -> tuple[tuple[Path, cel.Violation], ...]:
         out: _Found = []
-        walk(node, at_hand, (), out)
+        walk(node, value, (), out)
         return tuple(out)
 
-    return memo.known(store, memo.key(value) if made is None else made, value, walked)
+    return walked
 
 
 def _property_violations(node: crds.Node, value: dict[str, Any], path: Path, out: _Found) -> None:
@@ -241,18 +233,21 @@ def _ignored_values(obj: dict[str, Any], ref: findings.ObjectRef,
         yield findings.make("ignored-values", ref, path, message, source=source)
 
 
-# The requirements whose values Karpenter ignores, per requirement list (lists recur across overlays).
+# The requirements whose values Karpenter ignores, per requirement list (lists recur across overlays), and the
+# operator so ignored per requirement ("" for none; requirements recur across lists).
 _IGNORED: memo.Memo[tuple[tuple[int, str], ...]] = memo.Memo()
+_IGNORING: memo.Memo[str] = memo.Memo()
 
 
 def _ignoring(requirements: list[Any]) -> tuple[tuple[int, str], ...]:
     """(index, operator) of each requirement whose operator ignores the values it has."""
-    out = []
-    for i, req in enumerate(requirements):
-        operator, values = (req.get("operator"), req.get("values")) if isinstance(req, dict) else (None, None)
-        if operator in ("Exists", "DoesNotExist") and isinstance(values, list) and values:
-            out.append((i, operator))
-    return tuple(out)
+    found = memo.each(_IGNORING, memo.parts(requirements), requirements, _ignored_by)
+    return tuple((i, operator) for i, operator in enumerate(found) if operator)
+
+
+def _ignored_by(req: Any) -> str:
+    operator, values = (req.get("operator"), req.get("values")) if isinstance(req, dict) else (None, None)
+    return operator if operator in ("Exists", "DoesNotExist") and isinstance(values, list) and values else ""
 
 
 def check(obj: Mapping[str, Any], ref: findings.ObjectRef, source: int | None,
@@ -361,10 +356,10 @@ def _kept(value: list[Any], items: crds.Node | None) -> bool:
     if items is None:
         return _pruned_list(value, items) is value
     def alone(child: Any) -> bool:
-        return _plain_pruned(child, items) is child
+        return type(child) in _PLAIN_LEAVES or _plain_pruned(child, items) is child
 
-    return all(type(child) in _PLAIN_LEAVES or memo.known(items.kept, made, child, alone)
-               for child, made in zip(value, memo.parts(value), strict=True))
+    found: list[bool] = memo.each(items.kept, memo.parts(value), value, alone)
+    return all(found)
 
 
 def _pruned_list(value: list[Any] | tuple[Any, ...], items: crds.Node | None) -> list[Any]:
