@@ -151,15 +151,24 @@ def _starts(text: str) -> list[int]:
 def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
     """The values of the `count` documents of a text (`raw`, its UTF-8), with the text of their numbers and
     booleans."""
+    parsed = tree.SPARES.take()
+    if parsed is None:
+        parsed = ryml.Tree()
+    else:
+        parsed.clear()
+        parsed.clear_arena()
     try:
         with _quiet():
-            parsed = ryml.parse_in_arena(raw)
+            ryml.parse_in_arena(raw, tree=parsed)
         written = _json(parsed, len(raw))
+        root = parsed.root_id()
+        stream = parsed.is_stream(root)
+        documents = parsed.num_children(root) if stream else 1
     except Exception as err:  # rapidyaml raises its own classes (ExceptionParse...): tree reports the error
         raise _Unsure from err
-    root = parsed.root_id()
-    stream = parsed.is_stream(root)
-    if (parsed.num_children(root) if stream else 1) != count or not written:
+    finally:
+        tree.SPARES.give(parsed)
+    if documents != count or not written:
         raise _Unsure
     if jsontext.too_deep(written, tree.MAX_DEPTH + stream):
         raise _Unsure
