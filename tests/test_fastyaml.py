@@ -150,6 +150,10 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("- a\n---\n- 0x1F\n", False), ("a: {b: {'y': 1}}\n", False), ("a:\n  10: x\n", True), ("- [[x, '2']]\n", True),
     ("a: ''\n", True), ("'': x\n", False), ("a: [inf, [inf]]\n", True), ("inf: x\n", True),
     ("a: [inf, .inf]\n", False), ("a: [inf, .Inf]\n", False),
+    # A string only ending like rapidyaml's spellings is no spelling of them; a special one, quoted, is.
+    ("a: [x.inf, y.nan, infinity.x]\n", True), ("a: '.inf'\n", False), ("'.nan': x\nb: nan\n", False),
+    # Where a `<` or a `:` is, not what follows it: read here.
+    ("a: <b\nc: 'x:'\nd: [e:f, {g: h}]\n", True), ("a: <<\n", False), ("a: {b:}\n", False), ("a: [b:, c]\n", False),
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
