@@ -50,8 +50,11 @@ _UNSURE_CHARACTER = re.compile(
 # The bytes of UTF-8 text none of those can be: deleting them leaves nothing in most files, faster than a search.
 _SURE_BYTES = bytes(sorted(set(b"\n" + bytes(range(0x20, 0x7F))) - set(b"&*!@`\\")))
 _HIGH_BYTES = bytes(range(0x80, 0x100))
-# A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it.
-_UNSURE_TEXT = ("<<", "\n%", "\n...", ":]", ":,", ":}")
+# A directive or a document end marker at a line's start.
+_UNSURE_TEXT = ("\n%", "\n...")
+# A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it. One search
+# (the pattern opens with a literal, found at C speed) instead of one per indicator.
+_COLON_BEFORE_FLOW = re.compile(r":[\]},]")
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
 # A block sequence entry on the line of a quoted scalar or a flow collection (`- "" - x`, `- [] -`): libyaml refuses
 # it, rapidyaml reads one more item. Searched for only where, spaces deleted, a quote or closing bracket is followed
@@ -79,6 +82,7 @@ _SPECIAL = {".inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 # once, as the decoder collected them (`jsontext.Decoder`), not each of its occurrences in the JSON.
 _SPOKEN = frozenset(scalars.TABLE) - {"", "true", "false", "null"}
 _NUMBER_LIKE = re.compile(r"[-+]?[._]*[0-9][-+0-9a-fA-FxXoObB._]*")
+_NUMBER_FIRST = frozenset("-+._0123456789")  # what `_NUMBER_LIKE` may open with: a set lookup is cheaper
 _INDICATORS = frozenset("]}:?%#|>,")
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = frozenset({"null", ""})
@@ -113,7 +117,8 @@ def _unsure(text: str, raw: bytes) -> bool:
     odd = raw.translate(None, _SURE_BYTES)
     if odd and (odd.translate(None, _HIGH_BYTES) or _UNSURE_CHARACTER.search(text) is not None):
         return True
-    if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")):
+    if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")) or ("<" in text and "<<" in text) \
+            or _COLON_BEFORE_FLOW.search(text) is not None:
         return True
     if b"q-" in raw.translate(_CLOSERS, b" ") and _ENTRY_AFTER_VALUE.search(text) is not None:
         return True
@@ -151,27 +156,38 @@ def _starts(text: str) -> list[int]:
 def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
     """The values of the `count` documents of a text (`raw`, its UTF-8), with the text of their numbers and
     booleans."""
+    parsed = tree.SPARES.take()
+    if parsed is None:
+        parsed = ryml.Tree()
+    else:
+        parsed.clear()
+        parsed.clear_arena()
     try:
         with _quiet():
-            parsed = ryml.parse_in_arena(raw)
+            ryml.parse_in_arena(raw, tree=parsed)
         written = _json(parsed, len(raw))
+        root = parsed.root_id()
+        stream = parsed.is_stream(root)
+        documents = parsed.num_children(root) if stream else 1
     except Exception as err:  # rapidyaml raises its own classes (ExceptionParse...): tree reports the error
         raise _Unsure from err
-    root = parsed.root_id()
-    stream = parsed.is_stream(root)
-    if (parsed.num_children(root) if stream else 1) != count or not written:
+    finally:
+        tree.SPARES.give(parsed)
+    if documents != count or not written:
         raise _Unsure
     if jsontext.too_deep(written, tree.MAX_DEPTH + stream):
         raise _Unsure
     emitted = written.decode()
     del parsed, written
-    if '.inf"' in emitted or '.nan"' in emitted:
+    value, decoder = _decoded(emitted)
+    # The decoder met every distinct string and key: a text without rapidyaml's spellings is not searched for them.
+    if not (_SPECIAL.keys().isdisjoint(decoder.strings) and _SPECIAL.keys().isdisjoint(decoder.keys)):
         lowered = raw.lower()
         if any(spelled in lowered for spelled in _SPELLED):
             raise _Unsure
         for special, spelled in _SPECIAL.items():
             emitted = emitted.replace(f'"{special}"', f'"{spelled}"')
-    value, decoder = _decoded(emitted)
+        value, decoder = _decoded(emitted)
     if not _NULL_KEYS.isdisjoint(decoder.keys) or any(_suspect(s, False) for s in decoder.strings) \
             or any(_suspect(k, True) for k in decoder.keys):
         raise _Unsure
@@ -193,9 +209,10 @@ def _decoded(emitted: str) -> tuple[Any, jsontext.Decoder]:
 
 def _suspect(text: str, is_key: bool) -> bool:
     """Whether a string of the JSON may be a plain scalar kubectl reads otherwise."""
-    if text in _SPOKEN or text[:1] in _INDICATORS:
+    first = text[:1]
+    if first in _INDICATORS or text in _SPOKEN:
         return True
-    return _NUMBER_LIKE.fullmatch(text) is not None and _unsure_number(text, is_key)
+    return first in _NUMBER_FIRST and _NUMBER_LIKE.fullmatch(text) is not None and _unsure_number(text, is_key)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -118,20 +118,22 @@ class Loader:
         sources = list(files.discover(plain))
         ahead = self._render_ahead([s for s in sources if s.kustomization and s.path is not None and not (
             rest and self._holds_read(os.path.realpath(s.path)))])
-        for source in sources:
-            if source.path is None:
-                if self._stdin_used:
-                    raise files.InputError("'-' (stdin) can be given only once")
-                self._stdin_used = True
-            else:
-                real = os.path.realpath(source.path)
-                if rest and (real in self.read or (source.kustomization and self._holds_read(real))):
+        # The files share the fast YAML reader's parse trees, let go when the last is read.
+        with tree.reading():
+            for source in sources:
+                if source.path is None:
+                    if self._stdin_used:
+                        raise files.InputError("'-' (stdin) can be given only once")
+                    self._stdin_used = True
+                else:
+                    real = os.path.realpath(source.path)
+                    if rest and (real in self.read or (source.kustomization and self._holds_read(real))):
+                        continue
+                    self.read.add(real)
+                if source.kustomization:
+                    out.extend(self._kustomization(source, candidate, ahead.get(source.name)))
                     continue
-                self.read.add(real)
-            if source.kustomization:
-                out.extend(self._kustomization(source, candidate, ahead.get(source.name)))
-                continue
-            out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
+                out.extend(self.load_text(files.read(source, self.max_bytes, self.stdin), candidate))
         return out
 
     def _flux(self, applied: Sequence[FluxPath], candidate: bool) -> Loaded:

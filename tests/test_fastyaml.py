@@ -150,6 +150,10 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("- a\n---\n- 0x1F\n", False), ("a: {b: {'y': 1}}\n", False), ("a:\n  10: x\n", True), ("- [[x, '2']]\n", True),
     ("a: ''\n", True), ("'': x\n", False), ("a: [inf, [inf]]\n", True), ("inf: x\n", True),
     ("a: [inf, .inf]\n", False), ("a: [inf, .Inf]\n", False),
+    # A string only ending like rapidyaml's spellings is no spelling of them; a special one, quoted, is.
+    ("a: [x.inf, y.nan, infinity.x]\n", True), ("a: '.inf'\n", False), ("'.nan': x\nb: nan\n", False),
+    # Where a `<` or a `:` is, not what follows it: read here.
+    ("a: <b\nc: 'x:'\nd: [e:f, {g: h}]\n", True), ("a: <<\n", False), ("a: {b:}\n", False), ("a: [b:, c]\n", False),
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
@@ -215,7 +219,7 @@ def test_quiet_readers_in_several_threads_take_turns_and_leave_stderr_as_it_was(
     inside, most = [0], [0]
     real = fastyaml.ryml.parse_in_arena
 
-    def parse(raw: bytes) -> None:
+    def parse(raw: bytes, tree: Any) -> None:
         inside[0] += 1
         most[0] = max(most[0], inside[0])
         time.sleep(0.001)  # not to wait for anything: to let another thread run here if it can
@@ -299,3 +303,50 @@ def test_reading_a_file_again_and_again_holds_no_memory() -> None:
     for _ in range(10):
         fastyaml.documents(text)
     assert _resident_mb() - before < 15
+
+
+def _counted_trees(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every parse tree rapidyaml is asked to make from here on."""
+    made: list[object] = []
+    real = fastyaml.ryml.Tree
+
+    def make() -> object:
+        made.append(real())
+        return made[-1]
+
+    monkeypatch.setattr(fastyaml.ryml, "Tree", make)
+    return made
+
+
+def _large(name: str) -> str:
+    one = "kind: ConfigMap\nmetadata:\n  name: {}-{}\ndata: {{weight: '{}', list: [a, {}]}}\n"
+    return "---\n".join(one.format(name, i, i, i) for i in range(tree.FAST_FROM // len(one) + 10))
+
+
+def test_files_of_one_reading_share_a_parse_tree_let_go_when_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh tree's node array costs half the parse in page faults: the files of a reading share one, each read as
+    alone, a file rapidyaml refuses included; after the reading, none is kept (its memory goes back)."""
+    made = _counted_trees(monkeypatch)
+    texts = [_large("a"), "a: [b\n" + "# padding\n" * 8_000, _large("b"), _large("c")]
+    with tree.reading():
+        with tree.reading():  # a reading within another: the trees are kept until the outer one ends
+            read = [fastyaml.documents(text) for text in texts[:2]]
+        read += [fastyaml.documents(text) for text in texts[2:]]
+    assert len(made) == 1 and read[1] is None
+    for text, documents in zip(texts[::2], read[::2], strict=True):
+        assert documents is not None
+        assert [d.value for d in documents] == [p.value for p in tree._yaml(text)]
+    fastyaml.documents(texts[0])
+    fastyaml.documents(texts[0])
+    assert len(made) == 3
+
+
+def test_threads_reading_at_once_take_a_tree_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads never parse into the same tree: each file is read as it is read alone."""
+    made = _counted_trees(monkeypatch)
+    texts = [_large(name) for name in "abcdefgh"]
+    expected = [[p.value for p in tree._yaml(text)] for text in texts]
+    with tree.reading(), concurrent.futures.ThreadPoolExecutor(4) as pool:
+        read = list(pool.map(fastyaml.documents, texts * 3))
+    assert [[d.value for d in documents or []] for documents in read] == expected * 3
+    assert 1 <= len(made) <= 4

@@ -4,6 +4,7 @@ the JSON fast path reads what the YAML reader reads, with the same positions."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -355,6 +356,31 @@ def test_json_depth_counts_brackets_outside_strings_only(text: str, depth: int) 
     # rapidyaml's JSON is judged as the bytes it was written in.
     assert not jsontext.too_deep(bytearray(text.encode()), depth)
     assert jsontext.too_deep(bytearray(text.encode()), depth - 1)
+
+
+def _nesting(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_nesting, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_nesting, value), default=0)
+    return 0
+
+
+_BRACKETY = st.text(alphabet='[]{}"\\ab', max_size=4)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.recursive(st.one_of(_BRACKETY, st.integers()),
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(_BRACKETY, inner, max_size=3)), max_leaves=40),
+       st.integers(1, 40), st.integers(0, 3))
+def test_json_depth_is_the_nesting_of_the_value(value: Any, wrap: int, short: int) -> None:
+    # Deep enough to be judged past the rounds of innermost pairs deleted, strings holding brackets and quotes.
+    value = functools.reduce(lambda inner, i: [inner] if i % 2 else {"k": inner}, range(wrap), value)
+    depth = _nesting(value)
+    text = json.dumps(value)
+    assert jsontext.too_deep(text, depth - 1 - short)
+    assert not jsontext.too_deep(text, depth + short)
 
 
 @pytest.mark.parametrize(("text", "at"), [
