@@ -251,7 +251,7 @@ class Index:
         if table is None:
             # The entries read off the mask's binary digits: numpy (`positions`) is not imported for it, so a one-shot
             # check of a price ladder does not load it.
-            flags = bin(baseline & self.by_field.get(field, 0))[:1:-1].encode().translate(_DIGITS)
+            flags = _flags(baseline & self.by_field.get(field, 0))
             table = self.aboves[field] = checks.Above(field, itertools.compress(enumerate(self.order), flags))
         found = table.first(place, e.fields().get(field, merge.EMPTY))
         if mine:
@@ -505,12 +505,18 @@ _SMALL = 128
 _DIGITS = bytes.maketrans(b"01", b"\x00\x01")
 
 
+def _flags(bits: int) -> bytes:
+    """A non-negative int's bits, lowest first, one byte each (0 or 1), read off its binary digits in C: for
+    `itertools.compress`, without numpy."""
+    return bin(bits)[:1:-1].encode().translate(_DIGITS)
+
+
 def _ones(bits: int) -> list[int]:
     """The set bits, ascending. A few (a target's neighbours, mostly): cleared one by one, each a pass
     over the int; more: unpacked by numpy, one pass for all (thousands in a crowd of alike overlays)."""
     if bits.bit_length() <= _SMALL:
         # A NodePool mask (dozens of bits): its binary digits read in C, not a pass over the int per bit.
-        flags = bin(bits)[:1:-1].encode().translate(_DIGITS)
+        flags = _flags(bits)
         return list(itertools.compress(range(len(flags)), flags))
     if bits.bit_count() <= FEW:
         out = []
