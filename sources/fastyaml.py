@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import itertools
 import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import ryml
@@ -76,8 +75,8 @@ _BLANK = re.compile(r"(?:[ ]*(?:#[^\n]*)?\n)*[ ]*(?:#[^\n]*)?")
 _SPELLED = (b".inf", b".nan", b"infinity")
 _SPECIAL = {".inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 # Strings of the JSON that plain scalars kubectl types otherwise become: the YAML 1.1 words (`true` and `false`
-# excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged one by one
-# (`_unsure_number`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
+# excepted: plain, rapidyaml writes them as JSON's), and those that may be numbers to go-yaml, judged together
+# (`_unsure_numbers`); and a string opening with an indicator (`]`, `}`, `:`, `?`, `%`, `#`, `|`, `>`, `,`), which
 # rapidyaml may have read as a plain scalar where libyaml refuses one. Each distinct string of a file is judged
 # once, as the decoder collected them (`jsontext.Decoder`), not each of its occurrences in the JSON.
 _SPOKEN = frozenset(scalars.TABLE) - {"", "true", "false", "null"}
@@ -188,8 +187,7 @@ def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
         for special, spelled in _SPECIAL.items():
             emitted = emitted.replace(f'"{special}"', f'"{spelled}"')
         value, decoder = _decoded(emitted)
-    if not _NULL_KEYS.isdisjoint(decoder.keys) or any(_suspect(s, False) for s in decoder.strings) \
-            or any(_suspect(k, True) for k in decoder.keys):
+    if not _NULL_KEYS.isdisjoint(decoder.keys) or _suspect(decoder.strings, False) or _suspect(decoder.keys, True):
         raise _Unsure
     index = jsontext.Index(emitted)
     at = len(emitted) - len(emitted.lstrip())
@@ -207,31 +205,44 @@ def _decoded(emitted: str) -> tuple[Any, jsontext.Decoder]:
         raise _Unsure from err
 
 
-def _suspect(text: str, is_key: bool) -> bool:
-    """Whether a string of the JSON may be a plain scalar kubectl reads otherwise."""
-    first = text[:1]
-    if first in _INDICATORS or text in _SPOKEN:
-        return True
-    return first in _NUMBER_FIRST and _NUMBER_LIKE.fullmatch(text) is not None and _unsure_number(text, is_key)
+def _suspect(texts: Iterable[str], is_key: bool) -> bool:
+    """Whether any string of the JSON may be a plain scalar kubectl reads otherwise."""
+    numbers = []
+    for text in texts:
+        first = text[:1]
+        if first in _INDICATORS or text in _SPOKEN:
+            return True
+        if first in _NUMBER_FIRST and _NUMBER_LIKE.fullmatch(text) is not None:
+            numbers.append(text)
+    return bool(numbers) and _unsure_numbers(numbers, is_key)
 
 
-@functools.lru_cache(maxsize=1024)
-def _unsure_number(text: str, is_key: bool) -> bool:
-    """Whether a JSON string may be a plain scalar kubectl reads otherwise. A value: rapidyaml writes a plain
-    decimal number unquoted, so a string `"2"` was quoted; `"0755"` may not have been. A key is always a string."""
-    try:
-        if is_key:
-            return scalars.plain_key(text) != text
-        if isinstance(scalars.plain(text), str):
-            return False
-    except scalars.Unsendable:
-        return True
+def _unsure_numbers(texts: list[str], is_key: bool) -> bool:
+    """Whether any of these JSON strings, each looking like a number, may be a plain scalar kubectl reads otherwise.
+    A key is always a string. A value: rapidyaml writes a plain decimal number unquoted, so a string `"2"` was
+    quoted; `"0755"` may not have been. The values kubectl types are written by rapidyaml as one list, one parse per
+    file rather than one per string (a price ladder has as many distinct prices as overlays)."""
+    typed = []
+    for text in texts:
+        try:
+            if is_key:
+                if scalars.plain_key(text) != text:
+                    return True
+            elif not isinstance(scalars.plain(text), str):
+                typed.append(text)
+        except scalars.Unsendable:
+            return True
+    if not typed:
+        return False
+    # Such a text has no space, comma or quote: one item per line, and the flow list's items split at commas.
+    listed = "".join(f"- {text}\n" for text in typed)
     try:
         with _quiet():
-            written = _json(ryml.parse_in_arena(f"- {text}\n"), len(text) + 3).decode()
+            written = _json(ryml.parse_in_arena(listed.encode()), len(listed)).decode()
     except Exception:  # rapidyaml's own classes
         return True
-    return '"' in written
+    items = written.strip().removeprefix("[").removesuffix("]").split(",")
+    return len(items) != len(typed) or any(item.strip().startswith('"') for item in items)
 
 
 def _json(parsed: Any, size: int) -> bytearray:

@@ -150,6 +150,11 @@ def test_each_ambiguous_scalar(text: str) -> None:
     ("- a\n---\n- 0x1F\n", False), ("a: {b: {'y': 1}}\n", False), ("a:\n  10: x\n", True), ("- [[x, '2']]\n", True),
     ("a: ''\n", True), ("'': x\n", False), ("a: [inf, [inf]]\n", True), ("inf: x\n", True),
     ("a: [inf, .inf]\n", False), ("a: [inf, .Inf]\n", False),
+    # A file's number-like strings are judged together: one unsure among many sure ones, first, last or alone.
+    ("".join(f"p{i}: '0.{i}'\n" for i in range(50)), True),
+    ("".join(f"p{i}: '0.{i}'\n" for i in range(50)) + "q: '0x1F'\n", False),
+    ("q: '0755'\n" + "".join(f"p{i}: '{i}.5'\n" for i in range(50)), False),
+    ("".join(f"p{i}: '-{i}'\n" for i in range(50)) + "q: '1e3'\nr: 7\n", True),
     # A string only ending like rapidyaml's spellings is no spelling of them; a special one, quoted, is.
     ("a: [x.inf, y.nan, infinity.x]\n", True), ("a: '.inf'\n", False), ("'.nan': x\nb: nan\n", False),
     # Where a `<` or a `:` is, not what follows it: read here.
@@ -282,7 +287,7 @@ def test_a_document_listed_whole_is_read_once(monkeypatch: pytest.MonkeyPatch) -
 
 def test_the_comparison_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the reader (take every JSON string of a number for a quoted one) and watch the check fail."""
-    monkeypatch.setattr(fastyaml, "_unsure_number", lambda text, is_key: False)
+    monkeypatch.setattr(fastyaml, "_unsure_numbers", lambda texts, is_key: False)
     with pytest.raises(targets.Defect, match="value"):
         targets.fastyaml_target(b"a: 0755\n")
 
