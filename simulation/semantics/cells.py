@@ -52,6 +52,8 @@ class LabelIndex:
 
 # Bounds a grid's memo of witnesses by cell (Grid.witness_at): some 700 bytes each with the offering.
 WITNESSES = 4096
+# A requirement of more values than this has the slots it selects kept by the grid (Grid._selecting_bits).
+KEPT_VALUES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,8 +236,12 @@ class Grid:
         return self.per_pool(blocks)
 
     def _selecting_bits(self, key: str, req: reqs.Requirement) -> int:
-        """_key_bits(key, req, False), kept per (key, requirement): the distinct requirement lists of a crowd repeat
-        their requirements (a family's NotIn of ninety values in a thousand lists), each block worked out once."""
+        """_key_bits(key, req, False), kept per (key, requirement) of more than KEPT_VALUES values: the distinct
+        requirement lists of a crowd repeat their long requirements (a family's NotIn of ninety values in a thousand
+        lists), each union worked out once. A short one costs less to work out than to keep (10,000 overlays on one
+        InstanceType each would keep a block apiece)."""
+        if len(req.values) <= KEPT_VALUES:
+            return self._key_bits(key, req, False)
         return memo.bounded(self._bits, (key, req), lambda: self._key_bits(key, req, False), memo.LIMIT)
 
     def _pools_matching(self, req: reqs.Requirement) -> int:
