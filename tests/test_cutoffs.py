@@ -131,11 +131,11 @@ def test_a_crowd_above_the_cutoffs_takes_the_array_paths() -> None:
     spec = {"requirements": [{"key": "family", "operator": "In", "values": ["a"]}], "capacity": {"r1": "1"}}
     existing = [{"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": f"c{i:03d}"},
                  "spec": spec} for i in range(ABOVE + 8)]
-    # Every array path reads the blocks' answer: _per_block for the rows asked, _every_block when it reads them all.
-    with mock.patch.object(overlaps.Overlaps, "_per_block", autospec=True,
-                           side_effect=overlaps.Overlaps._per_block) as packed, \
-            mock.patch.object(overlaps.Overlaps, "_every_block", autospec=True,
-                              side_effect=overlaps.Overlaps._every_block) as whole, \
+    # Every array path reads the blocks' answer: per_block for the rows asked, every_block when it reads them all.
+    with mock.patch.object(overlaps.Packed, "per_block", autospec=True,
+                           side_effect=overlaps.Packed.per_block) as packed, \
+            mock.patch.object(overlaps.Packed, "every_block", autospec=True,
+                              side_effect=overlaps.Packed.every_block) as whole, \
             mock.patch.object(incremental, "prepared_runs", side_effect=incremental.prepared_runs) as runs:
         # Named last, it comes first in Karpenter's order: every verdict of the crowd moves.
         _request(catalog, existing, [], [{**existing[0], "metadata": {"name": "z0"}}])

@@ -203,6 +203,22 @@ def test_a_grid_of_other_nodepools_matches_afresh() -> None:
     assert other.selected(again) is other.selected(overlay)  # remembered per distinct list
 
 
+@pytest.mark.parametrize("values", [["m"], ["m", *(f"x{i}" for i in range(cells.KEPT_VALUES))]],
+                         ids=["short", "long"])
+def test_the_slots_a_grid_keeps_for_a_requirement_are_a_fresh_grids(values: list[str]) -> None:
+    # Kept only for a long requirement (a family's NotIn of ninety values, repeated across lists): a short one costs
+    # less to work out again than to keep. In and NotIn of the same values on one grid: each its own answer.
+    catalog, pools = core_support.small_catalog(), [core_support.nodepool("plain")]
+    grid = cells.build(catalog, pools)
+    for operator in (reqs.IN, reqs.NOT_IN, reqs.IN):
+        requirements = reqs.from_specs([(core_support.FAMILY, operator, values),
+                                        (core_support.ARCH, reqs.IN, ["amd64", "arm64"])])
+        found = grid.match(requirements)
+        assert found == cells.build(catalog, pools).match(requirements)
+        assert found  # m.small and m.large, or (the NotIn) a.odd
+    assert len(grid._bits) == (2 if len(values) > cells.KEPT_VALUES else 0)
+
+
 def _selected_afresh(grid: cells.Grid, overlay: model.Overlay) -> tuple[Any, Any]:
     chosen = grid.match(reqs.from_specs((r.key, r.operator, r.values) for r in overlay.requirements))
     return chosen, grid.type_cells(chosen)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from simulation import once
 from simulation.analysis import overlaps
 from simulation.semantics import cellset
 
@@ -75,7 +76,7 @@ def test_copies_share_one_block_row() -> None:
     # The point of the table: one NodePool's copy of an overlay per NodePool is one block, tested once.
     sets = [cellset.Cells.product(1 << p, 0b1010, BLOCK) for p in range(POOLS)]
     packed = overlaps.Overlaps.build(sets)
-    assert len(packed.block_start) == 2
+    assert len(packed.arrays.block_start) == 2
     assert _both_ways(lambda: packed.meeting(cellset.Cells.product(0b101, 0b10, BLOCK), (1 << POOLS) - 1)) == {0b101}
 
 
@@ -85,9 +86,21 @@ def test_memory_follows_the_non_zero_words() -> None:
     types = 2_000
     sets = [cellset.Cells.product(1, 0b1111 << 4 * i, 4 * types) for i in range(types)]
     packed = overlaps.Overlaps.build(sets)
-    assert len(packed.word_values) == types
-    held = sum(a.nbytes for a in (packed.pools, packed.block_of, packed.word_block, packed.word_at,
-                                  packed.word_values, packed.block_start))
+    arrays = packed.arrays
+    assert len(arrays.word_values) == types
+    held = sum(a.nbytes for a in (arrays.pools, arrays.block_of, arrays.word_block, arrays.word_at,
+                                  arrays.word_values, arrays.block_start))
     assert held <= 64 * types
     query = cellset.Cells.product(1, 0b1 << 4 * 1_500 | 0b1000 << 4 * 7, 4 * types)
     assert _both_ways(lambda: packed.meeting(query, (1 << types) - 1)) == {1 << 1_500 | 1 << 7}
+
+
+@given(sets=st.lists(cell_sets(), max_size=overlaps.FEW), query=cell_sets(), start=st.integers(0, 13))
+def test_a_few_sets_are_answered_unpacked(sets: list[cellset.Cells], query: cellset.Cells, start: int) -> None:
+    # A one-shot check's snapshot of the few overlays a candidate needs: numpy's import costs more than its questions.
+    table = overlaps.Overlaps.build(sets)
+    every = (1 << len(sets)) - 1
+    assert table.meeting(query, every) == sum(1 << i for i, s in enumerate(sets) if s.intersects(query))
+    assert table.within(query, every) == sum(1 << i for i, s in enumerate(sets) if s.within(query))
+    assert table.inside(query, start) == sum(1 << i for i, s in enumerate(sets) if i >= start and s and s.within(query))
+    assert not once.made(table, "arrays")

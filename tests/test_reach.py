@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks import shapes
 from simulation import evaluate as ev
+from simulation.analysis import overlaps
 from simulation.semantics import catalog as cat
 from tests.strategies import examples, instance_types, overlay_docs, pool_docs
 
@@ -103,3 +105,34 @@ def test_a_reach_past_the_share_is_all() -> None:
     grid = ev.cells.build(_catalog(), ev._pools(docs))
     with mock.patch.object(ev, "REACH_SHARE", 0.2):
         assert ev._reach(ev._first_overlays(docs), grid, [ev.Document(_overlay("n", "m5"), 100)])[1] is None
+
+
+# The shape families (benchmarks/shapes.py) past overlaps.FEW: the whole snapshot's tables are packed, the few
+# overlays a candidate needs are answered set by set.
+SHAPED = 2 * overlaps.FEW
+
+
+@pytest.mark.parametrize("weight", [None, 1, SHAPED // 2], ids=["generated", "lowest", "middle"])
+@pytest.mark.parametrize("family", sorted(shapes.FAMILIES))
+def test_one_candidate_of_each_shape_family_is_judged_as_against_every_existing_overlay(
+        family: str, weight: int | None) -> None:
+    made = shapes.candidate(family, SHAPED, 0)
+    if weight is not None:
+        made = {**made, "spec": {**made["spec"], "weight": weight}}
+    docs = [ev.Document(d, i) for i, d in enumerate(shapes.FAMILIES[family](SHAPED))]
+    candidates = [ev.Document(made, 10_000)]
+    reached = ev.prepare(docs, cat.default(), candidates=candidates)
+    whole = ev.prepare(docs, cat.default())
+    assert _key(ev.evaluate(candidates, reached)) == _key(ev.evaluate(candidates, whole))
+
+
+def test_a_shaped_candidate_needs_few_of_the_existing_overlays() -> None:
+    # What the test above holds to the whole snapshot's answer: a reach that leaves most out, findings that name
+    # the overlays kept.
+    candidates = [ev.Document(shapes.candidate("ladder", SHAPED, 0), 10_000)]
+    docs = [ev.Document(d, i) for i, d in enumerate(shapes.FAMILIES["ladder"](SHAPED))]
+    reached = ev.prepare(docs, cat.default(), candidates=candidates)
+    found = ev.evaluate(candidates, reached).findings
+    named = {f.obj.name for f in found} | {r.name for f in found for r in f.related}
+    assert len(reached.overlays) < overlaps.FEW
+    assert named - {"zz-candidate-000"} and named - {"zz-candidate-000"} <= set(reached.overlays)

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
+from simulation import once
 from simulation.analysis import arrays
 from simulation.semantics import cellset
 
@@ -40,11 +41,10 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class Overlaps:
+class Packed:
     """Cell sets by position, packed: per position its NodePools' words and the index of its block (-1: empty
     or not one product); the distinct blocks' non-zero words; the positions of sets of several products."""
 
-    sets: Sequence[cellset.Cells]
     pools: npt.NDArray[np.uint64]
     block_of: npt.NDArray[np.int64]
     several: tuple[int, ...]
@@ -57,7 +57,7 @@ class Overlaps:
     width: int
 
     @classmethod
-    def build(cls, sets: Sequence[cellset.Cells]) -> Overlaps:
+    def of(cls, sets: Sequence[cellset.Cells]) -> Packed:
         import numpy as np  # arrays.py says why it is imported here
 
         # Keyed with the bit length: an int hashes to its value modulo 2**61 - 1, so one type's offerings shifted
@@ -76,7 +76,7 @@ class Overlaps:
                     several.append(i)
         pool_words = _words(max((p.bit_length() for p in pools_of), default=0))
         word_block, word_at, word_values = _sparse(found)
-        packed = cls(sets, _packed(pools_of, pool_words), np.array(block_of, dtype=np.int64), tuple(several),
+        packed = cls(_packed(pools_of, pool_words), np.array(block_of, dtype=np.int64), tuple(several),
                      word_block, word_at, word_values,
                      np.searchsorted(word_block, np.arange(len(found) + 1)).astype(np.int64, copy=False),
                      _words(max((length for length, _ in found), default=0)))
@@ -85,90 +85,9 @@ class Overlaps:
             array.flags.writeable = False
         return packed
 
-    def meeting(self, cells: cellset.Cells, among: int) -> int:
-        """The positions of `among` (a mask) whose set shares a cell with `cells`, as a mask: work in proportion
-        to `among`, which the callers narrow first."""
-        import numpy as np
-
-        if not cells or not among:
-            return 0
-        asked = among.bit_count()
-        if asked <= FEW:
-            return self._each_meeting(among, cells) if len(cells.parts) == 1 else self._each(among, cells.intersects)
-        if asked * WHOLE >= len(self.sets) and len(self.block_start) > 1:
-            # Most rows asked (a broad candidate's same-weight neighbours): every row read, the mask applied last,
-            # with no positions picked and gathered first. A row of several products or none (block -1) reads the
-            # last block's answer, but its NodePool words are zero: it meets nothing here.
-            count = len(self.sets)
-            hit = np.zeros(count, dtype=np.bool_)
-            for pools, bits in cells.parts:
-                hit |= _nonzero(self.pools & _row(pools, self.pools.shape[1])) & self._every_block(
-                    _row(bits, self.width))[self.block_of]
-            out = arrays.of_flags(hit & arrays.flags(among, count)[:count])
-        else:
-            at, block, _ = self._products(among)
-            hit = np.zeros(len(at), dtype=np.bool_)
-            for pools, bits in cells.parts:
-                hit |= _nonzero(self.pools[at] & _row(pools, self.pools.shape[1])) & self._per_block(
-                    block, _row(bits, self.width))
-            out = arrays.mask(at[hit], len(self.sets))
-        for i in self.several:
-            if among >> i & 1 and self.sets[i].intersects(cells):
-                out |= 1 << i
-        return out
-
-    def within(self, cells: cellset.Cells, among: int) -> int:
-        """The positions of `among` whose set has no cell outside `cells`, as a mask."""
-        if len(cells.parts) != 1:
-            # Inside a union of several products is not a per-product question: asked of each.
-            return self._each(among, lambda s: s.within(cells))
-        if among.bit_count() <= FEW:
-            return self._each_within(among, cells)
-        (pools, bits), = cells.parts
-        at, block, rest = self._products(among)
-        outside = (_nonzero(self.pools[at] & ~_row(pools, self.pools.shape[1]))
-                   | self._per_block(block, ~_row(bits, self.width)))
-        out = arrays.mask(at[~outside], len(self.sets))
-        for i in rest.tolist():
-            if self.sets[i].within(cells):
-                out |= 1 << i
-        return out
-
-    def inside(self, cells: cellset.Cells, start: int) -> int:
-        """The positions from `start` on whose set is not empty and has no cell outside `cells`, as a mask: the
-        rows from `start` read in one step, with no mask of positions to unpack first (a broad candidate's
-        question about the claims of every overlay below it)."""
-        if len(cells.parts) != 1:
-            return self.within(cells, self.filled >> start << start)
-        (pools, bits), = cells.parts
-        block, out = self.block_of[start:], 0
-        if len(self.block_start) > 1:
-            # Whole rows from `start`, no positions picked first: a row of several products or none (block -1)
-            # reads the last block's answer, which `block >= 0` then drops.
-            # From at least a WHOLE-th of the rows (a broad candidate high in the order), every block's words are
-            # read at once, as `meeting` does: marking and gathering the blocks asked costs more than the rest.
-            outside = (self._every_block(~_row(bits, self.width))[block] if (len(block) * WHOLE >= len(self.sets))
-                       else self._per_block(block, ~_row(bits, self.width)))
-            inside = (block >= 0) & ~_nonzero(self.pools[start:] & ~_row(pools, self.pools.shape[1])) & ~outside
-            out = arrays.of_flags(inside) << start
-        for i in self.several:
-            if i >= start and self.sets[i].within(cells):
-                out |= 1 << i
-        return out
-
-    @property
-    def filled(self) -> int:
-        """The positions whose set is not empty, as a mask."""
-        import numpy as np
-
-        out = arrays.mask(np.flatnonzero(self.block_of >= 0), len(self.sets))
-        for i in self.several:
-            out |= 1 << i
-        return out
-
-    def _products(self, among: int) -> tuple[arrays.Ints, arrays.Ints, arrays.Ints]:
+    def products(self, among: int) -> tuple[arrays.Ints, arrays.Ints, arrays.Ints]:
         """The positions of `among` whose set is one product, and each one's block; the other positions."""
-        at = arrays.ones(among, len(self.sets))
+        at = arrays.ones(among, len(self.block_of))
         block = self.block_of[at]
         if len(block) == 0 or block.min() >= 0:
             # Every set a product (almost every table): no split.
@@ -176,7 +95,7 @@ class Overlaps:
         one = block >= 0
         return at[one], block[one], at[~one]
 
-    def _per_block(self, block: arrays.Ints, row: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+    def per_block(self, block: arrays.Ints, row: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
         """Per position, whether its block shares a bit with `row`: asked once per distinct block (a crowd's NodePool
         copies share theirs), the distinct ones marked in a row over every block, not sorted out (numpy's unique
         sorts), their non-zero words gathered; or, where those are most of all, every block's non-zero words read."""
@@ -196,10 +115,10 @@ class Overlaps:
             words = np.repeat(first - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
             answer[self.word_block[words[(self.word_values[words] & row[self.word_at[words]]) != 0]]] = True
         else:
-            answer = self._every_block(row)
+            answer = self.every_block(row)
         return answer[block]
 
-    def _every_block(self, row: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+    def every_block(self, row: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
         """Per block, whether it shares a bit with `row`: every block's non-zero words read in one step (asked of
         every row, every block is asked: none is marked or counted first)."""
         import numpy as np
@@ -207,6 +126,113 @@ class Overlaps:
         answer = np.zeros(len(self.block_start) - 1, dtype=np.bool_)
         answer[self.word_block[(self.word_values & row[self.word_at]) != 0]] = True
         return answer
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlaps:
+    """Cell sets by position, and the same packed (`arrays`) where they are more than FEW: a table of a few (a
+    one-shot check's snapshot of the handful of overlays a candidate needs) tests each set and never imports numpy,
+    which costs more than all its questions (some 0.1 s)."""
+
+    sets: Sequence[cellset.Cells]
+
+    @classmethod
+    def build(cls, sets: Sequence[cellset.Cells]) -> Overlaps:
+        table = cls(sets)
+        if len(sets) > FEW:
+            table.arrays  # noqa: B018 -- packed now: a server's snapshot is warmed whole before it answers
+        return table
+
+    @once.Once
+    def arrays(self) -> Packed:
+        return Packed.of(self.sets)
+
+    def meeting(self, cells: cellset.Cells, among: int) -> int:
+        """The positions of `among` (a mask) whose set shares a cell with `cells`, as a mask: work in proportion
+        to `among`, which the callers narrow first."""
+        if not cells or not among:
+            return 0
+        asked = among.bit_count()
+        if asked <= FEW:
+            return self._each_meeting(among, cells) if len(cells.parts) == 1 else self._each(among, cells.intersects)
+        import numpy as np
+
+        t = self.arrays
+        if asked * WHOLE >= len(self.sets) and len(t.block_start) > 1:
+            # Most rows asked (a broad candidate's same-weight neighbours): every row read, the mask applied last,
+            # with no positions picked and gathered first. A row of several products or none (block -1) reads the
+            # last block's answer, but its NodePool words are zero: it meets nothing here.
+            count = len(self.sets)
+            hit = np.zeros(count, dtype=np.bool_)
+            for pools, bits in cells.parts:
+                hit |= _nonzero(t.pools & _row(pools, t.pools.shape[1])) & t.every_block(
+                    _row(bits, t.width))[t.block_of]
+            out = arrays.of_flags(hit & arrays.flags(among, count)[:count])
+        else:
+            at, block, _ = t.products(among)
+            hit = np.zeros(len(at), dtype=np.bool_)
+            for pools, bits in cells.parts:
+                hit |= _nonzero(t.pools[at] & _row(pools, t.pools.shape[1])) & t.per_block(
+                    block, _row(bits, t.width))
+            out = arrays.mask(at[hit], len(self.sets))
+        for i in t.several:
+            if among >> i & 1 and self.sets[i].intersects(cells):
+                out |= 1 << i
+        return out
+
+    def within(self, cells: cellset.Cells, among: int) -> int:
+        """The positions of `among` whose set has no cell outside `cells`, as a mask."""
+        if len(cells.parts) != 1:
+            # Inside a union of several products is not a per-product question: asked of each.
+            return self._each(among, lambda s: s.within(cells))
+        if among.bit_count() <= FEW:
+            return self._each_within(among, cells)
+        t = self.arrays
+        (pools, bits), = cells.parts
+        at, block, rest = t.products(among)
+        outside = (_nonzero(t.pools[at] & ~_row(pools, t.pools.shape[1]))
+                   | t.per_block(block, ~_row(bits, t.width)))
+        out = arrays.mask(at[~outside], len(self.sets))
+        for i in rest.tolist():
+            if self.sets[i].within(cells):
+                out |= 1 << i
+        return out
+
+    def inside(self, cells: cellset.Cells, start: int) -> int:
+        """The positions from `start` on whose set is not empty and has no cell outside `cells`, as a mask: the
+        rows from `start` read in one step, with no mask of positions to unpack first (a broad candidate's
+        question about the claims of every overlay below it)."""
+        if len(cells.parts) != 1 or len(self.sets) <= FEW:
+            return self.within(cells, self.filled >> start << start)
+        t = self.arrays
+        (pools, bits), = cells.parts
+        block, out = t.block_of[start:], 0
+        if len(t.block_start) > 1:
+            # Whole rows from `start`, no positions picked first: a row of several products or none (block -1)
+            # reads the last block's answer, which `block >= 0` then drops.
+            # From at least a WHOLE-th of the rows (a broad candidate high in the order), every block's words are
+            # read at once, as `meeting` does: marking and gathering the blocks asked costs more than the rest.
+            outside = (t.every_block(~_row(bits, t.width))[block] if (len(block) * WHOLE >= len(self.sets))
+                       else t.per_block(block, ~_row(bits, t.width)))
+            inside = (block >= 0) & ~_nonzero(t.pools[start:] & ~_row(pools, t.pools.shape[1])) & ~outside
+            out = arrays.of_flags(inside) << start
+        for i in t.several:
+            if i >= start and self.sets[i].within(cells):
+                out |= 1 << i
+        return out
+
+    @property
+    def filled(self) -> int:
+        """The positions whose set is not empty, as a mask."""
+        if len(self.sets) <= FEW:
+            return sum(1 << i for i, s in enumerate(self.sets) if s)
+        import numpy as np
+
+        t = self.arrays
+        out = arrays.mask(np.flatnonzero(t.block_of >= 0), len(self.sets))
+        for i in t.several:
+            out |= 1 << i
+        return out
 
     def _each_within(self, among: int, product: cellset.Cells) -> int:
         """`_each` with Cells.within of one product, a product's test in line: a narrow candidate's few dozen claims

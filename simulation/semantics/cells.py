@@ -52,6 +52,8 @@ class LabelIndex:
 
 # Bounds a grid's memo of witnesses by cell (Grid.witness_at): some 700 bytes each with the offering.
 WITNESSES = 4096
+# A requirement of more values than this has the slots it selects kept by the grid (Grid._selecting_bits).
+KEPT_VALUES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Grid:
     # Per requirement list (a tuple of specs, one per distinct list: model._SPECS), the cells it selects and those
     # cells at the (NodePool, type) level (overlays repeat their lists): per grid, so never across NodePools.
     _selected: MutableMapping[int, tuple[Any, tuple[cellset.Cells, cellset.Cells]]] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False)
+    # Per (label key, requirement), the slots of a block it selects (_selecting_bits).
+    _bits: MutableMapping[tuple[str, reqs.Requirement], int] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False)
     # Per set of cells (by identity, held beside), its witness without and with the offering.
     _witnesses: tuple[dict[int, tuple[Any, findings.Witness | None]], ...] = dataclasses.field(
@@ -207,7 +212,7 @@ class Grid:
     def match(self, requirements: Mapping[str, reqs.Requirement]) -> cellset.Cells:
         """Cells an overlay selects (Karpenter's getOverlaidOfferings): a key the cell does not
         define only passes for NotIn/DoesNotExist, a defined one must intersect."""
-        masks = {k: self._key_bits(k, r, False) for k, r in requirements.items() if k != reqs.NODEPOOL}
+        masks = {k: self._selecting_bits(k, r) for k, r in requirements.items() if k != reqs.NODEPOOL}
         pool_keys = masks.keys() & self._pool_label_keys
         common = self.present
         for key, bits in masks.items():
@@ -229,6 +234,15 @@ class Grid:
                     bits &= masks[key]
             blocks.append(bits)
         return self.per_pool(blocks)
+
+    def _selecting_bits(self, key: str, req: reqs.Requirement) -> int:
+        """_key_bits(key, req, False), kept per (key, requirement) of more than KEPT_VALUES values: the distinct
+        requirement lists of a crowd repeat their long requirements (a family's NotIn of ninety values in a thousand
+        lists), each union worked out once. A short one costs less to work out than to keep (10,000 overlays on one
+        InstanceType each would keep a block apiece)."""
+        if len(req.values) <= KEPT_VALUES:
+            return self._key_bits(key, req, False)
+        return memo.bounded(self._bits, (key, req), lambda: self._key_bits(key, req, False), memo.LIMIT)
 
     def _pools_matching(self, req: reqs.Requirement) -> int:
         if not req.complement:

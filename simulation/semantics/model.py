@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
+from operator import attrgetter
 from typing import Any, cast
 
 from simulation import findings, memo, once
@@ -29,6 +30,12 @@ class ReqSpec:
     key: str
     operator: str
     values: tuple[str, ...]
+
+    # One object per distinct requirement (_spec), held by every list that holds it: its Requirement is made once
+    # for all of them, and read at C speed after (a thousand new lists of a hundred requirements each).
+    @once.Once
+    def requirement(self) -> reqs.Requirement:
+        return reqs.Requirement.new(self.key, self.operator, self.values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,14 +146,20 @@ _STR = frozenset({str})
 
 def _req_specs(raw: Any) -> tuple[ReqSpec, ...]:
     # Requirement lists recur whole across overlays: one tuple of specs per distinct list.
-    return memo.remembered(_SPECS, raw, _specs_of) if isinstance(raw, list) else ()
+    if not isinstance(raw, list):
+        return ()
+    made = memo.key(raw)
+    return memo.known(_SPECS, made, raw, lambda value: _specs_of(value, made))
 
 
 _SPECS: memo.Memo[tuple[ReqSpec, ...]] = memo.Memo()
 
 
 def _requirement_map(specs: tuple[ReqSpec, ...]) -> dict[str, reqs.Requirement]:
-    return reqs.from_specs((r.key, r.operator, r.values) for r in specs)
+    return reqs.build(map(_REQUIREMENT, specs))
+
+
+_REQUIREMENT = attrgetter("requirement")
 
 
 # Per tuple of specs (one per distinct requirement list, _SPECS): its requirements intersected per key.
@@ -160,9 +173,9 @@ def _label_keys(specs: tuple[ReqSpec, ...]) -> frozenset[str]:
 _KEYS: dict[int, tuple[Any, frozenset[str]]] = {}
 
 
-def _specs_of(raw: list[Any]) -> tuple[ReqSpec, ...]:
-    # Per requirement too: a new list holds requirements met before.
-    made: list[ReqSpec | tuple[()]] = memo.each(_SPEC, memo.parts(raw), raw, _spec_of)
+def _specs_of(raw: list[Any], key: Hashable | None) -> tuple[ReqSpec, ...]:
+    # Per requirement too: a new list holds requirements met before. `key`: the list's (memo.key), already made.
+    made: list[ReqSpec | tuple[()]] = memo.each(_SPEC, memo.parts(raw, key), raw, _spec_of)
     return cast(tuple[ReqSpec, ...], tuple(filter(None, made)))  # () is falsy, a spec is not
 
 
