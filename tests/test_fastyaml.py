@@ -173,11 +173,30 @@ def _deep(levels: int) -> str:
     return "".join(" " * i + f"k{i}:\n" for i in range(levels)) + " " * levels + "leaf: 1\n"
 
 
-@pytest.mark.parametrize("levels", [tree.MAX_DEPTH - 1, tree.MAX_DEPTH, tree.MAX_DEPTH + 5])
-def test_depth_refused_the_same_way(levels: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = _deep(levels)
+def _nested(levels: int) -> str:
+    return "a: " + "[" * (levels - 1) + "]" * (levels - 1) + "\n"
+
+
+@pytest.mark.parametrize("text", [
+    *(_deep(n) for n in (64, 65, tree.MAX_DEPTH - 1, tree.MAX_DEPTH, tree.MAX_DEPTH + 5)),
+    *(_nested(n) for n in (65, 66, tree.MAX_DEPTH, tree.MAX_DEPTH + 1)), "a: 1\n---\n" + _deep(tree.MAX_DEPTH),
+])
+def test_depth_refused_the_same_way(text: str, monkeypatch: pytest.MonkeyPatch,
+                                    capfd: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(tree, "FAST_FROM", 0)
     assert [(p.value, p.problem) for p in tree.documents(text)] == [(p.value, p.problem) for p in tree._yaml(text)]
+    assert capfd.readouterr().err == ""
+
+
+def test_rapidyaml_writes_nothing_as_deep_as_the_limit() -> None:
+    """The depth of rapidyaml's JSON is not counted: it writes no tree deeper than 65 levels (deeper, tree reads the
+    file, and refuses it past tree.MAX_DEPTH). A rapidyaml that wrote deeper ones would fail this."""
+    assert tree.MAX_DEPTH > 65
+    assert fastyaml.documents(_nested(65)) is not None
+    assert fastyaml.documents(_deep(63)) is not None
+    assert fastyaml.documents(_nested(66)) is None
+    assert fastyaml.documents(_deep(65)) is None
+    assert fastyaml.documents("a: 1\n---\n" + _nested(66)) is None
 
 
 @pytest.mark.parametrize("text", ["a: b: c\n", "a: [b, c\n", "a: 'x\n", "- a\nb: c\n", "x: 1\n---\n{a: 1}}\n"])
