@@ -58,14 +58,22 @@ def _latin1(pattern: bytes) -> Any:
 
 
 # Looked for in one pass of RE2's automaton over the UTF-8 bytes (1.7 ns a byte; the translations and searches it
-# replaced cost 11 ms per 4 MB, Python's engine tries a pattern at every candidate character): the ASCII characters
+# replaced cost 15 ms per 4 MB, Python's engine tries a pattern at every candidate character): the ASCII characters
 # of `_UNSURE_CHARACTER` (the others are looked for only in a text that is not ASCII); a directive or a document end
 # marker at a line's start (at the text's start: `_unsure`); a `:` right before a flow indicator (`s: [g:]`:
 # rapidyaml reads an empty value, libyaml refuses it); a block sequence entry on the line of a quoted scalar or a
 # flow collection (`- "" - x`, `- [] -`: libyaml refuses it, rapidyaml reads one more item). Latin-1: a byte is a
 # character, and RE2's `$` is the end of the text only, where the final line break is matched by `[ \n]` anyway.
-_UNSURE_BYTES = _latin1(
-    rb"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)")
+_UNSURE = rb"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)"
+_UNSURE_BYTES = _latin1(_UNSURE)
+# In the same pass, the brackets of each line (`_flow_across_lines`) where they are flat, `[]{}[]`: a bracket left
+# open at the line's end, closed by the other kind, or a closing one first on its line is unsure; an opening one
+# after an opening one, or a closing one after a closing one, is nesting, which `_flow_across_lines` judges. Where
+# neither is found, every line's brackets pair up in order and it need not (4 ms per 4 MB).
+_BETWEEN = rb"[^\[\]{}\n]*"
+_UNSURE_OR_NESTED = _latin1(
+    b"(" + _UNSURE + rb"|[\[{]" + _BETWEEN + rb"(?:\n|$)|\[" + _BETWEEN + rb"\}|\{" + _BETWEEN + rb"\]|(?:^|\n)"
+    + _BETWEEN + rb"[\]}])|[\[{]" + _BETWEEN + rb"[\[{]|[\]}]" + _BETWEEN + rb"[\]}]")
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 # A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
@@ -122,13 +130,17 @@ def _unsure(text: str, raw: bytes) -> bool:
     """Whether `text` (`raw` in UTF-8) holds anything only the general reader reads as kubectl does."""
     if not raw.isascii() and _UNSURE_CHARACTER.search(text) is not None:
         return True
-    if _UNSURE_BYTES.search(raw) is not None or text.startswith(("%", "...")) or ("<" in text and "<<" in text):
+    found = _UNSURE_OR_NESTED.search(raw)
+    # Nesting found first: what is unsure may be after it.
+    if found is not None and (found.group(1) is not None or _UNSURE_BYTES.search(raw, found.start()) is not None):
+        return True
+    if text.startswith(("%", "...")) or ("<" in text and "<<" in text):
         return True
     # A block scalar that ends the text without a line break: rapidyaml gives it one.
     if ("|" in text or ">" in text) and (not text.endswith("\n") or _ODD_BLOCK_HEADER.search(text) is not None
                                          or _ROOT_BLOCK.search(text) is not None):
         return True
-    return ("?" in text and _COMPLEX_KEY.search(text) is not None) or _flow_across_lines(raw)
+    return ("?" in text and _COMPLEX_KEY.search(text) is not None) or (found is not None and _flow_across_lines(raw))
 
 
 def _flow_across_lines(raw: bytes) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -162,6 +163,20 @@ def test_each_ambiguous_scalar(text: str) -> None:
 ])
 def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
+
+
+# What `_unsure` looks for in one pass, each as Python's engine finds it.
+_EACH = re.compile(r"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="ab :,-'\"%.&\t[]{}\n", max_size=40))
+def test_one_pass_finds_what_each_check_finds(text: str) -> None:
+    """The one pass of RE2 finds what the checks it stands for find, and where it finds the brackets of every line
+    flat, they pair up (`_flow_across_lines`)."""
+    raw = text.encode()
+    each = _EACH.search(text) is not None or text.startswith(("%", "...")) or fastyaml._flow_across_lines(raw)
+    assert fastyaml._unsure(text, raw) is each
 
 
 def test_empty_and_comments_only() -> None:
