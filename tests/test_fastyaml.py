@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from benchmarks import shapes
 from fuzz import targets
 from sources import fastyaml, scalars, tree
 
@@ -378,6 +379,20 @@ def test_files_of_one_reading_share_a_parse_tree_let_go_when_it_ends(monkeypatch
     fastyaml.documents(texts[0])
     fastyaml.documents(texts[0])
     assert len(made) == 3
+
+
+@pytest.mark.parametrize("name", ["long-requirements", "resources", "windows", "ladder", "tiers", "grid"])
+def test_a_tree_kept_for_a_reading_is_sized_once_for_its_text(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a reading, a fresh tree's node array is reserved for the text, not grown by doubling as the parse goes: a
+    file of the benchmark's families fits the reserve. A file read alone leaves its tree to grow."""
+    made = _counted_trees(monkeypatch)
+    text = shapes._text(shapes.FAMILIES[name](300), "yaml")
+    with tree.reading():
+        assert fastyaml.documents(text) is not None
+    assert fastyaml.documents(text) is not None
+    kept, alone = made
+    assert kept.capacity() == len(text.encode()) // fastyaml._BYTES_PER_NODE >= kept.size()  # type: ignore[attr-defined]
+    assert alone.capacity() & (alone.capacity() - 1) == 0  # type: ignore[attr-defined]
 
 
 def test_threads_reading_at_once_take_a_tree_each(monkeypatch: pytest.MonkeyPatch) -> None:
