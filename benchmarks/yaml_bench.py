@@ -1,7 +1,7 @@
 """What reading YAML costs against JSON: `overlay-lint check` of the same objects (5,000 capacity overlays, each
 setting a resource of its own, and their NodePools) written as multi-document YAML and as a stream of JSON
-objects, runs interleaved so that both see the same machine. The target is a median at most 1.5 times the JSON
-run's (docs/performance.md)."""
+objects, in one file and one object a file (how many repositories hold them), runs interleaved so that both see
+the same machine. The target is a median at most 1.5 times the JSON run's (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -44,24 +44,40 @@ def _timed(argv: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+def _written(tmp: str, docs: list[dict[str, Any]], layout: str) -> tuple[str, str]:
+    """The objects as YAML and as JSON, in one file or one object a file: the paths to check."""
+    as_yaml, as_json = os.path.join(tmp, "yaml"), os.path.join(tmp, "json")
+    for path in (as_yaml, as_json):
+        os.mkdir(path)
+    if layout == "one file":
+        pathlib.Path(as_yaml, "objects.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+        pathlib.Path(as_json, "objects.json").write_text("\n".join(json.dumps(d, indent=2) for d in docs),
+                                                         encoding="utf-8")
+        return as_yaml, as_json
+    for i, doc in enumerate(docs):
+        pathlib.Path(as_yaml, f"{i:05d}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        pathlib.Path(as_json, f"{i:05d}.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return as_yaml, as_json
+
+
 def run(rounds: int = 3, count: int = OVERLAYS) -> dict[str, Any]:
     lint = str(pathlib.Path(sys.executable).with_name("overlay-lint"))
     check = [lint, "check"] if os.path.exists(lint) else [sys.executable, "-m", "lint", "check"]
     docs = documents(count)
-    with tempfile.TemporaryDirectory() as tmp:
-        as_yaml, as_json = os.path.join(tmp, "objects.yaml"), os.path.join(tmp, "objects.json")
-        pathlib.Path(as_yaml).write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
-        pathlib.Path(as_json).write_text("\n".join(json.dumps(d, indent=2) for d in docs), encoding="utf-8")
-        from_yaml, from_json = [], []
-        for _ in range(rounds):
-            from_json.append(_timed([*check, as_json]))
-            from_yaml.append(_timed([*check, as_yaml]))
-    out: dict[str, Any] = {"command": f"overlay-lint check FILE ({count} capacity overlays, {POOLS} NodePools)",
+    out: dict[str, Any] = {"command": f"overlay-lint check PATH ({count} capacity overlays, {POOLS} NodePools)",
                            "rounds": rounds, "target_ratio": TARGET, "load": os.getloadavg()}
-    for i, what in enumerate(("wall", "cpu")):
-        yaml_s, json_s = statistics.median(r[i] for r in from_yaml), statistics.median(r[i] for r in from_json)
-        out[what] = {"json_median_s": round(json_s, 3), "yaml_median_s": round(yaml_s, 3),
-                     "ratio": round(yaml_s / json_s, 2)}
+    for layout in ("one file", "one object a file"):
+        with tempfile.TemporaryDirectory() as tmp:
+            as_yaml, as_json = _written(tmp, docs, layout)
+            from_yaml, from_json = [], []
+            for _ in range(rounds):
+                from_json.append(_timed([*check, as_json]))
+                from_yaml.append(_timed([*check, as_yaml]))
+        out[layout] = {}
+        for i, what in enumerate(("wall", "cpu")):
+            yaml_s, json_s = statistics.median(r[i] for r in from_yaml), statistics.median(r[i] for r in from_json)
+            out[layout][what] = {"json_median_s": round(json_s, 3), "yaml_median_s": round(yaml_s, 3),
+                                 "ratio": round(yaml_s / json_s, 2)}
     return out
 
 

@@ -30,8 +30,12 @@ Position = tuple[int, int]  # 1-based line and column
 
 MAX_DEPTH = 100
 # Characters from which a YAML text is tried with rapidyaml first (`fastyaml`): below, importing it costs more
-# than it saves (about 13 ms, the libyaml reading of some 40 kB).
+# than it saves (about 13 ms, the libyaml reading of some 40 kB). Texts read before count towards it: a repository
+# of one overlay a file reads as much YAML as one large file.
 FAST_FROM = 1 << 16
+# Characters from which a text is worth rapidyaml's fixed cost per text (about 50 us, libyaml's reading of some
+# 400 characters), once the texts read so far have paid for its import.
+FAST_SMALL = 512
 # Nodes a document may gain through aliases (each alias counts the full size of what it names).
 ALIAS_BUDGET = 100_000
 
@@ -89,6 +93,24 @@ class Spares:
 
 
 SPARES = Spares()
+
+
+class _Volume:
+    """How much YAML the process has read, to tell when importing rapidyaml has paid off (`FAST_FROM`). Another
+    thread's count may be lost in a race: the switch comes a text later, the values are the same either way."""
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def fast(self, size: int) -> bool:
+        """Whether a text of `size` characters is tried with rapidyaml first."""
+        if size < FAST_SMALL and size < FAST_FROM:
+            return False
+        self.read += size
+        return size >= FAST_FROM or self.read >= FAST_FROM
+
+
+_VOLUME = _Volume()
 # Files read meanwhile share the fast reader's parse trees (a run's files: `objects.Loader.load`).
 reading = SPARES.reading
 
@@ -605,7 +627,7 @@ def documents(text: str) -> Iterator[Parsed]:
         yield from (Parsed(i, value, located, problem=None, plain=located.literals())
                     for i, (value, located) in enumerate(fast))
         return
-    if len(text) >= FAST_FROM:
+    if _VOLUME.fast(len(text)):
         from sources import fastyaml
 
         read = fastyaml.documents(text)

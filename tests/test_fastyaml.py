@@ -404,3 +404,19 @@ def test_threads_reading_at_once_take_a_tree_each(monkeypatch: pytest.MonkeyPatc
         read = list(pool.map(fastyaml.documents, texts * 3))
     assert [[d.value for d in documents or []] for documents in read] == expected * 3
     assert 1 <= len(made) <= 4
+
+
+def test_small_files_are_read_here_once_the_yaml_read_has_paid_for_the_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository of one object a file: the files after the first FAST_FROM characters are read by rapidyaml too,
+    those too small to be worth its fixed cost never; the values are the same either way."""
+    monkeypatch.setattr(tree, "_VOLUME", tree._Volume())
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n" + "".join(
+        f"  key{i}: value-{i}\n" for i in range(40))
+    tiny = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t}\n"
+    assert tree.FAST_SMALL <= len(text) < tree.FAST_FROM and len(tiny) < tree.FAST_SMALL
+    before = tree.FAST_FROM // len(text)
+    read = [list(tree.documents(t)) for t in [text] * (before + 3) + [tiny]]
+    fast = [isinstance(r[0].positions, fastyaml.Positions) for r in read]
+    assert fast == [False] * before + [True] * 3 + [False]
+    assert all(r[0].value == read[0][0].value for r in read[:-1])
+    assert dict(read[-2][0].positions) == dict(read[0][0].positions)
