@@ -15,7 +15,8 @@ read here only when none of that can happen:
   `0755`; a key `null` or `-0`): a quoted one is as good, but the JSON does not say which it was. The decoder
   collects a file's distinct strings and keys as it shares them (`jsontext.Decoder`), and each is judged once;
 - no number in the JSON but a decimal integer kubectl reads as the same integer (no float at all);
-- no duplicate key, nothing nested deeper than `tree.MAX_DEPTH`, and as many documents as the text's markers.
+- no duplicate key, nothing nested deeper than rapidyaml writes (65 levels, below `tree.MAX_DEPTH`), and as many
+  documents as the text's markers.
 
 Anything else makes `documents` answer None, and `tree` reads the file (rapidyaml's own report of a parse error
 is silenced: `_quiet`). Positions are found when a finding asks
@@ -36,6 +37,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import re2
 import ryml
 import yaml
 
@@ -46,20 +48,33 @@ from sources.tree import Path, Position
 # a `*` in a quoted string sends its file to the general reader too.
 _UNSURE_CHARACTER = re.compile(
     r"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
-# The bytes of UTF-8 text none of those can be: deleting them leaves nothing in most files, faster than a search.
-_SURE_BYTES = bytes(sorted(set(b"\n" + bytes(range(0x20, 0x7F))) - set(b"&*!@`\\")))
-_HIGH_BYTES = bytes(range(0x80, 0x100))
-# A directive or a document end marker at a line's start.
-_UNSURE_TEXT = ("\n%", "\n...")
-# A `:` right before a flow indicator (`s: [g:]`): rapidyaml reads an empty value, libyaml refuses it. One search
-# (the pattern opens with a literal, found at C speed) instead of one per indicator.
-_COLON_BEFORE_FLOW = re.compile(r":[\]},]")
+
+
+def _latin1(pattern: bytes) -> Any:
+    """An RE2 pattern over bytes, each byte a character."""
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    return re2.compile(pattern, options)
+
+
+# Looked for in one pass of RE2's automaton over the UTF-8 bytes (1.7 ns a byte; the translations and searches it
+# replaced cost 15 ms per 4 MB, Python's engine tries a pattern at every candidate character): the ASCII characters
+# of `_UNSURE_CHARACTER` (the others are looked for only in a text that is not ASCII); a directive or a document end
+# marker at a line's start (at the text's start: `_unsure`); a `:` right before a flow indicator (`s: [g:]`:
+# rapidyaml reads an empty value, libyaml refuses it); a block sequence entry on the line of a quoted scalar or a
+# flow collection (`- "" - x`, `- [] -`: libyaml refuses it, rapidyaml reads one more item). Latin-1: a byte is a
+# character, and RE2's `$` is the end of the text only, where the final line break is matched by `[ \n]` anyway.
+_UNSURE = rb"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)"
+_UNSURE_BYTES = _latin1(_UNSURE)
+# In the same pass, the brackets of each line (`_flow_across_lines`) where they are flat, `[]{}[]`: a bracket left
+# open at the line's end, closed by the other kind, or a closing one first on its line is unsure; an opening one
+# after an opening one, or a closing one after a closing one, is nesting, which `_flow_across_lines` judges. Where
+# neither is found, every line's brackets pair up in order and it need not (4 ms per 4 MB).
+_BETWEEN = rb"[^\[\]{}\n]*"
+_UNSURE_OR_NESTED = _latin1(
+    b"(" + _UNSURE + rb"|[\[{]" + _BETWEEN + rb"(?:\n|$)|\[" + _BETWEEN + rb"\}|\{" + _BETWEEN + rb"\]|(?:^|\n)"
+    + _BETWEEN + rb"[\]}])|[\[{]" + _BETWEEN + rb"[\[{]|[\]}]" + _BETWEEN + rb"[\]}]")
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}\n")))
-# A block sequence entry on the line of a quoted scalar or a flow collection (`- "" - x`, `- [] -`): libyaml refuses
-# it, rapidyaml reads one more item. Searched for only where, spaces deleted, a quote or closing bracket is followed
-# by a dash (one `bytes.translate`; the pattern alone is tried at every quote and bracket, 90 ms per 20 MB).
-_ENTRY_AFTER_VALUE = re.compile(r"[\"'\]}][ ]+-(?:[ \n]|$)")
-_CLOSERS = bytes(ord("q") if c in b"\"']}" else c if c == ord("-") else ord(".") for c in range(256))
 _COMPLEX_KEY = re.compile(r"(?:^|[\s\[{,])\?(?:\s|$)")
 # A `|` or `>` where a scalar may start, not followed by a block scalar's header alone (`>2.`): rapidyaml reads
 # some such headers libyaml refuses. A plain scalar holding ` > ` is left to tree too.
@@ -85,6 +100,9 @@ _NUMBER_FIRST = frozenset("-+._0123456789")  # what `_NUMBER_LIKE` may open with
 _INDICATORS = frozenset("]}:?%#|>,")
 # Keys kubectl refuses: `null` and nothing.
 _NULL_KEYS = frozenset({"null", ""})
+# The least text a node of rapidyaml's tree takes in Kubernetes YAML (14.2 to 16.6 bytes in the benchmark's
+# families): fewer nodes reserved cost one more doubling of the array, more cost their page faults.
+_BYTES_PER_NODE = 14
 # 19 characters at most: go-yaml reads such an integer as the same one (ParseInt, or ParseUint below 2^64).
 _LONGEST_INT = 19
 
@@ -113,19 +131,19 @@ def documents(text: str) -> list[tree.Parsed] | None:
 
 def _unsure(text: str, raw: bytes) -> bool:
     """Whether `text` (`raw` in UTF-8) holds anything only the general reader reads as kubectl does."""
-    odd = raw.translate(None, _SURE_BYTES)
-    if odd and (odd.translate(None, _HIGH_BYTES) or _UNSURE_CHARACTER.search(text) is not None):
+    if not raw.isascii() and _UNSURE_CHARACTER.search(text) is not None:
         return True
-    if any(s in text for s in _UNSURE_TEXT) or text.startswith(("%", "...")) or ("<" in text and "<<" in text) \
-            or _COLON_BEFORE_FLOW.search(text) is not None:
+    found = _UNSURE_OR_NESTED.search(raw)
+    # Nesting found first: what is unsure may be after it.
+    if found is not None and (found.group(1) is not None or _UNSURE_BYTES.search(raw, found.start()) is not None):
         return True
-    if b"q-" in raw.translate(_CLOSERS, b" ") and _ENTRY_AFTER_VALUE.search(text) is not None:
+    if text.startswith(("%", "...")) or ("<" in text and "<<" in text):
         return True
     # A block scalar that ends the text without a line break: rapidyaml gives it one.
     if ("|" in text or ">" in text) and (not text.endswith("\n") or _ODD_BLOCK_HEADER.search(text) is not None
                                          or _ROOT_BLOCK.search(text) is not None):
         return True
-    return ("?" in text and _COMPLEX_KEY.search(text) is not None) or _flow_across_lines(raw)
+    return ("?" in text and _COMPLEX_KEY.search(text) is not None) or (found is not None and _flow_across_lines(raw))
 
 
 def _flow_across_lines(raw: bytes) -> bool:
@@ -158,13 +176,20 @@ def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
     parsed = tree.SPARES.take()
     if parsed is None:
         parsed = ryml.Tree()
+        # A tree to be kept for the reading's next files has its node array sized once: grown as the parse goes, it is
+        # copied and faulted in at each doubling (a fresh tree's parse of 4 MB: 60 ms, not 37). A tree of one file is
+        # left to grow: reserved, and freed right after, it left 36 MB more resident after ten files read alone.
+        if tree.SPARES.keeping:
+            parsed.reserve(len(raw) // _BYTES_PER_NODE)
     else:
         parsed.clear()
         parsed.clear_arena()
     try:
         with _quiet():
             ryml.parse_in_arena(raw, tree=parsed)
-        written = _json(parsed, len(raw))
+            # Nesting is not counted here: rapidyaml writes no tree deeper than 65 levels, below tree.MAX_DEPTH
+            # (it reports a deeper one, 5 ms a 4 MB file cheaper than `jsontext.too_deep`), and tree reads it.
+            written = _json(parsed, len(raw))
         root = parsed.root_id()
         stream = parsed.is_stream(root)
         documents = parsed.num_children(root) if stream else 1
@@ -173,8 +198,6 @@ def _read(raw: bytes, count: int) -> tuple[list[Any], list[jsontext.Literals]]:
     finally:
         tree.SPARES.give(parsed)
     if documents != count or not written:
-        raise _Unsure
-    if jsontext.too_deep(written, tree.MAX_DEPTH + stream):
         raise _Unsure
     emitted = written.decode()
     del parsed, written

@@ -75,6 +75,11 @@ class Spares:
                 if not self._open:
                     self._kept.clear()
 
+    @property
+    def keeping(self) -> bool:
+        """Whether a tree given back now would be kept (a reading is open)."""
+        return bool(self._open)
+
     def take(self) -> Any | None:
         """A tree kept, or None."""
         with self._lock:

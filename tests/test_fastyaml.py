@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from benchmarks import shapes
 from fuzz import targets
 from sources import fastyaml, scalars, tree
 
@@ -164,6 +166,20 @@ def test_what_is_read_here(text: str, fast: bool) -> None:
     assert _same(text) is fast
 
 
+# What `_unsure` looks for in one pass, each as Python's engine finds it.
+_EACH = re.compile(r"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="ab :,-'\"%.&\t[]{}\n", max_size=40))
+def test_one_pass_finds_what_each_check_finds(text: str) -> None:
+    """The one pass of RE2 finds what the checks it stands for find, and where it finds the brackets of every line
+    flat, they pair up (`_flow_across_lines`)."""
+    raw = text.encode()
+    each = _EACH.search(text) is not None or text.startswith(("%", "...")) or fastyaml._flow_across_lines(raw)
+    assert fastyaml._unsure(text, raw) is each
+
+
 def test_empty_and_comments_only() -> None:
     assert fastyaml.documents("") == [] == list(tree._yaml(""))
     assert fastyaml.documents("# nothing\n\n") == [] == list(tree._yaml("# nothing\n\n"))
@@ -173,11 +189,30 @@ def _deep(levels: int) -> str:
     return "".join(" " * i + f"k{i}:\n" for i in range(levels)) + " " * levels + "leaf: 1\n"
 
 
-@pytest.mark.parametrize("levels", [tree.MAX_DEPTH - 1, tree.MAX_DEPTH, tree.MAX_DEPTH + 5])
-def test_depth_refused_the_same_way(levels: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = _deep(levels)
+def _nested(levels: int) -> str:
+    return "a: " + "[" * (levels - 1) + "]" * (levels - 1) + "\n"
+
+
+@pytest.mark.parametrize("text", [
+    *(_deep(n) for n in (64, 65, tree.MAX_DEPTH - 1, tree.MAX_DEPTH, tree.MAX_DEPTH + 5)),
+    *(_nested(n) for n in (65, 66, tree.MAX_DEPTH, tree.MAX_DEPTH + 1)), "a: 1\n---\n" + _deep(tree.MAX_DEPTH),
+])
+def test_depth_refused_the_same_way(text: str, monkeypatch: pytest.MonkeyPatch,
+                                    capfd: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(tree, "FAST_FROM", 0)
     assert [(p.value, p.problem) for p in tree.documents(text)] == [(p.value, p.problem) for p in tree._yaml(text)]
+    assert capfd.readouterr().err == ""
+
+
+def test_rapidyaml_writes_nothing_as_deep_as_the_limit() -> None:
+    """The depth of rapidyaml's JSON is not counted: it writes no tree deeper than 65 levels (deeper, tree reads the
+    file, and refuses it past tree.MAX_DEPTH). A rapidyaml that wrote deeper ones would fail this."""
+    assert tree.MAX_DEPTH > 65
+    assert fastyaml.documents(_nested(65)) is not None
+    assert fastyaml.documents(_deep(63)) is not None
+    assert fastyaml.documents(_nested(66)) is None
+    assert fastyaml.documents(_deep(65)) is None
+    assert fastyaml.documents("a: 1\n---\n" + _nested(66)) is None
 
 
 @pytest.mark.parametrize("text", ["a: b: c\n", "a: [b, c\n", "a: 'x\n", "- a\nb: c\n", "x: 1\n---\n{a: 1}}\n"])
@@ -344,6 +379,20 @@ def test_files_of_one_reading_share_a_parse_tree_let_go_when_it_ends(monkeypatch
     fastyaml.documents(texts[0])
     fastyaml.documents(texts[0])
     assert len(made) == 3
+
+
+@pytest.mark.parametrize("name", ["long-requirements", "resources", "windows", "ladder", "tiers", "grid"])
+def test_a_tree_kept_for_a_reading_is_sized_once_for_its_text(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a reading, a fresh tree's node array is reserved for the text, not grown by doubling as the parse goes: a
+    file of the benchmark's families fits the reserve. A file read alone leaves its tree to grow."""
+    made = _counted_trees(monkeypatch)
+    text = shapes._text(shapes.FAMILIES[name](300), "yaml")
+    with tree.reading():
+        assert fastyaml.documents(text) is not None
+    assert fastyaml.documents(text) is not None
+    kept, alone = made
+    assert kept.capacity() == len(text.encode()) // fastyaml._BYTES_PER_NODE >= kept.size()  # type: ignore[attr-defined]
+    assert alone.capacity() & (alone.capacity() - 1) == 0  # type: ignore[attr-defined]
 
 
 def test_threads_reading_at_once_take_a_tree_each(monkeypatch: pytest.MonkeyPatch) -> None:
