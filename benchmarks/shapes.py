@@ -160,7 +160,7 @@ def candidate(family: str, n: int, i: int) -> Doc:
     return {**made, "metadata": {"name": f"zz-candidate-{i:03d}"}}
 
 
-def _text(items: Sequence[Doc], form: str) -> str:
+def text_of(items: Sequence[Doc], form: str) -> str:
     """The objects as a YAML stream (block style, what repositories hold) or one JSON List."""
     if form == "json":
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)})
@@ -194,9 +194,9 @@ def measure(family: str, n: int, form: str = "yaml") -> dict[str, Any]:
         folder = Path(tmp) / "existing"
         folder.mkdir()
         for start in range(0, len(items), PER_FILE):
-            (folder / f"objects-{start:06d}{suffix}").write_text(_text(items[start:start + PER_FILE], form))
+            (folder / f"objects-{start:06d}{suffix}").write_text(text_of(items[start:start + PER_FILE], form))
         one = Path(tmp) / f"candidate{suffix}"
-        one.write_text(_text([candidate(family, n, 0)], form))
+        one.write_text(text_of([candidate(family, n, 0)], form))
         check_s, check_cpu, check_mb, proc = _child(["lint", "check", str(folder), "--format", "json"])
         existing_s, existing_cpu, _, _ = _child(["lint", "check", "--existing", str(folder), str(one), "--format",
                                                  "json"])

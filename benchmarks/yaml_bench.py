@@ -1,7 +1,8 @@
 """What reading YAML costs against JSON: `overlay-lint check` of the same objects (5,000 capacity overlays, each
 setting a resource of its own, and their NodePools) written as multi-document YAML and as a stream of JSON
 objects, in one file and one object a file (how many repositories hold them), runs interleaved so that both see
-the same machine. The target is a median at most 1.5 times the JSON run's (docs/performance.md)."""
+the same machine; and reading alone, in this process, of shape families written as YAML and as JSON (`reading`).
+The target is a median at most 1.5 times the JSON run's (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from benchmarks import workload
+from benchmarks import shapes, workload
+from sources import tree
 
 OVERLAYS = 5_000
 POOLS = 20
@@ -60,6 +62,29 @@ def _written(tmp: str, docs: list[dict[str, Any]], layout: str) -> tuple[str, st
     return as_yaml, as_json
 
 
+def reading(family: str, count: int = 2_500, rounds: int = 5) -> dict[str, Any]:
+    """Reading alone: `tree.documents` of a shape family's objects in files of `shapes.PER_FILE` (a YAML stream, or
+    one JSON List), the files of a round in one reading as `objects.Loader.load` reads a run's; CPU seconds, the
+    least of the rounds (the collector's share of decoding, paid by both, varies between them)."""
+    items = shapes.FAMILIES[family](count)
+    texts = {form: [shapes.text_of(items[at:at + shapes.PER_FILE], form) for at in range(0, count, shapes.PER_FILE)]
+             for form in ("yaml", "json")}
+    best = {form: float("inf") for form in texts}
+    values: dict[str, list[Any]] = {}
+    for _ in range(rounds):
+        for form, files in texts.items():
+            start = time.process_time()
+            with tree.reading():
+                read = [list(tree.documents(text)) for text in files]
+            best[form] = min(best[form], time.process_time() - start)
+            values[form] = [p.value for parsed in read for p in parsed]
+    # The same objects, or the ratio compares different work.
+    if [item for listed in values["json"] for item in listed["items"]] != values["yaml"]:
+        raise AssertionError(f"{family}: YAML and JSON read different objects")
+    return {"json_s": round(best["json"], 3), "yaml_s": round(best["yaml"], 3),
+            "ratio": round(best["yaml"] / best["json"], 2)}
+
+
 def run(rounds: int = 3, count: int = OVERLAYS) -> dict[str, Any]:
     lint = str(pathlib.Path(sys.executable).with_name("overlay-lint"))
     check = [lint, "check"] if os.path.exists(lint) else [sys.executable, "-m", "lint", "check"]
@@ -78,6 +103,7 @@ def run(rounds: int = 3, count: int = OVERLAYS) -> dict[str, Any]:
             yaml_s, json_s = statistics.median(r[i] for r in from_yaml), statistics.median(r[i] for r in from_json)
             out[layout][what] = {"json_median_s": round(json_s, 3), "yaml_median_s": round(yaml_s, 3),
                                  "ratio": round(yaml_s / json_s, 2)}
+    out["reading alone, 2,500"] = {family: reading(family) for family in ("long-requirements", "resources", "ladder")}
     return out
 
 

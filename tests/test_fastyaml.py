@@ -386,7 +386,7 @@ def test_a_tree_kept_for_a_reading_is_sized_once_for_its_text(name: str, monkeyp
     """In a reading, a fresh tree's node array is reserved for the text, not grown by doubling as the parse goes: a
     file of the benchmark's families fits the reserve. A file read alone leaves its tree to grow."""
     made = _counted_trees(monkeypatch)
-    text = shapes._text(shapes.FAMILIES[name](300), "yaml")
+    text = shapes.text_of(shapes.FAMILIES[name](300), "yaml")
     with tree.reading():
         assert fastyaml.documents(text) is not None
     assert fastyaml.documents(text) is not None
