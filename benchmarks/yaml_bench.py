@@ -65,22 +65,25 @@ def _written(tmp: str, docs: list[dict[str, Any]], layout: str) -> tuple[str, st
 def reading(family: str, count: int = 2_500, rounds: int = 5) -> dict[str, Any]:
     """Reading alone: `tree.documents` of a shape family's objects in files of `shapes.PER_FILE` (a YAML stream, or
     one JSON List), the files of a round in one reading as `objects.Loader.load` reads a run's; CPU seconds, the
-    least of the rounds (the collector's share of decoding, paid by both, varies between them)."""
+    least of the rounds (the collector's share of decoding, paid by both, varies between them). Nothing read is
+    kept across rounds: what is alive is what the collector walks."""
     items = shapes.FAMILIES[family](count)
     texts = {form: [shapes.text_of(items[at:at + shapes.PER_FILE], form) for at in range(0, count, shapes.PER_FILE)]
              for form in ("yaml", "json")}
+    del items
+    # The same objects, or the ratio compares different work.
+    values = {form: [p.value for text in files for p in tree.documents(text)] for form, files in texts.items()}
+    if [item for listed in values["json"] for item in listed["items"]] != values["yaml"]:
+        raise AssertionError(f"{family}: YAML and JSON read different objects")
+    del values
     best = {form: float("inf") for form in texts}
-    values: dict[str, list[Any]] = {}
     for _ in range(rounds):
         for form, files in texts.items():
             start = time.process_time()
             with tree.reading():
                 read = [list(tree.documents(text)) for text in files]
             best[form] = min(best[form], time.process_time() - start)
-            values[form] = [p.value for parsed in read for p in parsed]
-    # The same objects, or the ratio compares different work.
-    if [item for listed in values["json"] for item in listed["items"]] != values["yaml"]:
-        raise AssertionError(f"{family}: YAML and JSON read different objects")
+            del read
     return {"json_s": round(best["json"], 3), "yaml_s": round(best["yaml"], 3),
             "ratio": round(best["yaml"] / best["json"], 2)}
 
@@ -88,12 +91,11 @@ def reading(family: str, count: int = 2_500, rounds: int = 5) -> dict[str, Any]:
 def run(rounds: int = 3, count: int = OVERLAYS) -> dict[str, Any]:
     lint = str(pathlib.Path(sys.executable).with_name("overlay-lint"))
     check = [lint, "check"] if os.path.exists(lint) else [sys.executable, "-m", "lint", "check"]
-    docs = documents(count)
     out: dict[str, Any] = {"command": f"overlay-lint check PATH ({count} capacity overlays, {POOLS} NodePools)",
                            "rounds": rounds, "target_ratio": TARGET, "load": os.getloadavg()}
     for layout in ("one file", "one object a file"):
         with tempfile.TemporaryDirectory() as tmp:
-            as_yaml, as_json = _written(tmp, docs, layout)
+            as_yaml, as_json = _written(tmp, documents(count), layout)
             from_yaml, from_json = [], []
             for _ in range(rounds):
                 from_json.append(_timed([*check, as_json]))
