@@ -45,9 +45,10 @@ from sources import jsontext, scalars, tree
 from sources.tree import Path, Position
 
 # What the general reader handles, or where libyaml and rapidyaml read the same text differently. Conservative:
-# a `*` in a quoted string sends its file to the general reader too.
-_UNSURE_CHARACTER = re.compile(
-    r"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+# a `*` in a quoted string sends its file to the general reader too. The ASCII ones, as a character class's body,
+# are also looked for in the bytes (`_UNSURE`).
+_ASCII_UNSURE = r"&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+_UNSURE_CHARACTER = re.compile(f"[{_ASCII_UNSURE}" + r"\x80-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 
 
 def _latin1(pattern: bytes) -> Any:
@@ -64,7 +65,7 @@ def _latin1(pattern: bytes) -> Any:
 # rapidyaml reads an empty value, libyaml refuses it); a block sequence entry on the line of a quoted scalar or a
 # flow collection (`- "" - x`, `- [] -`: libyaml refuses it, rapidyaml reads one more item). Latin-1: a byte is a
 # character, and RE2's `$` is the end of the text only, where the final line break is matched by `[ \n]` anyway.
-_UNSURE = rb"[&*!@`\\\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)"
+_UNSURE = b"[" + _ASCII_UNSURE.encode() + rb"]|\n%|\n\.\.\.|:[\]},]|[\"'\]}][ ]+-(?:[ \n]|$)"
 _UNSURE_BYTES = _latin1(_UNSURE)
 # In the same pass, the brackets of each line (`_flow_across_lines`) where they are flat, `[]{}[]`: a bracket left
 # open at the line's end, closed by the other kind, or a closing one first on its line is unsure; an opening one
